@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs everything the project needs to build, test and run, from Debian 12 packages.
+# Idempotent: when every package is already installed it makes no network call.
+# Used by the README's commands, by .ci/run and by the Dockerfile's build stage, so the
+# package list lives here and nowhere else.
+#
+#   scripts/setup.sh            everything: build, test and run (the README's commands)
+#   scripts/setup.sh --runtime  only the shared libraries the built binaries load (the
+#                               Dockerfile's run stage)
+set -euo pipefail
+
+runtime_packages=(
+  ca-certificates libgrpc++1.51 libprotobuf32 librocksdb7.8 libabsl20220623
+  libcpp-httplib0.11 libtorch1.13 libopenblas0-openmp wordnet-base
+)
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config clang-format git ca-certificates
+  # service
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  librocksdb-dev libabsl-dev libcpp-httplib-dev
+  # model: LibTorch resolves BLAS through libblas.so.3; without an optimised provider it
+  # lands on netlib's reference BLAS, ~20x slower for our matmuls. The OpenMP flavour
+  # matches LibTorch's libgomp.
+  libtorch-dev libopenblas0-openmp
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev prometheus python3
+  # the embedded default data set: WordNet 3.0
+  wordnet-base
+)
+
+if [[ ${1:-} == --runtime ]]; then
+  packages=("${runtime_packages[@]}")
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "setup: all packages present"

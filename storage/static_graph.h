@@ -1,0 +1,48 @@
+// An immutable graph in compressed sparse row form: one array of out-neighbours and one of
+// in-neighbours, each sliced per entity by an offsets array. Built once from a list of
+// facts (e.g. a triple file); the live store keeps its own structure behind GraphView.
+#ifndef GRAIL_STORAGE_STATIC_GRAPH_H_
+#define GRAIL_STORAGE_STATIC_GRAPH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "storage/graph_view.h"
+#include "storage/ids.h"
+
+namespace grail {
+
+class StaticGraph final : public GraphView {
+ public:
+  StaticGraph() = default;
+
+  // Builds the graph over entities 0 .. num_entities - 1 from `facts`; repeated facts
+  // collapse into one. Requires every id in `facts` to be < num_entities.
+  StaticGraph(uint32_t num_entities, absl::Span<const Triple> facts);
+
+  uint32_t num_entities() const override { return num_entities_; }
+  uint32_t num_relations() const override { return num_relations_; }
+  uint64_t num_facts() const override { return out_.size(); }
+  absl::Span<const Neighbor> OutEdges(EntityId e) const override {
+    return {out_.data() + out_offsets_[e], out_offsets_[e + 1] - out_offsets_[e]};
+  }
+  absl::Span<const Neighbor> InEdges(EntityId e) const override {
+    return {in_.data() + in_offsets_[e], in_offsets_[e + 1] - in_offsets_[e]};
+  }
+
+  // Every fact, sorted by (head, relation, tail).
+  std::vector<Triple> Facts() const;
+
+ private:
+  uint32_t num_entities_ = 0;
+  uint32_t num_relations_ = 0;
+  std::vector<uint64_t> out_offsets_{0};
+  std::vector<uint64_t> in_offsets_{0};
+  std::vector<Neighbor> out_;
+  std::vector<Neighbor> in_;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_STORAGE_STATIC_GRAPH_H_
