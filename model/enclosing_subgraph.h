@@ -1,0 +1,108 @@
+// Enclosing-subgraph extraction and double-radius node labelling (GraIL, Section 3 steps
+// 1-2; SPEC "GraIL, precisely").
+//
+// For a target fact (u, r_t, v) the enclosing subgraph is:
+//   1. N_k(u), N_k(v): the k-hop neighbourhoods of u and v, ignoring edge direction,
+//      optionally capped at `max_nodes_per_hop` newly reached nodes per hop (a
+//      deterministic sample, so hubs stay bounded and the same query gives the same graph).
+//   2. The candidate nodes {u, v} ∪ (N_k(u) ∩ N_k(v)), with every fact of the graph among
+//      them (directions and relations kept).
+//   3. Labels: d(i,u) is the undirected shortest distance from i to u inside the candidate
+//      subgraph with v removed, d(i,v) likewise with u removed. Nodes with a distance > k
+//      (including unreachable ones) are dropped; u is labelled (0,1) and v (1,0).
+//   4. The target edge u -r_t-> v is added if the graph does not already contain it.
+// The "no enclosing" ablation (ExtractionConfig::enclosing = false) keeps the plain union
+// N_k(u) ∪ N_k(v) ∪ {u, v} instead and drops nothing; a distance > k is then labelled
+// kFarDistance (its one-hot part is all zeros).
+#ifndef GRAIL_MODEL_ENCLOSING_SUBGRAPH_H_
+#define GRAIL_MODEL_ENCLOSING_SUBGRAPH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "storage/graph_view.h"
+#include "storage/ids.h"
+
+namespace grail {
+
+struct ExtractionConfig {
+  int hops = 3;               // k
+  int max_nodes_per_hop = 0;  // cap on newly reached nodes per hop of each BFS; 0 = none
+  bool enclosing = true;      // false: the "no enclosing subgraph" ablation (k-hop union)
+};
+
+// A distance label meaning "farther than k" (only in the union ablation).
+inline constexpr uint8_t kFarDistance = 0xff;
+
+// One extracted subgraph with local node indices. Node 0 is u (the head), node 1 is v.
+struct EnclosingSubgraph {
+  std::vector<EntityId> nodes;  // global id of each local node
+  std::vector<uint8_t> dist_u;  // d(i, u) per node; u: 0, v: 1
+  std::vector<uint8_t> dist_v;  // d(i, v) per node; u: 1, v: 0
+  // Edges in direction head -> tail, local indices; the target edge is among them.
+  std::vector<int32_t> edge_src;
+  std::vector<int32_t> edge_dst;
+  std::vector<RelationId> edge_relation;
+  int32_t target_edge = -1;      // index of u -r_t-> v in the edge arrays
+  bool target_in_graph = false;  // whether the graph (as seen by the extraction) had it
+
+  int32_t num_nodes() const { return static_cast<int32_t>(nodes.size()); }
+  int32_t num_edges() const { return static_cast<int32_t>(edge_src.size()); }
+};
+
+// Extracts enclosing subgraphs. Reuses its scratch buffers across calls, so an extractor
+// is cheap to call repeatedly but must not be shared between threads: use one per thread.
+class SubgraphExtractor {
+ public:
+  explicit SubgraphExtractor(const ExtractionConfig& config);
+
+  const ExtractionConfig& config() const { return config_; }
+
+  // Extracts the subgraph of (head, relation, tail) from `graph` into `*out` (its vectors
+  // are reused). With `hide_target_fact`, the fact itself is treated as absent during
+  // extraction and comes back only as the target edge (the trainer's option to keep u and
+  // v from being adjacent only because of the fact being scored).
+  // Errors: INVALID_ARGUMENT if head == tail or an id is outside the graph.
+  absl::Status Extract(const GraphView& graph, EntityId head, RelationId relation, EntityId tail,
+                       bool hide_target_fact, EnclosingSubgraph* out);
+
+ private:
+  // Per-entity scratch, valid for an entity only while its stamp equals the current one.
+  struct Scratch {
+    std::vector<uint32_t> stamp;
+    std::vector<uint8_t> value;
+  };
+
+  void Reserve(uint32_t num_entities);
+  // Undirected BFS from `root` for config_.hops hops over the whole graph. Records each
+  // reached entity's hop in `seen` and appends it to `reached` (root first).
+  void ExpandNeighbourhood(const GraphView& graph, EntityId root, Scratch* seen,
+                           std::vector<EntityId>* reached);
+  // Undirected BFS inside the candidate set from local node `source`, never entering local
+  // node `blocked`, up to config_.hops. Writes distances (kFarDistance if farther) to `dist`.
+  void LabelDistances(int32_t source, int32_t blocked, std::vector<uint8_t>* dist);
+
+  ExtractionConfig config_;
+  uint32_t generation_ = 0;
+  Scratch seen_u_, seen_v_;
+  std::vector<uint32_t> local_stamp_;  // entity -> is a candidate in this generation
+  std::vector<int32_t> local_index_;   // entity -> candidate index
+  // Candidate subgraph in CSR form over local indices (undirected).
+  std::vector<EntityId> candidates_;
+  std::vector<int32_t> adjacency_offsets_;
+  std::vector<int32_t> adjacency_;
+  // BFS work lists.
+  std::vector<EntityId> frontier_, next_, reached_u_, reached_v_;
+  std::vector<std::pair<uint64_t, EntityId>> sample_;
+  std::vector<int32_t> queue_;
+  std::vector<uint8_t> dist_u_, dist_v_;
+  std::vector<int32_t> kept_index_;
+  // The hidden fact, when hide_target_fact is set.
+  bool hide_ = false;
+  Triple hidden_;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_ENCLOSING_SUBGRAPH_H_

@@ -1,0 +1,13 @@
+// The subcommands of `grail-tools`. Each reads its own flags (already parsed) and returns a
+// process exit code.
+#ifndef GRAIL_MODEL_TOOLS_COMMANDS_H_
+#define GRAIL_MODEL_TOOLS_COMMANDS_H_
+
+namespace grail {
+
+// `subgraph --graph FILE --head H --relation R --tail T [--hops K] [--max-nodes-per-hop N]`
+int RunSubgraphCommand();
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_TOOLS_COMMANDS_H_

@@ -1,0 +1,25 @@
+// grail-tools: data preparation and inspection (subgraph, wordnet, split).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/usage.h"
+#include "common/command_line.h"
+#include "model/tools/commands.h"
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "grail-tools COMMAND [flags]\n"
+      "  subgraph --graph FILE --head H --relation R --tail T [--hops K]\n"
+      "           [--max-nodes-per-hop N] [--no-enclosing]   print an enclosing subgraph as JSON");
+  const std::vector<std::string> positional = grail::ParseCommandLine(argc, argv);
+  if (positional.size() != 2) {
+    std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
+    return 2;
+  }
+  const std::string& command = positional[1];
+  if (command == "subgraph") return grail::RunSubgraphCommand();
+  std::fprintf(stderr, "unknown command '%s'\n%s\n", command.c_str(),
+               absl::ProgramUsageMessage().data());
+  return 2;
+}
