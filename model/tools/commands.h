@@ -7,6 +7,10 @@ namespace grail {
 
 // `subgraph --graph FILE --head H --relation R --tail T [--hops K] [--max-nodes-per-hop N]`
 int RunSubgraphCommand();
+// `wordnet --out DIR [--wordnet-dir DIR]`
+int RunWordNetCommand();
+// `split --triples FILE --out DIR [--seed S] ...`
+int RunSplitCommand();
 
 }  // namespace grail
 

@@ -11,7 +11,9 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "grail-tools COMMAND [flags]\n"
       "  subgraph --graph FILE --head H --relation R --tail T [--hops K]\n"
-      "           [--max-nodes-per-hop N] [--no-enclosing]   print an enclosing subgraph as JSON");
+      "           [--max-nodes-per-hop N] [--no-enclosing]   print an enclosing subgraph as JSON\n"
+      "  wordnet  --out DIR [--wordnet-dir DIR]              WordNet 3.0 -> DIR/triples.txt\n"
+      "  split    --triples FILE --out DIR [--seed S] ...    inductive train/test graph pair");
   const std::vector<std::string> positional = grail::ParseCommandLine(argc, argv);
   if (positional.size() != 2) {
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
@@ -19,6 +21,8 @@ int main(int argc, char** argv) {
   }
   const std::string& command = positional[1];
   if (command == "subgraph") return grail::RunSubgraphCommand();
+  if (command == "wordnet") return grail::RunWordNetCommand();
+  if (command == "split") return grail::RunSplitCommand();
   std::fprintf(stderr, "unknown command '%s'\n%s\n", command.c_str(),
                absl::ProgramUsageMessage().data());
   return 2;
