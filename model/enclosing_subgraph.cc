@@ -168,13 +168,10 @@ absl::Status SubgraphExtractor::Extract(const GraphView& graph, EntityId head, R
     adjacency_offsets_[i + 1] += adjacency_offsets_[i];
   }
   adjacency_.resize(adjacency_offsets_[num_candidates]);
-  {
-    std::vector<int32_t>& cursor = kept_index_;  // reused as scratch here
-    cursor.assign(adjacency_offsets_.begin(), adjacency_offsets_.end() - 1);
-    for (size_t k = 0; k < out->edge_src.size(); ++k) {
-      adjacency_[cursor[out->edge_src[k]]++] = out->edge_dst[k];
-      adjacency_[cursor[out->edge_dst[k]]++] = out->edge_src[k];
-    }
+  adjacency_cursor_.assign(adjacency_offsets_.begin(), adjacency_offsets_.end() - 1);
+  for (size_t k = 0; k < out->edge_src.size(); ++k) {
+    adjacency_[adjacency_cursor_[out->edge_src[k]]++] = out->edge_dst[k];
+    adjacency_[adjacency_cursor_[out->edge_dst[k]]++] = out->edge_src[k];
   }
 
   // Step 3: double-radius labels, each target blocked while measuring the other.

@@ -92,6 +92,7 @@ class SubgraphExtractor {
   std::vector<EntityId> candidates_;
   std::vector<int32_t> adjacency_offsets_;
   std::vector<int32_t> adjacency_;
+  std::vector<int32_t> adjacency_cursor_;
   // BFS work lists.
   std::vector<EntityId> frontier_, next_, reached_u_, reached_v_;
   std::vector<std::pair<uint64_t, EntityId>> sample_;
