@@ -1,0 +1,74 @@
+#include "storage/live_graph.h"
+
+#include <cassert>
+#include <utility>
+
+namespace grail {
+
+std::optional<EntityId> GraphSnapshot::FindEntity(absl::string_view name) const {
+  std::optional<uint32_t> id = entity_names_->Find(name);
+  // The table is shared with later versions: an id beyond this version is not here yet.
+  if (!id.has_value() || *id >= num_entities_) return std::nullopt;
+  return id;
+}
+
+LiveGraph::LiveGraph() : entity_names_(std::make_shared<NameTable>()) {
+  auto empty = std::shared_ptr<GraphSnapshot>(new GraphSnapshot());
+  empty->entity_names_ = entity_names_;
+  empty->relations_ = std::make_shared<const Vocabulary>();
+  current_ = std::move(empty);
+}
+
+std::shared_ptr<const GraphSnapshot> LiveGraph::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_;
+}
+
+uint64_t LiveGraph::Apply(const GraphDelta& delta) {
+  const std::shared_ptr<const GraphSnapshot> base = Snapshot();
+  auto next = std::shared_ptr<GraphSnapshot>(new GraphSnapshot());
+  next->sequence_ = delta.sequence;
+  next->entity_names_ = entity_names_;
+
+  // New names are appended before the version that owns them is published; older
+  // versions hide them by their entity count.
+  for (const std::string& name : delta.new_entities) {
+    assert(!entity_names_->Find(name).has_value());
+    entity_names_->Append(name);
+  }
+  next->num_entities_ = base->num_entities_ + static_cast<uint32_t>(delta.new_entities.size());
+
+  if (delta.new_relations.empty()) {
+    next->relations_ = base->relations_;
+  } else {
+    std::vector<std::string> names = base->relations_->names();
+    names.insert(names.end(), delta.new_relations.begin(), delta.new_relations.end());
+    next->relations_ = std::make_shared<const Vocabulary>(names);
+  }
+
+  uint64_t added = 0;
+  next->adjacency_ = base->adjacency_.WithFacts(delta.facts, &added);
+  next->num_facts_ = base->num_facts_ + added;
+
+  std::shared_ptr<const GraphSnapshot> previous = std::move(next);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::swap(current_, previous);
+  }
+  // `previous` (the old version) is released here, outside the lock: if no reader holds
+  // it, freeing the nodes it alone owned must not delay readers taking snapshots.
+  return added;
+}
+
+LiveGraph::MemoryUsage LiveGraph::ApproximateMemoryUsage() const {
+  const std::shared_ptr<const GraphSnapshot> latest = Snapshot();
+  MemoryUsage usage;
+  usage.adjacency_bytes = latest->adjacency_.ApproximateMemoryUsage().bytes;
+  usage.entity_name_bytes = entity_names_->ApproximateMemoryUsage();
+  for (const std::string& name : latest->relation_names()) {
+    usage.relation_name_bytes += sizeof(std::string) + name.capacity();
+  }
+  return usage;
+}
+
+}  // namespace grail

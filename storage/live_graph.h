@@ -1,0 +1,134 @@
+// The live graph's in-memory index, and the immutable snapshots that readers score against.
+//
+// LiveGraph mirrors the TripleStore in memory (adjacency both ways plus the entity and
+// relation dictionaries), so that reads never touch disk. Each committed chunk makes a new
+// version; a GraphSnapshot is a handle on one version:
+//   * it sees all of a chunk or none of it, and every chunk applied before it was taken;
+//   * it never changes while held, and the spans and names it hands out stay valid until
+//     the last handle on it is dropped, however many chunks are applied meanwhile;
+//   * taking one costs a pointer copy under a mutex that the writer holds only to swap
+//     that pointer, so readers never wait for a chunk to be written or indexed.
+// Versions share structure (AdjacencyTree, NameTable), so applying a chunk costs time and
+// memory proportional to what the chunk touches, not to the size of the graph.
+#ifndef GRAIL_STORAGE_LIVE_GRAPH_H_
+#define GRAIL_STORAGE_LIVE_GRAPH_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "storage/adjacency_tree.h"
+#include "storage/graph_view.h"
+#include "storage/ids.h"
+#include "storage/name_table.h"
+#include "storage/vocabulary.h"
+
+namespace grail {
+
+// One immutable version of the live graph. Implements GraphView, so subgraph extraction
+// runs on it unchanged. Thread safety: immutable; every method may be called from any
+// number of threads at once. A snapshot stays valid after the LiveGraph (or TripleStore)
+// that made it is destroyed.
+class GraphSnapshot final : public GraphView {
+ public:
+  uint32_t num_entities() const override { return num_entities_; }
+  uint32_t num_relations() const override { return relations_->size(); }
+  uint64_t num_facts() const override { return num_facts_; }
+  // Requires e < num_entities().
+  absl::Span<const Neighbor> OutEdges(EntityId e) const override { return adjacency_.OutEdges(e); }
+  // Requires e < num_entities().
+  absl::Span<const Neighbor> InEdges(EntityId e) const override { return adjacency_.InEdges(e); }
+
+  // The number of chunks this version contains (the store's sequence number).
+  uint64_t sequence() const { return sequence_; }
+
+  // The id of the entity called `name`, or nullopt if this version has no such entity
+  // (including entities created after this snapshot was taken).
+  std::optional<EntityId> FindEntity(absl::string_view name) const;
+  // The name of entity `e`. Requires e < num_entities(). Valid while the snapshot is held.
+  const std::string& EntityName(EntityId e) const { return entity_names_->Name(e); }
+
+  // The id of the relation called `name`, or nullopt.
+  std::optional<RelationId> FindRelation(absl::string_view name) const {
+    return relations_->Find(name);
+  }
+  // Requires r < num_relations(). Valid while the snapshot is held.
+  const std::string& RelationName(RelationId r) const { return relations_->Name(r); }
+  // Relation names in id order; size() == num_relations().
+  const std::vector<std::string>& relation_names() const { return relations_->names(); }
+
+ private:
+  friend class LiveGraph;
+  GraphSnapshot() = default;
+
+  uint32_t num_entities_ = 0;
+  uint64_t num_facts_ = 0;
+  uint64_t sequence_ = 0;
+  AdjacencyTree adjacency_;
+  // Shared by all versions; ids >= num_entities_ belong to later versions.
+  std::shared_ptr<const NameTable> entity_names_;
+  // Private to the versions between two relation additions (relations are few).
+  std::shared_ptr<const Vocabulary> relations_;
+};
+
+// What one chunk adds to the graph, with ids already assigned by the store.
+struct GraphDelta {
+  // Names of the entities the chunk creates; they get ids num_entities(), +1, ... in order.
+  std::vector<std::string> new_entities;
+  // Likewise for relations.
+  std::vector<std::string> new_relations;
+  // The chunk's facts. Facts already in the graph and repeats are ignored.
+  std::vector<Triple> facts;
+  // The sequence number of the version this delta produces.
+  uint64_t sequence = 0;
+};
+
+// The mutable index: applies deltas, hands out snapshots.
+//
+// Thread safety: Snapshot() may be called from any thread, concurrently with Apply().
+// Apply() calls must not overlap (the TripleStore serialises its writers).
+class LiveGraph {
+ public:
+  // Sizes of the latest version's structures, in bytes, from the structures' sizes
+  // (allocator overhead not included).
+  struct MemoryUsage {
+    uint64_t adjacency_bytes = 0;
+    uint64_t entity_name_bytes = 0;
+    uint64_t relation_name_bytes = 0;
+    uint64_t total() const { return adjacency_bytes + entity_name_bytes + relation_name_bytes; }
+  };
+
+  // An empty graph at sequence 0.
+  LiveGraph();
+  LiveGraph(const LiveGraph&) = delete;
+  LiveGraph& operator=(const LiveGraph&) = delete;
+
+  // The latest version. O(1); never waits for an Apply() in progress beyond its final
+  // pointer swap.
+  std::shared_ptr<const GraphSnapshot> Snapshot() const;
+
+  // Publishes a new version with `delta` applied and returns the number of facts it
+  // added. Requires: every id in delta.facts is below the entity / relation counts after
+  // the delta's new names; the new names are not already in the graph. Snapshots taken
+  // before the call are unaffected.
+  uint64_t Apply(const GraphDelta& delta);
+
+  // Walks the latest version; O(entities). For benchmarks and occasional reporting.
+  MemoryUsage ApproximateMemoryUsage() const;
+
+ private:
+  // Written only by Apply() (one at a time); Apply() reads it without the lock.
+  std::shared_ptr<NameTable> entity_names_;
+  mutable std::mutex mu_;
+  // Guarded by mu_ for readers; the writer swaps it under mu_.
+  std::shared_ptr<const GraphSnapshot> current_;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_STORAGE_LIVE_GRAPH_H_

@@ -1,0 +1,579 @@
+#include "storage/triple_store.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "rocksdb/db.h"
+#include "rocksdb/filter_policy.h"
+#include "rocksdb/options.h"
+#include "rocksdb/slice_transform.h"
+#include "rocksdb/table.h"
+#include "rocksdb/write_batch.h"
+#include "storage/store_layout.h"
+
+namespace grail {
+namespace {
+
+namespace layout = store_layout;
+
+// Index into TripleStore::families_, in the order the families are opened.
+enum Family {
+  kDefaultFamily,
+  kMetaFamily,
+  kEntityByNameFamily,
+  kEntityNamesFamily,
+  kRelationByNameFamily,
+  kRelationNamesFamily,
+  kFactsOutFamily,
+  kFactsInFamily,
+  kNumFamilies,
+};
+
+constexpr const char* kFamilyNames[kNumFamilies] = {
+    "default",
+    layout::kMeta,
+    layout::kEntityByName,
+    layout::kEntityNames,
+    layout::kRelationByName,
+    layout::kRelationNames,
+    layout::kFactsOut,
+    layout::kFactsIn,
+};
+
+// Ids are u32 and every id must be representable, so a count may reach 2^32 - 1.
+constexpr uint64_t kMaxIds = std::numeric_limits<uint32_t>::max();
+
+// Where AddChunk puts the rejected fact's position, for RejectedFactIndex().
+constexpr char kRejectedFactPayload[] = "type.googleapis.com/grail.storage.RejectedFact";
+
+absl::Status FromRocks(const rocksdb::Status& s, absl::string_view context) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string message = absl::StrCat(context, ": ", s.ToString());
+  if (s.IsCorruption()) return absl::DataLossError(message);
+  if (s.IsNoSpace()) return absl::ResourceExhaustedError(message);
+  // RocksDB holds an exclusive lock on the directory while a database is open.
+  if (s.IsIOError() && s.ToString().find("/LOCK") != std::string::npos) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(message, " (is the store already open, in this or another process?)"));
+  }
+  return absl::InternalError(message);
+}
+
+rocksdb::DBOptions DatabaseOptions() {
+  rocksdb::DBOptions options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  // After a crash, replay the WAL up to the last complete batch and stop: a torn tail
+  // (possible after a machine crash without sync) loses whole chunks, never part of one,
+  // and never leaves a gap.
+  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // Every open starts a new info LOG; keep restarts from piling them up.
+  options.keep_log_file_num = 10;
+  return options;
+}
+
+rocksdb::ColumnFamilyOptions FamilyOptions(Family family) {
+  rocksdb::ColumnFamilyOptions options;
+  rocksdb::BlockBasedTableOptions table;
+  // Whole-key bloom filters for point lookups (a fact, a name).
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  if (family == kFactsOutFamily || family == kFactsInFamily) {
+    // The first id of a fact key is its prefix: the filters then also answer "does this
+    // entity have any edges in this direction", and an adjacency scan is a prefix scan.
+    options.prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(layout::kIdBytes));
+    options.memtable_prefix_bloom_size_ratio = 0.05;
+  }
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return options;
+}
+
+absl::Status RejectFact(size_t index, absl::string_view reason) {
+  absl::Status status = absl::InvalidArgumentError(absl::StrCat("fact ", index, ": ", reason));
+  status.SetPayload(kRejectedFactPayload, absl::Cord(absl::StrCat(index)));
+  return status;
+}
+
+const char* ControlCharacterName(char c) {
+  switch (c) {
+    case '\t':
+      return "a TAB";
+    case '\r':
+      return "a carriage return";
+    default:
+      return "a line feed";
+  }
+}
+
+// Accumulates the Status of WriteBatch::Put calls (they fail only on absurd sizes).
+class BatchWriter {
+ public:
+  BatchWriter(rocksdb::WriteBatch* batch, const std::vector<rocksdb::ColumnFamilyHandle*>* families)
+      : batch_(batch), families_(families) {}
+  void Put(Family family, const rocksdb::Slice& key, const rocksdb::Slice& value) {
+    if (status_.ok()) status_ = batch_->Put((*families_)[family], key, value);
+  }
+  const rocksdb::Status& status() const { return status_; }
+
+ private:
+  rocksdb::WriteBatch* batch_;
+  const std::vector<rocksdb::ColumnFamilyHandle*>* families_;
+  rocksdb::Status status_;
+};
+
+absl::string_view View(const rocksdb::Slice& slice) {
+  return absl::string_view(slice.data(), slice.size());
+}
+
+// Full scans must see every key, not stop at a prefix boundary of the fact families.
+rocksdb::ReadOptions ScanOptions() {
+  rocksdb::ReadOptions options;
+  options.total_order_seek = true;
+  options.fill_cache = false;
+  return options;
+}
+
+// Fails unless the database in `dir` (with column families `families`) holds no key.
+// Opens it read-only, so a foreign database is left exactly as it was.
+absl::Status CheckEmptyForeignDatabase(const std::string& dir,
+                                       const std::vector<std::string>& families) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : families) {
+    descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), dir, descriptors, &handles, &raw);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("inspecting ", dir));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  bool empty = true;
+  for (rocksdb::ColumnFamilyHandle* handle : handles) {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ScanOptions(), handle));
+    it->SeekToFirst();
+    if (it->Valid() || !it->status().ok()) empty = false;
+  }
+  for (rocksdb::ColumnFamilyHandle* handle : handles) {
+    db->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
+  }
+  if (!empty) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " holds a RocksDB database that is not a triple store (it has data but no ",
+        layout::kMeta, " column family)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+TripleStore::TripleStore(std::string dir, StoreOptions options)
+    : dir_(std::move(dir)), options_(std::move(options)) {
+  if (options_.allowed_relations.has_value()) {
+    allowed_relations_.insert(options_.allowed_relations->begin(),
+                              options_.allowed_relations->end());
+  }
+}
+
+TripleStore::~TripleStore() {
+  if (db_ == nullptr) return;
+  // Nothing can report a failure from here; a failed sync leaves the usual process-crash
+  // durability, which AddChunk already guaranteed.
+  db_->SyncWAL().PermitUncheckedError();
+  for (rocksdb::ColumnFamilyHandle* handle : families_) {
+    db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
+  }
+  db_->Close().PermitUncheckedError();
+  delete db_;
+}
+
+absl::StatusOr<std::unique_ptr<TripleStore>> TripleStore::Open(const std::string& dir,
+                                                               const StoreOptions& options) {
+  std::unique_ptr<TripleStore> store(new TripleStore(dir, options));
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("creating ", dir, ": ", error.message()));
+  }
+  const rocksdb::DBOptions db_options = DatabaseOptions();
+  if (std::filesystem::exists(std::filesystem::path(dir) / "CURRENT", error)) {
+    // RocksDB refuses to open a database without naming all its column families; list
+    // them first so that a foreign database gets a clear error rather than that one.
+    std::vector<std::string> existing;
+    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, dir, &existing);
+    if (!s.ok()) return FromRocks(s, absl::StrCat("listing the column families in ", dir));
+    for (const std::string& name : existing) {
+      if (std::find(std::begin(kFamilyNames), std::end(kFamilyNames), name) ==
+          std::end(kFamilyNames)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(dir,
+                         " holds a RocksDB database that is not a triple store (it has a "
+                         "column family named \"",
+                         absl::CHexEscape(name), "\")"));
+      }
+    }
+    // Without our meta family this is either a store whose first Open crashed early (then
+    // it is empty) or someone else's database: look before creating anything in it.
+    if (std::find(existing.begin(), existing.end(), layout::kMeta) == existing.end()) {
+      if (absl::Status empty = CheckEmptyForeignDatabase(dir, existing); !empty.ok()) return empty;
+    }
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (int f = 0; f < kNumFamilies; ++f) {
+    descriptors.emplace_back(kFamilyNames[f], FamilyOptions(static_cast<Family>(f)));
+  }
+  rocksdb::Status s =
+      rocksdb::DB::Open(db_options, dir, descriptors, &store->families_, &store->db_);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("opening the store in ", dir));
+  if (absl::Status loaded = store->Load(); !loaded.ok()) return loaded;
+  return store;
+}
+
+absl::Status TripleStore::Load() {
+  const rocksdb::ReadOptions read = ScanOptions();
+  std::string value;
+  rocksdb::Status s = db_->Get(read, families_[kMetaFamily], layout::kFormatVersionKey, &value);
+  if (s.IsNotFound()) {
+    // A new store, or a crash during the very first Open (families created, version not
+    // yet written). Anything else without a version is not ours to interpret.
+    for (int f = kDefaultFamily; f < kNumFamilies; ++f) {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, families_[f]));
+      it->SeekToFirst();
+      if (it->Valid()) {
+        return absl::DataLossError(absl::StrCat("the store in ", dir_, " has data in ",
+                                                kFamilyNames[f], " but no format version"));
+      }
+      if (!it->status().ok()) return FromRocks(it->status(), "reading the store");
+    }
+    rocksdb::WriteBatch batch;
+    BatchWriter writer(&batch, &families_);
+    writer.Put(kMetaFamily, layout::kFormatVersionKey,
+               layout::EncodeCounter(layout::kFormatVersion));
+    for (const char* key : {layout::kEntityCountKey, layout::kRelationCountKey,
+                            layout::kFactCountKey, layout::kSequenceKey}) {
+      writer.Put(kMetaFamily, key, layout::EncodeCounter(0));
+    }
+    if (!writer.status().ok()) return FromRocks(writer.status(), "creating the store");
+    rocksdb::WriteOptions write;
+    write.sync = true;  // once per store: the directory is a store from now on
+    return FromRocks(db_->Write(write, &batch), absl::StrCat("creating the store in ", dir_));
+  }
+  if (!s.ok()) return FromRocks(s, "reading the format version");
+  const std::optional<uint64_t> version = layout::DecodeCounter(value);
+  if (!version.has_value()) {
+    return absl::DataLossError(
+        absl::StrCat("the store in ", dir_, " has a malformed format version"));
+  }
+  if (*version != layout::kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("the store in ", dir_, " has format version ",
+                                                      *version, "; this build reads only version ",
+                                                      layout::kFormatVersion));
+  }
+
+  auto read_counter = [&](const char* key, uint64_t* out) -> absl::Status {
+    std::string bytes;
+    rocksdb::Status got = db_->Get(read, families_[kMetaFamily], key, &bytes);
+    if (got.IsNotFound()) {
+      return absl::DataLossError(
+          absl::StrCat("the store in ", dir_, " has no \"", key, "\" counter"));
+    }
+    if (!got.ok()) return FromRocks(got, "reading the counters");
+    std::optional<uint64_t> decoded = layout::DecodeCounter(bytes);
+    if (!decoded.has_value()) {
+      return absl::DataLossError(absl::StrCat("malformed \"", key, "\" counter in ", dir_));
+    }
+    *out = *decoded;
+    return absl::OkStatus();
+  };
+  uint64_t num_entities = 0, num_relations = 0, num_facts = 0, sequence = 0;
+  for (auto [key, out] :
+       {std::pair{layout::kEntityCountKey, &num_entities},
+        std::pair{layout::kRelationCountKey, &num_relations},
+        std::pair{layout::kFactCountKey, &num_facts}, std::pair{layout::kSequenceKey, &sequence}}) {
+    if (absl::Status counted = read_counter(key, out); !counted.ok()) return counted;
+  }
+  if (num_entities > kMaxIds || num_relations > kMaxIds) {
+    return absl::DataLossError(absl::StrCat("the store in ", dir_, " counts more ids than fit"));
+  }
+
+  // Dictionaries: ids must run 0, 1, 2, ... with no gap, up to the counter.
+  auto read_names = [&](Family family, uint64_t count,
+                        std::vector<std::string>* names) -> absl::Status {
+    names->reserve(count);
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, families_[family]));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const std::optional<uint32_t> id = layout::DecodeId(View(it->key()));
+      if (!id.has_value() || *id != names->size()) {
+        return absl::DataLossError(absl::StrCat(kFamilyNames[family], " in ", dir_,
+                                                " is not dense at id ", names->size()));
+      }
+      names->push_back(it->value().ToString());
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "reading the dictionaries");
+    if (names->size() != count) {
+      return absl::DataLossError(absl::StrCat(kFamilyNames[family], " in ", dir_, " holds ",
+                                              names->size(), " names; the counter says ", count));
+    }
+    return absl::OkStatus();
+  };
+  GraphDelta delta;
+  delta.sequence = sequence;
+  if (absl::Status read_ok = read_names(kRelationNamesFamily, num_relations, &delta.new_relations);
+      !read_ok.ok()) {
+    return read_ok;
+  }
+  if (absl::Status read_ok = read_names(kEntityNamesFamily, num_entities, &delta.new_entities);
+      !read_ok.ok()) {
+    return read_ok;
+  }
+
+  // The index is rebuilt from facts_out alone; facts_in mirrors it (CheckConsistency
+  // verifies that) and would only double the bytes read.
+  delta.facts.reserve(num_facts);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, families_[kFactsOutFamily]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::optional<Triple> fact = layout::DecodeOutFactKey(View(it->key()));
+    if (!fact.has_value() || fact->head >= num_entities || fact->tail >= num_entities ||
+        fact->relation >= num_relations) {
+      return absl::DataLossError(
+          absl::StrCat("facts_out in ", dir_, " holds a malformed fact key"));
+    }
+    delta.facts.push_back(*fact);
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "reading the facts");
+  if (delta.facts.size() != num_facts) {
+    return absl::DataLossError(absl::StrCat("facts_out in ", dir_, " holds ", delta.facts.size(),
+                                            " facts; the counter says ", num_facts));
+  }
+  graph_.Apply(delta);
+  return absl::OkStatus();
+}
+
+absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts) const {
+  if (facts.size() > options_.max_chunk_facts) {
+    return RejectFact(options_.max_chunk_facts,
+                      absl::StrCat("the chunk has ", facts.size(), " facts; at most ",
+                                   options_.max_chunk_facts, " are accepted per chunk"));
+  }
+  for (size_t i = 0; i < facts.size(); ++i) {
+    const NamedTriple& fact = facts[i];
+    for (auto [role, name] : {std::pair{"head", &fact.head}, std::pair{"relation", &fact.relation},
+                              std::pair{"tail", &fact.tail}}) {
+      if (name->empty()) return RejectFact(i, absl::StrCat(role, " name is empty"));
+      if (name->size() > options_.max_name_bytes) {
+        return RejectFact(i, absl::StrCat(role, " name is ", name->size(), " bytes; the limit is ",
+                                          options_.max_name_bytes));
+      }
+      const size_t bad = name->find_first_of("\t\r\n");
+      if (bad != std::string::npos) {
+        return RejectFact(i, absl::StrCat(role, " name contains ",
+                                          ControlCharacterName((*name)[bad]), " at byte ", bad));
+      }
+    }
+    if (options_.allowed_relations.has_value() && !allowed_relations_.contains(fact.relation)) {
+      return RejectFact(i, absl::StrCat("relation \"", absl::CHexEscape(fact.relation),
+                                        "\" is not in the allowed vocabulary"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> facts) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!write_error_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store refuses writes after a failed write; reopen it: ", write_error_.message()));
+  }
+  if (absl::Status valid = Validate(facts); !valid.ok()) return valid;
+
+  // The writer is the only one publishing versions, so this is the latest one.
+  const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
+  GraphDelta delta;
+  delta.sequence = base->sequence() + 1;
+  // Keys point into `facts`, which outlives this call's use of them.
+  absl::flat_hash_map<absl::string_view, uint64_t> new_entity_ids, new_relation_ids;
+  auto entity_id = [&](const std::string& name) -> uint64_t {
+    if (std::optional<EntityId> id = base->FindEntity(name)) return *id;
+    auto [it, inserted] =
+        new_entity_ids.try_emplace(name, uint64_t{base->num_entities()} + new_entity_ids.size());
+    if (inserted) delta.new_entities.push_back(name);
+    return it->second;
+  };
+  auto relation_id = [&](const std::string& name) -> uint64_t {
+    if (std::optional<RelationId> id = base->FindRelation(name)) return *id;
+    auto [it, inserted] = new_relation_ids.try_emplace(
+        name, uint64_t{base->num_relations()} + new_relation_ids.size());
+    if (inserted) delta.new_relations.push_back(name);
+    return it->second;
+  };
+
+  ChunkResult result;
+  absl::flat_hash_set<Triple> seen;
+  seen.reserve(facts.size());
+  delta.facts.reserve(facts.size());
+  for (const NamedTriple& fact : facts) {
+    // Head, relation, tail: the order "first appearance" refers to.
+    const uint64_t head = entity_id(fact.head);
+    const uint64_t relation = relation_id(fact.relation);
+    const uint64_t tail = entity_id(fact.tail);
+    const Triple triple{static_cast<EntityId>(head), static_cast<RelationId>(relation),
+                        static_cast<EntityId>(tail)};
+    if (!seen.insert(triple).second || base->HasFact(triple.head, triple.relation, triple.tail)) {
+      ++result.duplicate_facts;
+      continue;
+    }
+    delta.facts.push_back(triple);
+  }
+  const uint64_t num_entities = base->num_entities() + delta.new_entities.size();
+  const uint64_t num_relations = base->num_relations() + delta.new_relations.size();
+  if (num_entities > kMaxIds || num_relations > kMaxIds) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the chunk would exceed the store's capacity of ", kMaxIds, " entities or relations"));
+  }
+  const uint64_t num_facts = base->num_facts() + delta.facts.size();
+
+  rocksdb::WriteBatch batch;
+  BatchWriter writer(&batch, &families_);
+  for (size_t i = 0; i < delta.new_entities.size(); ++i) {
+    const std::string id = layout::EncodeId(static_cast<uint32_t>(base->num_entities() + i));
+    writer.Put(kEntityByNameFamily, delta.new_entities[i], id);
+    writer.Put(kEntityNamesFamily, id, delta.new_entities[i]);
+  }
+  for (size_t i = 0; i < delta.new_relations.size(); ++i) {
+    const std::string id = layout::EncodeId(static_cast<uint32_t>(base->num_relations() + i));
+    writer.Put(kRelationByNameFamily, delta.new_relations[i], id);
+    writer.Put(kRelationNamesFamily, id, delta.new_relations[i]);
+  }
+  for (const Triple& t : delta.facts) {
+    writer.Put(kFactsOutFamily, layout::OutFactKey(t), rocksdb::Slice());
+    writer.Put(kFactsInFamily, layout::InFactKey(t), rocksdb::Slice());
+  }
+  writer.Put(kMetaFamily, layout::kEntityCountKey, layout::EncodeCounter(num_entities));
+  writer.Put(kMetaFamily, layout::kRelationCountKey, layout::EncodeCounter(num_relations));
+  writer.Put(kMetaFamily, layout::kFactCountKey, layout::EncodeCounter(num_facts));
+  writer.Put(kMetaFamily, layout::kSequenceKey, layout::EncodeCounter(delta.sequence));
+  if (!writer.status().ok()) return FromRocks(writer.status(), "building the chunk's batch");
+
+  rocksdb::WriteOptions write;
+  write.sync = options_.sync;
+  write.disableWAL = false;  // the WAL is what makes an acknowledged chunk durable
+  if (rocksdb::Status s = db_->Write(write, &batch); !s.ok()) {
+    write_error_ = FromRocks(s, absl::StrCat("writing chunk ", delta.sequence));
+    return write_error_;
+  }
+  // Published only once durable: a reader never sees a chunk that a crash could take back.
+  graph_.Apply(delta);
+
+  result.sequence = delta.sequence;
+  result.facts_added = static_cast<uint32_t>(delta.facts.size());
+  result.entities_created = static_cast<uint32_t>(delta.new_entities.size());
+  result.relations_created = static_cast<uint32_t>(delta.new_relations.size());
+  return result;
+}
+
+absl::Status TripleStore::Sync() { return FromRocks(db_->SyncWAL(), "syncing the WAL"); }
+
+absl::Status TripleStore::CheckConsistency() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  const std::shared_ptr<const GraphSnapshot> graph = graph_.Snapshot();
+  const rocksdb::ReadOptions read = ScanOptions();
+  auto mismatch = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("store ", dir_, ": ", what));
+  };
+
+  const std::pair<const char*, uint64_t> counters[] = {
+      {layout::kFormatVersionKey, layout::kFormatVersion},
+      {layout::kEntityCountKey, graph->num_entities()},
+      {layout::kRelationCountKey, graph->num_relations()},
+      {layout::kFactCountKey, graph->num_facts()},
+      {layout::kSequenceKey, graph->sequence()},
+  };
+  for (const auto& [key, expected] : counters) {
+    std::string bytes;
+    rocksdb::Status s = db_->Get(read, families_[kMetaFamily], key, &bytes);
+    if (!s.ok()) return FromRocks(s, absl::StrCat("reading counter ", key));
+    if (layout::DecodeCounter(bytes) != expected) {
+      return mismatch(absl::StrCat("counter \"", key, "\" disagrees with the index"));
+    }
+  }
+
+  // A dictionary agrees when by-id holds exactly ids 0..count-1 with the index's names and
+  // by-name holds count entries, each mapping a name to the id that has it.
+  auto check_dictionary = [&](Family by_id, Family by_name, uint64_t count,
+                              auto name_of) -> absl::Status {
+    uint64_t seen = 0;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, families_[by_id]));
+    for (it->SeekToFirst(); it->Valid(); it->Next(), ++seen) {
+      const std::optional<uint32_t> id = layout::DecodeId(View(it->key()));
+      if (!id.has_value() || *id != seen || seen >= count || View(it->value()) != name_of(*id)) {
+        return mismatch(absl::StrCat(kFamilyNames[by_id], " disagrees at id ", seen));
+      }
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "scanning a dictionary");
+    if (seen != count) return mismatch(absl::StrCat(kFamilyNames[by_id], " is short"));
+    seen = 0;
+    it.reset(db_->NewIterator(read, families_[by_name]));
+    for (it->SeekToFirst(); it->Valid(); it->Next(), ++seen) {
+      const std::optional<uint32_t> id = layout::DecodeId(View(it->value()));
+      if (!id.has_value() || *id >= count || name_of(*id) != View(it->key())) {
+        return mismatch(absl::StrCat(kFamilyNames[by_name], " disagrees at name \"",
+                                     absl::CHexEscape(View(it->key())), "\""));
+      }
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "scanning a dictionary");
+    if (seen != count) return mismatch(absl::StrCat(kFamilyNames[by_name], " has extra names"));
+    return absl::OkStatus();
+  };
+  if (absl::Status s =
+          check_dictionary(kEntityNamesFamily, kEntityByNameFamily, graph->num_entities(),
+                           [&](uint32_t id) -> absl::string_view { return graph->EntityName(id); });
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = check_dictionary(
+          kRelationNamesFamily, kRelationByNameFamily, graph->num_relations(),
+          [&](uint32_t id) -> absl::string_view { return graph->RelationName(id); });
+      !s.ok()) {
+    return s;
+  }
+
+  // Each fact family holds distinct keys (RocksDB keys are unique); if all are facts of
+  // the index and there are num_facts of them, the family equals the index's fact set.
+  for (Family family : {kFactsOutFamily, kFactsInFamily}) {
+    uint64_t seen = 0;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, families_[family]));
+    for (it->SeekToFirst(); it->Valid(); it->Next(), ++seen) {
+      const absl::string_view key = View(it->key());
+      const std::optional<Triple> fact =
+          family == kFactsOutFamily ? layout::DecodeOutFactKey(key) : layout::DecodeInFactKey(key);
+      if (!fact.has_value() || !it->value().empty() ||
+          !graph->HasFact(fact->head, fact->relation, fact->tail)) {
+        return mismatch(absl::StrCat(kFamilyNames[family], " holds a fact the index lacks"));
+      }
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "scanning the facts");
+    if (seen != graph->num_facts()) {
+      return mismatch(absl::StrCat(kFamilyNames[family], " holds ", seen, " facts; the index ",
+                                   graph->num_facts()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::optional<size_t> RejectedFactIndex(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return std::nullopt;
+  const auto payload = status.GetPayload(kRejectedFactPayload);
+  size_t index = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &index)) {
+    return std::nullopt;
+  }
+  return index;
+}
+
+}  // namespace grail

@@ -1,0 +1,171 @@
+// The live triple store: the product's source of truth, on RocksDB, with an in-memory
+// index (LiveGraph) that mirrors it for reads.
+//
+// Facts arrive in chunks (the AddTriples stream). A chunk is validated whole, then written
+// as ONE rocksdb::WriteBatch with the WAL on, then published to the in-memory index, then
+// acknowledged. So a chunk is all or nothing on disk (one batch), all or nothing in memory
+// (one version swap), and anything acknowledged survives a process crash (kill -9); with
+// StoreOptions::sync it also survives a machine crash. Reopening the directory restores the
+// same entities, relations, facts and ids, and rebuilds the index from disk.
+//
+// RocksDB layout (format version 1; constants and key encodings in storage/store_layout.h;
+// ids are u32 and counters u64, both fixed-width big-endian, so bytewise order is numeric
+// order):
+//   column family     key                          value
+//   meta              "format_version"             1
+//                     "entities" "relations"       counts (= next free id)
+//                     "facts"                      number of distinct facts
+//                     "sequence"                   chunks committed so far
+//   entity_by_name    name                         id
+//   entity_names      id                           name
+//   relation_by_name  name                         id
+//   relation_names    id                           name
+//   facts_out         head|relation|tail           (empty)
+//   facts_in          tail|relation|head           (empty)
+// The fact families use a fixed 4-byte prefix extractor and bloom filters, so one entity's
+// out- or in-adjacency is one prefix scan and a fact lookup is one bloom-filtered Get; the
+// dictionaries both ways let tools look names up without loading the index. The default
+// column family is unused. A chunk's batch holds its new names (both directions), its new
+// facts (both directions) and the four counters, so the counters always agree with the
+// data; Open checks that they do.
+//
+// Ids are dense and assigned in order of first appearance (within a fact: head, then
+// relation, then tail) and never change or get reused. Names are opaque bytes: any
+// non-empty string without TAB, CR or LF of at most StoreOptions::max_name_bytes.
+// docs/STORAGE.md has the overview: write path, recovery, how snapshots share structure.
+#ifndef GRAIL_STORAGE_TRIPLE_STORE_H_
+#define GRAIL_STORAGE_TRIPLE_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "storage/live_graph.h"
+#include "storage/triple_file.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+}  // namespace rocksdb
+
+namespace grail {
+
+struct StoreOptions {
+  // Whether each chunk's write is fsynced before AddChunk returns. false (default): the
+  // WAL is written to the OS before AddChunk returns, so acknowledged chunks survive a
+  // process crash but a machine crash may lose the most recent ones (never part of one:
+  // recovery replays the WAL up to the last complete batch). true: they survive a machine
+  // crash too, at the cost of one fsync per chunk.
+  bool sync = false;
+  // Longest accepted entity or relation name, in bytes.
+  size_t max_name_bytes = 1024;
+  // Largest accepted chunk, in facts.
+  size_t max_chunk_facts = 100000;
+  // When set, a fact whose relation is not in this list rejects its chunk (the operator's
+  // choice to accept only relations the model knows).
+  std::optional<std::vector<std::string>> allowed_relations;
+};
+
+// What one committed chunk did.
+struct ChunkResult {
+  // Chunks committed so far in this store, this one included; persisted with the chunk, so
+  // it keeps counting across reopen. A client that saw sequence n knows chunks 1..n are
+  // stored.
+  uint64_t sequence = 0;
+  uint32_t facts_added = 0;
+  // Facts of the chunk already stored, or repeated within the chunk.
+  uint32_t duplicate_facts = 0;
+  uint32_t entities_created = 0;
+  uint32_t relations_created = 0;
+};
+
+// Thread safety: every method may be called from any thread. AddChunk calls are
+// serialised internally (one writer at a time). Snapshot() never waits for a chunk being
+// written: it copies a pointer under a mutex that writers hold only to swap that pointer.
+class TripleStore {
+ public:
+  // Opens the store in `dir`, creating it if the directory holds no store, and rebuilds
+  // the in-memory index from it. Errors: FAILED_PRECONDITION if `dir` holds another
+  // RocksDB database, a store of an unknown format version, or a store another process has
+  // open; DATA_LOSS if the store's contents contradict each other (e.g. counters vs data);
+  // INTERNAL (with RocksDB's message) for other RocksDB errors.
+  static absl::StatusOr<std::unique_ptr<TripleStore>> Open(const std::string& dir,
+                                                           const StoreOptions& options);
+
+  // Syncs the WAL (so a clean shutdown is durable against a later machine crash) and
+  // closes the database. Snapshots taken from the store stay valid.
+  ~TripleStore();
+  TripleStore(const TripleStore&) = delete;
+  TripleStore& operator=(const TripleStore&) = delete;
+
+  // Adds a chunk of facts atomically and durably (see StoreOptions::sync); on success every
+  // snapshot taken afterwards sees the whole chunk. Facts already stored, and repeats
+  // within the chunk, are ignored (counted in duplicate_facts). An empty chunk, or one of
+  // only duplicates, still commits and takes a sequence number.
+  //
+  // The chunk is validated before anything is written. INVALID_ARGUMENT rejects the whole
+  // chunk, storing nothing and leaving the sequence unchanged, with a message that starts
+  // "fact N: " where N is the 0-based position of the first offending fact (also
+  // available as RejectedFactIndex(status)), for: an empty name; a name longer than
+  // max_name_bytes; a name containing TAB, CR or LF; a relation outside allowed_relations;
+  // more than max_chunk_facts facts (N is then max_chunk_facts, the first fact too many).
+  // RESOURCE_EXHAUSTED if the chunk would need more than 2^32 - 1 entities or relations.
+  // If RocksDB fails the write, that error is returned and the store refuses every later
+  // chunk (FAILED_PRECONDITION) until reopened: whether the failed batch reached the WAL
+  // is unknown, and the index must not disagree with the disk.
+  absl::StatusOr<ChunkResult> AddChunk(absl::Span<const NamedTriple> facts);
+
+  // The latest version of the graph: every chunk whose AddChunk returned before this call.
+  std::shared_ptr<const GraphSnapshot> Snapshot() const { return graph_.Snapshot(); }
+
+  // Fsyncs the WAL: every chunk committed so far survives a machine crash.
+  absl::Status Sync();
+
+  // Scans every column family and checks that the disk agrees with itself and with the
+  // in-memory index: counters, dense dictionaries in both directions, and facts_out and
+  // facts_in each holding exactly the index's facts. O(store size); blocks writers while it
+  // runs. Errors: DATA_LOSS describing the first disagreement found.
+  absl::Status CheckConsistency() const;
+
+  // Sizes of the in-memory index (walks it; O(entities)).
+  LiveGraph::MemoryUsage IndexMemoryUsage() const { return graph_.ApproximateMemoryUsage(); }
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  TripleStore(std::string dir, StoreOptions options);
+  // Reads the whole store into the in-memory index (Open's second half).
+  absl::Status Load();
+  // Checks the chunk against the validation rules (see AddChunk).
+  absl::Status Validate(absl::Span<const NamedTriple> facts) const;
+
+  const std::string dir_;
+  const StoreOptions options_;
+  absl::flat_hash_set<std::string> allowed_relations_;
+  rocksdb::DB* db_ = nullptr;
+  // Indexed by the Family enum in the .cc file.
+  std::vector<rocksdb::ColumnFamilyHandle*> families_;
+  LiveGraph graph_;
+
+  // Serialises AddChunk and CheckConsistency.
+  mutable std::mutex write_mu_;
+  // The error of a failed RocksDB write; set once, then every AddChunk fails (guarded by
+  // write_mu_).
+  absl::Status write_error_;
+};
+
+// For an INVALID_ARGUMENT returned by TripleStore::AddChunk: the 0-based position of the
+// fact that rejected the chunk. nullopt for any other status.
+std::optional<size_t> RejectedFactIndex(const absl::Status& status);
+
+}  // namespace grail
+
+#endif  // GRAIL_STORAGE_TRIPLE_STORE_H_

@@ -1,0 +1,73 @@
+#include "tests/storage/crash_workload.h"
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace grail {
+namespace {
+
+std::string EntityName(uint64_t k) {
+  // Some names long, some not ASCII: the dictionaries must round-trip any bytes.
+  if (k % 97 == 5) return absl::StrCat("long-", k, "-", std::string(300, 'x'));
+  if (k % 31 == 7) return absl::StrCat("entité-", k);
+  return absl::StrCat("e", k);
+}
+
+}  // namespace
+
+std::vector<NamedTriple> CrashWorkloadChunk(uint64_t seed, uint64_t sequence) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + sequence);
+  // Mostly small chunks (many commits per second, so kills land between and inside them),
+  // one in ten large (a big batch in flight when the kill comes).
+  const size_t size = rng() % 10 == 0 ? 100 + rng() % 400 : 1 + rng() % 40;
+  // The pool of names grows with the sequence, so every chunk meets new entities and
+  // relations as well as old ones.
+  const uint64_t entity_pool = 30 + 6 * sequence;
+  const uint64_t relation_pool = std::min<uint64_t>(3 + sequence / 16, 60);
+  std::vector<NamedTriple> chunk;
+  chunk.reserve(size);
+  while (chunk.size() < size) {
+    const uint64_t roll = rng() % 10;
+    if (roll == 0 && !chunk.empty()) {
+      chunk.push_back(chunk[rng() % chunk.size()]);  // repeated within the chunk
+    } else if (roll < 3) {
+      // A small dense corner of the graph: these facts are mostly stored already.
+      chunk.push_back(
+          {EntityName(rng() % 10), absl::StrCat("r", rng() % 2), EntityName(rng() % 10)});
+    } else {
+      chunk.push_back({EntityName(rng() % entity_pool), absl::StrCat("r", rng() % relation_pool),
+                       EntityName(rng() % entity_pool)});
+    }
+  }
+  return chunk;
+}
+
+ChunkResult ExpectedStore::Apply(const std::vector<NamedTriple>& chunk) {
+  ChunkResult result;
+  const uint32_t entities_before = entities_.size();
+  const uint32_t relations_before = relations_.size();
+  for (const NamedTriple& fact : chunk) {
+    const Triple t{entities_.Intern(fact.head), relations_.Intern(fact.relation),
+                   entities_.Intern(fact.tail)};
+    if (facts_.insert(t).second) {
+      ++result.facts_added;
+    } else {
+      ++result.duplicate_facts;
+    }
+  }
+  result.sequence = ++sequence_;
+  result.entities_created = entities_.size() - entities_before;
+  result.relations_created = relations_.size() - relations_before;
+  return result;
+}
+
+std::vector<Triple> ExpectedStore::SortedFacts() const {
+  std::vector<Triple> facts(facts_.begin(), facts_.end());
+  std::sort(facts.begin(), facts.end());
+  return facts;
+}
+
+}  // namespace grail

@@ -1,0 +1,48 @@
+// The crash-recovery test's workload: a deterministic stream of chunks, and an
+// independent model of what a store must hold after any prefix of it.
+//
+// Chunk n (n = 1, 2, ...) of seed s is a pure function of (s, n), so the writer process
+// that streams chunks and the test that kills it agree on every chunk without talking.
+// Chunks mix new entities, entities and relations seen before, facts repeated within the
+// chunk and facts stored by earlier chunks; a few are large, a few names are long or not
+// ASCII.
+#ifndef GRAIL_TESTS_STORAGE_CRASH_WORKLOAD_H_
+#define GRAIL_TESTS_STORAGE_CRASH_WORKLOAD_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "storage/ids.h"
+#include "storage/triple_file.h"
+#include "storage/triple_store.h"
+#include "storage/vocabulary.h"
+
+namespace grail {
+
+// Chunk `sequence` (from 1) of the workload `seed`.
+std::vector<NamedTriple> CrashWorkloadChunk(uint64_t seed, uint64_t sequence);
+
+// The store's documented semantics, restated plainly: ids by first appearance (head,
+// relation, tail), duplicates ignored, every chunk takes a sequence number.
+class ExpectedStore {
+ public:
+  // Applies `chunk` as the next chunk; returns what AddChunk must report for it.
+  ChunkResult Apply(const std::vector<NamedTriple>& chunk);
+
+  uint64_t sequence() const { return sequence_; }
+  const Vocabulary& entities() const { return entities_; }
+  const Vocabulary& relations() const { return relations_; }
+  // Every fact, sorted.
+  std::vector<Triple> SortedFacts() const;
+
+ private:
+  uint64_t sequence_ = 0;
+  Vocabulary entities_;
+  Vocabulary relations_;
+  absl::flat_hash_set<Triple> facts_;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_TESTS_STORAGE_CRASH_WORKLOAD_H_

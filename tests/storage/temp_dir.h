@@ -1,0 +1,40 @@
+// A fresh directory under the test's temporary directory, removed with everything in it
+// when the object goes out of scope.
+#ifndef GRAIL_TESTS_STORAGE_TEMP_DIR_H_
+#define GRAIL_TESTS_STORAGE_TEMP_DIR_H_
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "gtest/gtest.h"
+
+namespace grail {
+
+class ScopedTempDir {
+ public:
+  ScopedTempDir() {
+    std::string pattern = (std::filesystem::path(testing::TempDir()) / "grail_store_XXXXXX");
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+    EXPECT_FALSE(path_.empty()) << "mkdtemp failed for " << pattern;
+  }
+  ~ScopedTempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // A path inside the directory (not created).
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_TESTS_STORAGE_TEMP_DIR_H_
