@@ -26,6 +26,8 @@ packages=(
   libtorch-dev libopenblas0-openmp
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev prometheus python3
+  # proves that exported models open in Python (torch.jit.load), same LibTorch 1.13
+  python3-torch
   # the embedded default data set: WordNet 3.0
   wordnet-base
 )

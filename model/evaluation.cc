@@ -1,0 +1,109 @@
+#include "model/evaluation.h"
+
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "model/negative_sampling.h"
+#include "model/ranking_metrics.h"
+#include "model/seeded_random.h"
+
+namespace grail {
+
+std::string EvaluationResult::ToJson() const {
+  return absl::StrFormat(
+      "{\"auc_pr\":%.6f,\"mrr\":%.6f,\"hits_at_1\":%.6f,\"hits_at_5\":%.6f,\"hits_at_10\":%.6f,"
+      "\"n\":%d}",
+      auc_pr, mrr, hits_at_1, hits_at_5, hits_at_10, n);
+}
+
+absl::StatusOr<double> EvaluateAucPr(const GrailModel& model, const GraphView& graph,
+                                     const RelationMap& relations, absl::Span<const Triple> facts,
+                                     uint64_t seed, const ScoringOptions& scoring) {
+  SeededRandom random(seed);
+  std::vector<Triple> queries;
+  std::vector<uint8_t> positive;
+  for (const Triple& f : facts) {
+    std::optional<Triple> negative = CorruptHeadOrTail(graph, f, random);
+    if (!negative) continue;
+    queries.push_back(f);
+    positive.push_back(1);
+    queries.push_back(*negative);
+    positive.push_back(0);
+  }
+  absl::StatusOr<std::vector<float>> scores = ScoreFacts(model, graph, relations, queries, scoring);
+  if (!scores.ok()) return scores.status();
+  return AveragePrecision(*scores, positive);
+}
+
+absl::StatusOr<EvaluationResult> Evaluate(const GrailModel& model, const GraphView& graph,
+                                          const RelationMap& relations,
+                                          absl::Span<const Triple> test,
+                                          const EvaluationOptions& options) {
+  // Lay out every query first: per test fact, [positive, AUC negative, tail negatives...,
+  // head negatives...]; then score them all in batches.
+  SeededRandom random(options.seed);
+  struct Layout {
+    size_t positive, auc_negative, tails_begin, tails_end, heads_end;
+    bool has_auc_negative;
+  };
+  std::vector<Layout> layout;
+  std::vector<Triple> queries;
+  for (const Triple& fact : test) {
+    Layout l;
+    l.positive = queries.size();
+    queries.push_back(fact);
+    std::optional<Triple> negative = CorruptHeadOrTail(graph, fact, random);
+    l.has_auc_negative = negative.has_value();
+    l.auc_negative = queries.size();
+    if (negative) queries.push_back(*negative);
+    l.tails_begin = queries.size();
+    for (EntityId e : SampleReplacements(graph, fact, Side::kTail, options.negatives, random)) {
+      queries.push_back({fact.head, fact.relation, e});
+    }
+    l.tails_end = queries.size();
+    for (EntityId e : SampleReplacements(graph, fact, Side::kHead, options.negatives, random)) {
+      queries.push_back({e, fact.relation, fact.tail});
+    }
+    l.heads_end = queries.size();
+    layout.push_back(l);
+  }
+  absl::StatusOr<std::vector<float>> scores =
+      ScoreFacts(model, graph, relations, queries, options.scoring);
+  if (!scores.ok()) return scores.status();
+  const std::vector<float>& s = *scores;
+
+  EvaluationResult result;
+  std::vector<float> auc_scores;
+  std::vector<uint8_t> auc_labels;
+  double lists = 0;
+  for (const Layout& l : layout) {
+    auc_scores.push_back(s[l.positive]);
+    auc_labels.push_back(1);
+    if (l.has_auc_negative) {
+      auc_scores.push_back(s[l.auc_negative]);
+      auc_labels.push_back(0);
+    }
+    const absl::Span<const float> all(s);
+    for (absl::Span<const float> negatives :
+         {all.subspan(l.tails_begin, l.tails_end - l.tails_begin),
+          all.subspan(l.tails_end, l.heads_end - l.tails_end)}) {
+      const double rank = RankAmong(s[l.positive], negatives);
+      result.mrr += 1.0 / rank;
+      result.hits_at_1 += rank <= 1 ? 1 : 0;
+      result.hits_at_5 += rank <= 5 ? 1 : 0;
+      result.hits_at_10 += rank <= 10 ? 1 : 0;
+      lists += 1;
+    }
+  }
+  result.n = static_cast<int64_t>(layout.size());
+  result.auc_pr = AveragePrecision(auc_scores, auc_labels);
+  if (lists > 0) {
+    result.mrr /= lists;
+    result.hits_at_1 /= lists;
+    result.hits_at_5 /= lists;
+    result.hits_at_10 /= lists;
+  }
+  return result;
+}
+
+}  // namespace grail

@@ -1,0 +1,33 @@
+// Scoring many facts of one graph: extraction per the model's config, subgraphs grouped
+// into batches (one forward each), spread over worker threads.
+#ifndef GRAIL_MODEL_FACT_SCORING_H_
+#define GRAIL_MODEL_FACT_SCORING_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/grail_model.h"
+#include "model/subgraph_batch.h"
+#include "storage/graph_view.h"
+#include "storage/ids.h"
+
+namespace grail {
+
+struct ScoringOptions {
+  int batch_size = 256;  // subgraphs per forward
+  int threads = 1;       // workers, each extracting and running its own forwards
+};
+
+// Scores each of `facts` (ids of `graph`; `relations` maps the graph's relation ids to the
+// model's, empty for identity). Every fact's relation must map to a model relation, and
+// head != tail. Result i is the score of facts[i]. Deterministic: batches are fixed by
+// position, so the same input gives the same scores whatever the thread count.
+absl::StatusOr<std::vector<float>> ScoreFacts(const GrailModel& model, const GraphView& graph,
+                                              const RelationMap& relations,
+                                              absl::Span<const Triple> facts,
+                                              const ScoringOptions& options);
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_FACT_SCORING_H_

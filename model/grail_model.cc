@@ -1,0 +1,336 @@
+#include "model/grail_model.h"
+
+#include <ATen/Parallel.h>
+#include <malloc.h>
+#include <torch/cuda.h>
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "model/grail_module.h"
+
+namespace grail {
+namespace {
+
+// The network in TorchScript, one line per equation of the paper. `$L` blocks are
+// expanded per layer by ModuleSource(); attention lines only exist when attention is on.
+//
+// Layer (SPEC step 3), messages along edge direction s -> t:
+//   a_t = sum_{r, s in N_r(t)} alpha * W_r h_s,    h_t' = ReLU(W_self h_t + a_t)
+//   W_r = sum_b c_rb V_b                            (R-GCN basis decomposition)
+//   alpha = sigmoid(A2 ReLU(A1 [h_s + h_t + e^a_r + e^a_rt] + b1) + b2)
+// Two rewrites keep per-edge work to gathers and adds: V_b h is computed once per node and
+// mixed per edge with c_r; A1's product distributes over the concatenation, so its node
+// parts are computed once per node and its relation parts once per relation.
+constexpr char kLayerHead[] = R"(
+def layer_$L(self, h: Tensor, src: Tensor, dst: Tensor, rel: Tensor, node_target: Tensor,
+             training: bool) -> Tensor:
+  n = h.size(0)
+  bases = self.basis_$L.size(0)
+  out_dim = self.basis_$L.size(2)
+  per_basis = torch.matmul(h, self.basis_$L.permute(1, 0, 2).reshape(h.size(1), bases * out_dim)).view(n, bases, out_dim)
+  message = torch.bmm(self.coeff_$L.index_select(0, rel).unsqueeze(1), per_basis.index_select(0, src)).squeeze(1)
+)";
+constexpr char kLayerAttention[] = R"(
+  at_node = torch.matmul(h, self.att_dst_$L) + torch.matmul(self.attention_relation_embedding, self.att_target_$L).index_select(0, node_target)
+  z = torch.matmul(h, self.att_src_$L).index_select(0, src) + at_node.index_select(0, dst) + torch.matmul(self.attention_relation_embedding, self.att_rel_$L).index_select(0, rel) + self.att_b1_$L
+  alpha = torch.sigmoid(torch.matmul(torch.relu(z), self.att_w2_$L) + self.att_b2_$L)
+  message = message * alpha
+)";
+constexpr char kLayerTail[] = R"(
+  if training and self.edge_dropout > 0.0:
+    keep = torch.dropout(torch.ones([message.size(0), 1], dtype=message.dtype, device=message.device), self.edge_dropout, True)
+    message = message * keep
+  aggregated = torch.zeros([n, out_dim], dtype=h.dtype, device=h.device).index_add_(0, dst, message)
+  return torch.relu(torch.matmul(h, self.self_$L) + aggregated)
+)";
+
+// Readout (SPEC step 4) with JK connections: per layer, mean of node states, u's and v's
+// states; then e_rt; one linear layer to the score.
+constexpr char kForwardHead[] = R"(
+def one_hot_distance(self, dist: Tensor) -> Tensor:
+  levels = torch.arange(self.hops + 1, device=dist.device)
+  return (dist.unsqueeze(1) == levels.unsqueeze(0)).float()
+
+def forward(self, dist_u: Tensor, dist_v: Tensor, node_graph: Tensor, edge_src: Tensor,
+            edge_dst: Tensor, edge_relation: Tensor, head_index: Tensor, tail_index: Tensor,
+            target_relation: Tensor, training: bool) -> Tensor:
+  if self.node_labels:
+    h0 = torch.cat([self.one_hot_distance(dist_u), self.one_hot_distance(dist_v)], 1)
+  else:
+    ones = torch.ones_like(dist_u)
+    h0 = torch.cat([self.one_hot_distance(ones), self.one_hot_distance(ones)], 1)
+  node_target = target_relation.index_select(0, node_graph)
+)";
+constexpr char kForwardLayer[] = R"(
+  h$N = self.layer_$L(h$L, edge_src, edge_dst, edge_relation, node_target, training)
+)";
+constexpr char kForwardTail[] = R"(
+  states = torch.cat([$STATES], 1)
+  num_graphs = head_index.size(0)
+  sizes = torch.zeros([num_graphs], dtype=states.dtype, device=states.device).index_add_(0, node_graph, torch.ones([node_graph.size(0)], dtype=states.dtype, device=states.device))
+  pooled = torch.zeros([num_graphs, states.size(1)], dtype=states.dtype, device=states.device).index_add_(0, node_graph, states) / sizes.unsqueeze(1)
+  readout = torch.cat([pooled, states.index_select(0, head_index), states.index_select(0, tail_index), self.relation_embedding.index_select(0, target_relation)], 1)
+  return torch.matmul(readout, self.score_weight).squeeze(1) + self.score_bias
+)";
+
+std::string ModuleSource(const GrailConfig& config) {
+  std::string source;
+  for (int l = 0; l < config.num_layers; ++l) {
+    const std::string layer = absl::StrCat(l);
+    absl::StrAppend(&source, absl::StrReplaceAll(kLayerHead, {{"$L", layer}}));
+    if (config.attention) {
+      absl::StrAppend(&source, absl::StrReplaceAll(kLayerAttention, {{"$L", layer}}));
+    }
+    absl::StrAppend(&source, absl::StrReplaceAll(kLayerTail, {{"$L", layer}}));
+  }
+  absl::StrAppend(&source, kForwardHead);
+  std::string states;
+  for (int l = 0; l < config.num_layers; ++l) {
+    absl::StrAppend(&source, absl::StrReplaceAll(kForwardLayer, {{"$N", absl::StrCat(l + 1)},
+                                                                 {"$L", absl::StrCat(l)}}));
+    absl::StrAppend(&states, l > 0 ? ", " : "", "h", l + 1);
+  }
+  absl::StrAppend(&source, absl::StrReplaceAll(kForwardTail, {{"$STATES", states}}));
+  return source;
+}
+
+absl::Status ValidateConfig(const GrailConfig& c, size_t num_relations) {
+  if (c.hops < 1 || c.hops > 10) {
+    return absl::InvalidArgumentError(absl::StrCat("hops must be in [1, 10], got ", c.hops));
+  }
+  if (c.num_layers < 1 || c.num_layers > 10) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layers must be in [1, 10], got ", c.num_layers));
+  }
+  if (c.dim < 1 || c.num_bases < 1 || c.relation_dim < 1) {
+    return absl::InvalidArgumentError("dims and bases must be positive");
+  }
+  if (!(c.edge_dropout >= 0 && c.edge_dropout < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("edge dropout must be in [0, 1), got ", c.edge_dropout));
+  }
+  if (num_relations == 0) return absl::InvalidArgumentError("the relation vocabulary is empty");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Device> ParseDevice(absl::string_view name) {
+  try {
+    torch::Device device{std::string(name)};
+    if (device.is_cuda() && !torch::cuda::is_available()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device '", name, "' requested, but this LibTorch has no CUDA support or sees no GPU"));
+    }
+    return device;
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad device '", name, "': expected cpu or cuda[:N]"));
+  }
+}
+
+// Xavier-uniform with ReLU gain, as the reference initialises R-GCN weights.
+torch::Tensor XavierRelu(std::vector<int64_t> shape, int64_t fan_in, int64_t fan_out) {
+  const double bound = std::sqrt(2.0) * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+  return torch::empty(shape).uniform_(-bound, bound);
+}
+
+// torch.nn.Linear's default initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+torch::Tensor LinearInit(std::vector<int64_t> shape, int64_t fan_in) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  return torch::empty(shape).uniform_(-bound, bound);
+}
+
+void RegisterParameters(const GrailConfig& c, int64_t num_relations, torch::jit::Module& m) {
+  auto add = [&m](const std::string& name, torch::Tensor t) {
+    m.register_parameter(name, t.set_requires_grad(true), /*is_buffer=*/false);
+  };
+  add("relation_embedding", torch::randn({num_relations, c.relation_dim}));
+  if (c.attention)
+    add("attention_relation_embedding", torch::randn({num_relations, c.relation_dim}));
+  for (int l = 0; l < c.num_layers; ++l) {
+    const int64_t in = l == 0 ? c.label_dim() : c.dim;
+    const int64_t out = c.dim;
+    const std::string s = absl::StrCat("_", l);
+    add("basis" + s, XavierRelu({c.num_bases, in, out}, in * out, c.num_bases * out));
+    add("coeff" + s, XavierRelu({num_relations, c.num_bases}, c.num_bases, num_relations));
+    add("self" + s, XavierRelu({in, out}, in, out));
+    if (c.attention) {
+      // A1 maps [h_s, h_t, e^a_r, e^a_rt] (2 in + 2 relation_dim) to `in` units, as in the
+      // reference; it is stored as its four column blocks.
+      const int64_t fan_in = 2 * in + 2 * c.relation_dim;
+      add("att_src" + s, LinearInit({in, in}, fan_in));
+      add("att_dst" + s, LinearInit({in, in}, fan_in));
+      add("att_rel" + s, LinearInit({c.relation_dim, in}, fan_in));
+      add("att_target" + s, LinearInit({c.relation_dim, in}, fan_in));
+      add("att_b1" + s, LinearInit({in}, fan_in));
+      add("att_w2" + s, LinearInit({in, 1}, in));
+      add("att_b2" + s, LinearInit({1}, in));
+    }
+  }
+  const int64_t readout = 3 * c.num_layers * c.dim + c.relation_dim;
+  add("score_weight", LinearInit({readout, 1}, readout));
+  add("score_bias", LinearInit({1}, readout));
+}
+
+void RegisterAttributes(const GrailConfig& c, const std::vector<std::string>& relations,
+                        const std::string& fingerprint, torch::jit::Module& m) {
+  m.register_attribute("format", c10::StringType::get(), std::string(kModelFormat));
+  m.register_attribute("hops", c10::IntType::get(), static_cast<int64_t>(c.hops));
+  m.register_attribute("max_nodes_per_hop", c10::IntType::get(),
+                       static_cast<int64_t>(c.max_nodes_per_hop));
+  m.register_attribute("enclosing", c10::BoolType::get(), c.enclosing);
+  m.register_attribute("node_labels", c10::BoolType::get(), c.node_labels);
+  m.register_attribute("attention", c10::BoolType::get(), c.attention);
+  m.register_attribute("num_layers", c10::IntType::get(), static_cast<int64_t>(c.num_layers));
+  m.register_attribute("dim", c10::IntType::get(), static_cast<int64_t>(c.dim));
+  m.register_attribute("num_bases", c10::IntType::get(), static_cast<int64_t>(c.num_bases));
+  m.register_attribute("relation_dim", c10::IntType::get(), static_cast<int64_t>(c.relation_dim));
+  m.register_attribute("label_dim", c10::IntType::get(), static_cast<int64_t>(c.label_dim()));
+  m.register_attribute("edge_dropout", c10::FloatType::get(), c.edge_dropout);
+  c10::List<std::string> names;
+  for (const std::string& r : relations) names.push_back(r);
+  m.register_attribute("relations", c10::ListType::ofStrings(), names);
+  m.register_attribute("training_fingerprint", c10::StringType::get(), fingerprint);
+}
+
+}  // namespace
+
+std::vector<torch::jit::IValue> BatchInputs(const SubgraphBatch& batch, const torch::Device& device,
+                                            bool training) {
+  auto tensor = [&device](const std::vector<int64_t>& v) {
+    return torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())},
+                            torch::kInt64)
+        .to(device, /*non_blocking=*/false, /*copy=*/true);
+  };
+  return {tensor(batch.dist_u),        tensor(batch.dist_v),     tensor(batch.node_graph),
+          tensor(batch.edge_src),      tensor(batch.edge_dst),   tensor(batch.edge_relation),
+          tensor(batch.head_index),    tensor(batch.tail_index), tensor(batch.target_relation),
+          torch::jit::IValue(training)};
+}
+
+torch::Tensor Forward(GrailModule& grail, const SubgraphBatch& batch, bool training) {
+  return grail.module.forward(BatchInputs(batch, grail.device, training)).toTensor();
+}
+
+void KeepFreedMemoryForReuse() {
+  // 32 MiB is glibc's largest mmap threshold: blocks up to it come from the heap, and a
+  // trim threshold of 1 GiB keeps the heap's free top instead of returning it at once.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+void SetComputeThreads(int threads) { at::set_num_threads(std::max(1, threads)); }
+
+GrailModel::GrailModel(GrailConfig config, std::vector<std::string> relations, std::string device,
+                       std::unique_ptr<GrailModule> module)
+    : config_(std::move(config)),
+      relations_(std::move(relations)),
+      device_(std::move(device)),
+      module_(std::move(module)) {}
+
+GrailModel::~GrailModel() = default;
+
+absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Create(const GrailConfig& config,
+                                                               std::vector<std::string> relations,
+                                                               uint64_t seed,
+                                                               absl::string_view device_name) {
+  absl::Status valid = ValidateConfig(config, relations.size());
+  if (!valid.ok()) return valid;
+  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
+  if (!device.ok()) return device.status();
+  try {
+    torch::manual_seed(seed);
+    torch::jit::Module m("GrailModel");
+    RegisterAttributes(config, relations, "", m);
+    RegisterParameters(config, static_cast<int64_t>(relations.size()), m);
+    m.define(ModuleSource(config));
+    m.to(*device);
+    auto module = std::make_unique<GrailModule>(GrailModule{std::move(m), *device});
+    return std::unique_ptr<GrailModel>(
+        new GrailModel(config, std::move(relations), std::string(device_name), std::move(module)));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("building the model failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& path,
+                                                             absl::string_view device_name) {
+  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
+  if (!device.ok()) return device.status();
+  try {
+    torch::jit::Module m = torch::jit::load(path, *device);
+    if (!m.hasattr("format") || m.attr("format").toStringRef() != kModelFormat) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " is not a ", kModelFormat, " archive (no or another 'format')"));
+    }
+    GrailConfig c;
+    c.hops = static_cast<int>(m.attr("hops").toInt());
+    c.max_nodes_per_hop = static_cast<int>(m.attr("max_nodes_per_hop").toInt());
+    c.enclosing = m.attr("enclosing").toBool();
+    c.node_labels = m.attr("node_labels").toBool();
+    c.attention = m.attr("attention").toBool();
+    c.num_layers = static_cast<int>(m.attr("num_layers").toInt());
+    c.dim = static_cast<int>(m.attr("dim").toInt());
+    c.num_bases = static_cast<int>(m.attr("num_bases").toInt());
+    c.relation_dim = static_cast<int>(m.attr("relation_dim").toInt());
+    c.edge_dropout = m.attr("edge_dropout").toDouble();
+    std::vector<std::string> relations;
+    for (const c10::IValue& name : m.attr("relations").toListRef()) {
+      relations.push_back(name.toStringRef());
+    }
+    absl::Status valid = ValidateConfig(c, relations.size());
+    if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
+    m.eval();
+    auto module = std::make_unique<GrailModule>(GrailModule{std::move(m), *device});
+    auto model = std::unique_ptr<GrailModel>(
+        new GrailModel(c, std::move(relations), std::string(device_name), std::move(module)));
+    model->fingerprint_ = model->module_->module.attr("training_fingerprint").toStringRef();
+    return model;
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load model ", path, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", e.what()));
+  }
+}
+
+absl::Status GrailModel::Save(const std::string& path) const {
+  try {
+    module_->module.setattr("training_fingerprint", fingerprint_);
+    module_->module.save(path);
+    return absl::OkStatus();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("cannot save model to ", path, ": ", e.what_without_backtrace()));
+  }
+}
+
+int64_t GrailModel::num_parameters() const {
+  int64_t n = 0;
+  for (const torch::Tensor& p : module_->module.parameters()) n += p.numel();
+  return n;
+}
+
+absl::StatusOr<std::vector<float>> GrailModel::Score(const SubgraphBatch& batch) const {
+  if (batch.num_graphs() == 0) return absl::InvalidArgumentError("empty batch");
+  const int64_t relations = static_cast<int64_t>(relations_.size());
+  for (int64_t r : batch.target_relation) {
+    if (r < 0 || r >= relations) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target relation id ", r, " is outside the model's ", relations, " relations"));
+    }
+  }
+  try {
+    torch::NoGradGuard no_grad;
+    torch::Tensor scores =
+        Forward(*module_, batch, /*training=*/false).to(torch::kCPU).contiguous();
+    const float* data = scores.data_ptr<float>();
+    return std::vector<float>(data, data + scores.numel());
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("forward failed: ", e.what_without_backtrace()));
+  }
+}
+
+}  // namespace grail

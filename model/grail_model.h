@@ -1,0 +1,113 @@
+// The GraIL network (paper Section 3; SPEC "GraIL, precisely" steps 3-4) behind a
+// LibTorch-free interface.
+//
+// There is one definition of the model: a TorchScript module whose source is generated from
+// a GrailConfig (model/grail_model.cc). The trainer trains that module, saves it as a
+// TorchScript archive, and the evaluator and the server load the same archive; Python's
+// torch.jit.load opens it too. The archive carries everything needed to use it: the config,
+// the relation vocabulary in id order, the training data's fingerprint and a format version.
+//
+// Thread safety: Score() may be called from several threads at once; Save() and the
+// trainer's access to module() must not run concurrently with anything else.
+#ifndef GRAIL_MODEL_GRAIL_MODEL_H_
+#define GRAIL_MODEL_GRAIL_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/enclosing_subgraph.h"
+#include "model/subgraph_batch.h"
+
+namespace grail {
+
+// Written into every archive; Load() refuses archives of another format.
+inline constexpr char kModelFormat[] = "grail-kg-model/1";
+
+struct GrailConfig {
+  // Subgraphs.
+  int hops = 3;               // k: neighbourhood radius, label range 0..k
+  int max_nodes_per_hop = 0;  // per-hop cap of the extraction (0: none)
+  bool enclosing = true;      // false: the "no enclosing subgraph" ablation
+  // Network.
+  bool node_labels = true;  // false: constant labels (1, 1), the "no node labels" ablation
+  bool attention = true;    // false: the "no attention" ablation (alpha = 1)
+  int num_layers = 3;
+  int dim = 32;           // hidden state size of every layer
+  int num_bases = 4;      // R-GCN basis decomposition
+  int relation_dim = 32;  // size of e_r (readout) and e^a_r (attention)
+  double edge_dropout = 0.5;
+
+  ExtractionConfig extraction() const {
+    ExtractionConfig c;
+    c.hops = hops;
+    c.max_nodes_per_hop = max_nodes_per_hop;
+    c.enclosing = enclosing;
+    return c;
+  }
+  // Size of a node's input feature: one-hot d(i,u) and d(i,v), each over 0..k.
+  int label_dim() const { return 2 * (hops + 1); }
+};
+
+// Threads LibTorch uses inside one operator (matmuls, gathers). Callers that run several
+// forwards in parallel set 1; a single forward at a time can use every core.
+void SetComputeThreads(int threads);
+
+// Keeps freed tensor memory in the process for reuse. Forwards allocate and free tens of MB
+// per step; with glibc's defaults those blocks go back to the kernel (munmap) and are
+// faulted in again on the next step, which measured 2.1x slower training on fb237_v1
+// (18 s of 65 s in the kernel). Call once at start-up, before any thread starts.
+void KeepFreedMemoryForReuse();
+
+struct GrailModule;  // the TorchScript module; see model/grail_module.h (LibTorch inside)
+
+class GrailModel {
+ public:
+  // A freshly initialised model (parameters drawn from `seed`) for `relations`, the
+  // relation vocabulary in id order. `device` is "cpu" or "cuda[:N]". Errors:
+  // INVALID_ARGUMENT for a bad config; FAILED_PRECONDITION if CUDA is requested but absent.
+  static absl::StatusOr<std::unique_ptr<GrailModel>> Create(const GrailConfig& config,
+                                                            std::vector<std::string> relations,
+                                                            uint64_t seed,
+                                                            absl::string_view device = "cpu");
+  // Opens an archive written by Save(). Errors name the path and what is wrong.
+  static absl::StatusOr<std::unique_ptr<GrailModel>> Load(const std::string& path,
+                                                          absl::string_view device = "cpu");
+  ~GrailModel();
+
+  // Writes the archive (config, relations, fingerprint and format as module attributes).
+  absl::Status Save(const std::string& path) const;
+
+  const GrailConfig& config() const { return config_; }
+  const std::vector<std::string>& relations() const { return relations_; }
+  // A hash of the training data, so a served model can be traced to what it learnt from.
+  const std::string& training_fingerprint() const { return fingerprint_; }
+  void set_training_fingerprint(std::string fingerprint) { fingerprint_ = std::move(fingerprint); }
+  const std::string& device() const { return device_; }
+  int64_t num_parameters() const;
+
+  // Scores every subgraph of `batch` in one forward pass, in inference mode (no dropout,
+  // no gradients). Errors: INVALID_ARGUMENT for an empty or inconsistent batch.
+  absl::StatusOr<std::vector<float>> Score(const SubgraphBatch& batch) const;
+
+  // The module itself, for the trainer.
+  GrailModule& module() { return *module_; }
+
+ private:
+  GrailModel(GrailConfig config, std::vector<std::string> relations, std::string device,
+             std::unique_ptr<GrailModule> module);
+
+  GrailConfig config_;
+  std::vector<std::string> relations_;
+  std::string fingerprint_;
+  std::string device_;
+  std::unique_ptr<GrailModule> module_;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_GRAIL_MODEL_H_

@@ -1,0 +1,42 @@
+#include "model/ranking_metrics.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace grail {
+
+double AveragePrecision(absl::Span<const float> scores, absl::Span<const uint8_t> is_positive) {
+  std::vector<size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  const double total_positives =
+      static_cast<double>(std::count(is_positive.begin(), is_positive.end(), uint8_t{1}));
+  if (total_positives == 0) return 0;
+  double ap = 0, true_positives = 0, seen = 0, previous_recall = 0;
+  for (size_t i = 0; i < order.size();) {
+    // One threshold: every item tied at this score.
+    size_t j = i;
+    while (j < order.size() && scores[order[j]] == scores[order[i]]) {
+      true_positives += is_positive[order[j]] != 0 ? 1 : 0;
+      ++seen;
+      ++j;
+    }
+    const double recall = true_positives / total_positives;
+    ap += (recall - previous_recall) * (true_positives / seen);
+    previous_recall = recall;
+    i = j;
+  }
+  return ap;
+}
+
+double RankAmong(float positive, absl::Span<const float> negatives) {
+  double greater = 0, equal = 0;
+  for (float n : negatives) {
+    greater += n > positive ? 1 : 0;
+    equal += n == positive ? 1 : 0;
+  }
+  return 1 + greater + equal / 2;
+}
+
+}  // namespace grail

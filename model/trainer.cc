@@ -1,0 +1,237 @@
+#include "model/trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "model/enclosing_subgraph.h"
+#include "model/evaluation.h"
+#include "model/grail_module.h"
+#include "model/negative_sampling.h"
+#include "model/seeded_random.h"
+#include "storage/static_graph.h"
+
+namespace grail {
+namespace {
+
+// One training step's input: graphs [0, positives) are the positives, graph positives + i is
+// the negative of positive i.
+struct TrainingBatch {
+  SubgraphBatch subgraphs;
+  int64_t positives = 0;
+};
+
+// A bounded single-producer / single-consumer queue of prepared batches.
+class BatchQueue {
+ public:
+  explicit BatchQueue(size_t capacity) : capacity_(capacity) {}
+
+  void Push(TrainingBatch batch) {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &BatchQueue::HasRoom));
+    items_.push_back(std::move(batch));
+  }
+  void Close(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    status_ = std::move(status);
+  }
+  // Returns false once the producer closed the queue and it is drained.
+  bool Pop(TrainingBatch* batch) {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &BatchQueue::CanPop));
+    if (items_.empty()) return false;
+    *batch = std::move(items_.front());
+    items_.pop_front();
+    return true;
+  }
+  absl::Status status() {
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+
+ private:
+  bool HasRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return items_.size() < capacity_; }
+  bool CanPop() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !items_.empty() || closed_; }
+
+  const size_t capacity_;
+  absl::Mutex mu_;
+  std::deque<TrainingBatch> items_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+// Draws negatives and extracts subgraphs for one epoch, in `order`, into `queue`.
+void ProduceEpoch(const StaticGraph& graph, const std::vector<Triple>& positives,
+                  const std::vector<uint32_t>& order, const TrainOptions& options,
+                  SeededRandom& negatives, BatchQueue& queue) {
+  SubgraphExtractor extractor(options.model.extraction());
+  EnclosingSubgraph subgraph;
+  std::vector<Triple> batch_positives, batch_negatives;
+  for (size_t begin = 0; begin < order.size(); begin += options.batch_size) {
+    const size_t end = std::min(order.size(), begin + options.batch_size);
+    batch_positives.clear();
+    batch_negatives.clear();
+    for (size_t i = begin; i < end; ++i) {
+      const Triple& positive = positives[order[i]];
+      std::optional<Triple> negative = CorruptHeadOrTail(graph, positive, negatives);
+      if (!negative) continue;  // a fact with no valid corruption teaches nothing
+      batch_positives.push_back(positive);
+      batch_negatives.push_back(*negative);
+    }
+    if (batch_positives.empty()) continue;
+    TrainingBatch batch;
+    batch.positives = static_cast<int64_t>(batch_positives.size());
+    for (const std::vector<Triple>* facts : {&batch_positives, &batch_negatives}) {
+      const bool hide = facts == &batch_positives && options.exclude_target_edge;
+      for (const Triple& f : *facts) {
+        absl::Status status = extractor.Extract(graph, f.head, f.relation, f.tail, hide, &subgraph);
+        if (!status.ok()) {
+          queue.Close(status);
+          return;
+        }
+        batch.subgraphs.Add(subgraph, f.relation, {});
+      }
+    }
+    queue.Push(std::move(batch));
+  }
+  queue.Close(absl::OkStatus());
+}
+
+absl::Status ValidateOptions(const TrainOptions& o) {
+  if (o.epochs < 1) return absl::InvalidArgumentError("epochs must be at least 1");
+  if (o.batch_size < 1) return absl::InvalidArgumentError("batch size must be at least 1");
+  if (o.eval_every < 1) return absl::InvalidArgumentError("eval_every must be at least 1");
+  if (!(o.learning_rate > 0)) return absl::InvalidArgumentError("learning rate must be > 0");
+  if (o.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string FingerprintFacts(absl::Span<const NamedTriple> facts) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  auto mix = [&hash](absl::string_view s, char end) {
+    for (char c : s) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    hash = (hash ^ static_cast<unsigned char>(end)) * 0x100000001b3ULL;
+  };
+  for (const NamedTriple& t : facts) {
+    mix(t.head, '\t');
+    mix(t.relation, '\t');
+    mix(t.tail, '\n');
+  }
+  return absl::StrFormat("fnv1a64:%016x:%d", hash, facts.size());
+}
+
+absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
+    const IndexedTriples& train, absl::Span<const NamedTriple> valid, const TrainOptions& options,
+    const std::function<void(const EpochReport&)>& on_epoch) {
+  absl::Status valid_options = ValidateOptions(options);
+  if (!valid_options.ok()) return valid_options;
+  if (train.triples.empty()) return absl::InvalidArgumentError("no training facts");
+
+  const StaticGraph graph(train.entities.size(), train.triples);
+  std::vector<Triple> positives;
+  for (const Triple& t : graph.Facts()) {
+    if (t.head != t.tail) positives.push_back(t);  // a self-loop has no pair to reason about
+  }
+  std::vector<Triple> valid_facts;
+  for (const NamedTriple& v : valid) {
+    auto h = train.entities.Find(v.head);
+    auto r = train.relations.Find(v.relation);
+    auto t = train.entities.Find(v.tail);
+    if (h && r && t && *h != *t) valid_facts.push_back({*h, *r, *t});
+  }
+
+  absl::StatusOr<std::unique_ptr<GrailModel>> created =
+      GrailModel::Create(options.model, train.relations.names(), options.seed, options.device);
+  if (!created.ok()) return created.status();
+  std::unique_ptr<GrailModel> model = *std::move(created);
+
+  SetComputeThreads(options.threads - 1);
+  GrailModule& grail = model->module();
+  std::vector<torch::Tensor> parameters;
+  for (const torch::Tensor& p : grail.module.parameters()) parameters.push_back(p);
+  torch::optim::Adam optimizer(
+      parameters, torch::optim::AdamOptions(options.learning_rate).weight_decay(options.l2));
+
+  SeededRandom order_random(options.seed);
+  SeededRandom negative_random(MixBits(options.seed ^ 0x6e65676174697665ULL));
+  std::vector<uint32_t> order(positives.size());
+  std::vector<torch::Tensor> best;
+  double best_auc = -1;
+  ScoringOptions scoring;
+  scoring.threads = options.threads;
+
+  for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    order_random.Shuffle(order);
+
+    BatchQueue queue(/*capacity=*/8);
+    std::thread producer(ProduceEpoch, std::cref(graph), std::cref(positives), std::cref(order),
+                         std::cref(options), std::ref(negative_random), std::ref(queue));
+    double total_loss = 0;
+    int64_t seen = 0;
+    TrainingBatch batch;
+    absl::Status step_error;
+    while (queue.Pop(&batch)) {
+      if (!step_error.ok()) continue;  // drain so the producer can finish
+      try {
+        torch::Tensor scores = Forward(grail, batch.subgraphs, /*training=*/true);
+        torch::Tensor positive = scores.slice(0, 0, batch.positives);
+        torch::Tensor negative = scores.slice(0, batch.positives, 2 * batch.positives);
+        torch::Tensor loss = torch::clamp_min(negative - positive + options.margin, 0).sum();
+        optimizer.zero_grad();
+        loss.backward();
+        torch::nn::utils::clip_grad_norm_(parameters, options.clip_norm);
+        optimizer.step();
+        total_loss += loss.item<double>();
+        seen += batch.positives;
+      } catch (const c10::Error& e) {
+        step_error =
+            absl::InternalError(absl::StrCat("training step failed: ", e.what_without_backtrace()));
+      }
+    }
+    producer.join();
+    if (!step_error.ok()) return step_error;
+    if (absl::Status s = queue.status(); !s.ok()) return s;
+
+    EpochReport report;
+    report.epoch = epoch;
+    report.positives = seen;
+    report.loss = seen > 0 ? total_loss / seen : 0;
+    if (epoch % options.eval_every == 0 || epoch == options.epochs) {
+      // The same negatives at every evaluation, so epochs are compared on equal terms.
+      absl::StatusOr<double> auc =
+          valid_facts.empty()
+              ? absl::StatusOr<double>(0.0)
+              : EvaluateAucPr(*model, graph, {}, valid_facts, options.seed + 1, scoring);
+      if (!auc.ok()) return auc.status();
+      report.valid_auc_pr = *auc;
+      if (*auc >= best_auc) {  // on a tie, the later (longer-trained) model
+        best_auc = *auc;
+        report.best = true;
+        torch::NoGradGuard no_grad;
+        best.clear();
+        for (const torch::Tensor& p : parameters) best.push_back(p.detach().clone());
+      }
+    }
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (on_epoch) on_epoch(report);
+  }
+  if (!best.empty()) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(best[i]);
+  }
+  return model;
+}
+
+}  // namespace grail

@@ -1,0 +1,63 @@
+// Training GraIL (paper Section 3.4 and the reference defaults; SPEC "Training").
+//
+// Every training fact is a positive; each gets one negative (head or tail replaced by a
+// uniform entity, not a fact, not a self-loop). Loss: sum over the batch of
+// max(0, score(neg) - score(pos) + margin). Adam with L2 weight decay, gradient-norm clip,
+// valid AUC-PR every `eval_every` epochs, and the best model on valid is the one returned.
+// Subgraph extraction for the next batches runs on a producer thread while the model
+// trains on the current one. Deterministic per seed (for a fixed thread count).
+#ifndef GRAIL_MODEL_TRAINER_H_
+#define GRAIL_MODEL_TRAINER_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/grail_model.h"
+#include "storage/triple_file.h"
+
+namespace grail {
+
+struct TrainOptions {
+  GrailConfig model;
+  int epochs = 50;
+  int batch_size = 16;  // positives per step (each with its negative)
+  double learning_rate = 0.01;
+  double l2 = 5e-4;
+  double margin = 10;
+  double clip_norm = 1000;
+  int eval_every = 3;  // epochs between valid evaluations (the last epoch is always one)
+  uint64_t seed = 0;
+  // Remove each positive from the graph while extracting its subgraph (it comes back only
+  // as the target edge). Off by default, as in the reference implementation.
+  bool exclude_target_edge = false;
+  int threads = 2;  // one extracts, the rest run LibTorch's kernels
+  std::string device = "cpu";
+};
+
+struct EpochReport {
+  int epoch = 0;    // 1-based
+  double loss = 0;  // mean per positive
+  std::optional<double> valid_auc_pr;
+  bool best = false;  // this epoch's model is the best so far on valid
+  double seconds = 0;
+  int64_t positives = 0;
+};
+
+// Trains on `train` (its vocabularies define the model's relations) and validates on
+// `valid` (facts by name: those whose entities or relation are absent from the training
+// graph are skipped). `on_epoch` is called after every epoch. Errors: INVALID_ARGUMENT for
+// empty data or bad options.
+absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
+    const IndexedTriples& train, absl::Span<const NamedTriple> valid, const TrainOptions& options,
+    const std::function<void(const EpochReport&)>& on_epoch = nullptr);
+
+// A fingerprint of a fact list (FNV-1a 64 over the facts in order), stored in the model.
+std::string FingerprintFacts(absl::Span<const NamedTriple> facts);
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_TRAINER_H_

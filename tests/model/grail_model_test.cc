@@ -1,0 +1,241 @@
+#include "model/grail_model.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/enclosing_subgraph.h"
+#include "model/subgraph_batch.h"
+#include "storage/static_graph.h"
+#include "storage/triple_file.h"
+
+namespace grail {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A small graph with three relations and a handful of queries over it.
+class GrailModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    IndexTriples({{"a", "p", "b"},
+                  {"b", "q", "c"},
+                  {"a", "r", "c"},
+                  {"c", "p", "d"},
+                  {"d", "q", "a"},
+                  {"b", "r", "d"},
+                  {"e", "p", "a"},
+                  {"e", "q", "d"}},
+                 &indexed_);
+    graph_ = StaticGraph(indexed_.entities.size(), indexed_.triples);
+  }
+
+  EnclosingSubgraph Extract(const std::string& h, const std::string& r, const std::string& t,
+                            const GrailConfig& config = {}) {
+    SubgraphExtractor extractor(config.extraction());
+    EnclosingSubgraph s;
+    EXPECT_TRUE(extractor
+                    .Extract(graph_, *indexed_.entities.Find(h), *indexed_.relations.Find(r),
+                             *indexed_.entities.Find(t), false, &s)
+                    .ok());
+    return s;
+  }
+
+  // Queries (h, r, t) as one batch.
+  SubgraphBatch Batch(const std::vector<NamedTriple>& queries, const GrailConfig& config = {}) {
+    SubgraphBatch batch;
+    for (const NamedTriple& q : queries) {
+      batch.Add(Extract(q.head, q.relation, q.tail, config), *indexed_.relations.Find(q.relation),
+                {});
+    }
+    return batch;
+  }
+
+  std::unique_ptr<GrailModel> NewModel(const GrailConfig& config = {}, uint64_t seed = 1) {
+    absl::StatusOr<std::unique_ptr<GrailModel>> model =
+        GrailModel::Create(config, indexed_.relations.names(), seed);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? *std::move(model) : nullptr;
+  }
+
+  std::string TempPath(const std::string& name) {
+    return (std::filesystem::path(::testing::TempDir()) / name).string();
+  }
+
+  IndexedTriples indexed_;
+  StaticGraph graph_;
+  const std::vector<NamedTriple> queries_ = {
+      {"a", "p", "c"}, {"b", "q", "a"}, {"e", "r", "c"}, {"a", "p", "b"}, {"d", "r", "e"}};
+};
+
+TEST_F(GrailModelTest, ScoresOneFiniteValuePerSubgraph) {
+  std::unique_ptr<GrailModel> model = NewModel();
+  ASSERT_NE(model, nullptr);
+  absl::StatusOr<std::vector<float>> scores = model->Score(Batch(queries_));
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  ASSERT_EQ(scores->size(), queries_.size());
+  for (float s : *scores) EXPECT_TRUE(std::isfinite(s));
+  EXPECT_NE((*scores)[0], (*scores)[1]);
+}
+
+TEST_F(GrailModelTest, BatchedScoresEqualScoresOfEachSubgraphAlone) {
+  std::unique_ptr<GrailModel> model = NewModel();
+  absl::StatusOr<std::vector<float>> together = model->Score(Batch(queries_));
+  ASSERT_TRUE(together.ok());
+  for (size_t i = 0; i < queries_.size(); ++i) {
+    absl::StatusOr<std::vector<float>> alone = model->Score(Batch({queries_[i]}));
+    ASSERT_TRUE(alone.ok());
+    EXPECT_NEAR((*together)[i], (*alone)[0], 1e-5 * (1 + std::abs((*alone)[0]))) << i;
+  }
+}
+
+TEST_F(GrailModelTest, SameSeedGivesSameParametersAndOtherSeedDoesNot) {
+  const SubgraphBatch batch = Batch(queries_);
+  std::vector<float> a = *NewModel({}, 7)->Score(batch);
+  std::vector<float> b = *NewModel({}, 7)->Score(batch);
+  std::vector<float> c = *NewModel({}, 8)->Score(batch);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+TEST_F(GrailModelTest, SavedArchiveScoresExactlyLikeTheModelAndKeepsItsMetadata) {
+  GrailConfig config;
+  config.hops = 2;
+  config.max_nodes_per_hop = 17;
+  config.num_layers = 2;
+  std::unique_ptr<GrailModel> model = NewModel(config);
+  model->set_training_fingerprint("fnv1a:1234");
+  const std::string path = TempPath("roundtrip.pt");
+  ASSERT_TRUE(model->Save(path).ok());
+
+  absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->relations(), indexed_.relations.names());
+  EXPECT_EQ((*loaded)->config().hops, 2);
+  EXPECT_EQ((*loaded)->config().max_nodes_per_hop, 17);
+  EXPECT_EQ((*loaded)->config().num_layers, 2);
+  EXPECT_TRUE((*loaded)->config().attention);
+  EXPECT_EQ((*loaded)->training_fingerprint(), "fnv1a:1234");
+  EXPECT_EQ((*loaded)->num_parameters(), model->num_parameters());
+  const SubgraphBatch batch = Batch(queries_, config);
+  EXPECT_EQ(*(*loaded)->Score(batch), *model->Score(batch));
+}
+
+TEST_F(GrailModelTest, AblationsAreCarriedByTheArchive) {
+  GrailConfig config;
+  config.attention = false;
+  config.node_labels = false;
+  config.enclosing = false;
+  std::unique_ptr<GrailModel> model = NewModel(config);
+  EXPECT_LT(model->num_parameters(), NewModel()->num_parameters());
+  const std::string path = TempPath("ablation.pt");
+  ASSERT_TRUE(model->Save(path).ok());
+  std::unique_ptr<GrailModel> loaded = *GrailModel::Load(path);
+  EXPECT_FALSE(loaded->config().attention);
+  EXPECT_FALSE(loaded->config().node_labels);
+  EXPECT_FALSE(loaded->config().enclosing);
+  const SubgraphBatch batch = Batch(queries_, config);
+  EXPECT_EQ(*loaded->Score(batch), *model->Score(batch));
+}
+
+TEST_F(GrailModelTest, ConstantLabelsIgnoreDistances) {
+  GrailConfig config;
+  config.node_labels = false;
+  std::unique_ptr<GrailModel> model = NewModel(config);
+  SubgraphBatch batch = Batch({queries_[0]});
+  SubgraphBatch relabelled = batch;
+  for (int64_t& d : relabelled.dist_u) d = 2;
+  EXPECT_EQ(*model->Score(batch), *model->Score(relabelled));
+  std::unique_ptr<GrailModel> labelled = NewModel();
+  EXPECT_NE(*labelled->Score(batch), *labelled->Score(relabelled));
+}
+
+TEST_F(GrailModelTest, UnknownTargetRelationIsRejected) {
+  SubgraphBatch batch = Batch({queries_[0]});
+  batch.target_relation[0] = 99;
+  absl::StatusOr<std::vector<float>> scores = NewModel()->Score(batch);
+  EXPECT_EQ(scores.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(NewModel()->Score(SubgraphBatch{}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(GrailModelTest, EdgesOfRelationsUnknownToTheModelAreLeftOut) {
+  SubgraphBatch all = Batch({queries_[0]});
+  SubgraphBatch mapped;
+  RelationMap map = {0, -1, 2};  // the model does not know relation 1
+  mapped.Add(Extract("a", "p", "c"), 0, map);
+  EXPECT_LT(mapped.num_edges(), all.num_edges());
+  for (int64_t r : mapped.edge_relation) EXPECT_NE(r, 1);
+}
+
+TEST_F(GrailModelTest, LoadingSomethingElseFailsNamingThePath) {
+  const std::string path = TempPath("not_a_model.pt");
+  std::ofstream(path) << "hello";
+  absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(), HasSubstr(path));
+}
+
+TEST_F(GrailModelTest, CudaWithoutCudaIsAClearError) {
+  absl::StatusOr<std::unique_ptr<GrailModel>> model =
+      GrailModel::Create({}, indexed_.relations.names(), 1, "cuda");
+  if (model.ok()) GTEST_SKIP() << "this LibTorch has CUDA";
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(GrailModel::Create({}, indexed_.relations.names(), 1, "tpu").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Python's torch.jit.load opens the archive and scores the batch exactly as C++ does.
+TEST_F(GrailModelTest, PythonTorchJitLoadScoresTheArchiveLikeCpp) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-torch is not installed";
+  }
+  std::unique_ptr<GrailModel> model = NewModel();
+  const std::string path = TempPath("python.pt");
+  ASSERT_TRUE(model->Save(path).ok());
+  const SubgraphBatch batch = Batch(queries_);
+  const std::vector<float> expected = *model->Score(batch);
+
+  const std::string script = TempPath("score.py");
+  std::ofstream py(script);
+  auto list = [](const std::vector<int64_t>& v) { return "[" + absl::StrJoin(v, ",") + "]"; };
+  py << "import torch\n"
+     << "m = torch.jit.load('" << path << "')\n"
+     << "t = lambda v: torch.tensor(v, dtype=torch.int64)\n"
+     << "with torch.no_grad():\n"
+     << "  s = m.forward(t(" << list(batch.dist_u) << "), t(" << list(batch.dist_v) << "), t("
+     << list(batch.node_graph) << "), t(" << list(batch.edge_src) << "), t(" << list(batch.edge_dst)
+     << "), t(" << list(batch.edge_relation) << "), t(" << list(batch.head_index) << "), t("
+     << list(batch.tail_index) << "), t(" << list(batch.target_relation) << "), False)\n"
+     << "print(m.format, m.hops, len(m.relations), ' '.join(repr(float(x)) for x in s))\n";
+  py.close();
+  FILE* pipe = popen(("/usr/bin/python3 " + script + " 2>&1").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) out += buffer;
+  ASSERT_EQ(pclose(pipe), 0) << out;
+
+  std::istringstream in(out);
+  std::string format;
+  int hops = 0;
+  size_t relations = 0;
+  in >> format >> hops >> relations;
+  EXPECT_EQ(format, kModelFormat);
+  EXPECT_EQ(hops, 3);
+  EXPECT_EQ(relations, indexed_.relations.size());
+  for (float e : expected) {
+    double got = 0;
+    ASSERT_TRUE(in >> got) << out;
+    EXPECT_NEAR(got, e, 1e-5 * (1 + std::abs(e)));
+  }
+}
+
+}  // namespace
+}  // namespace grail

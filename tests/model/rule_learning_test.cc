@@ -1,0 +1,152 @@
+// Theorem 1 of the paper, as a test: GraIL learns a path rule from one graph and applies it
+// to a disjoint graph it has never seen, and the ablation without node labels and attention
+// (which the theorem's construction needs) clearly cannot.
+//
+// The graphs: each relation r1..r6 is a random permutation of the entities (every entity has
+// exactly one out-edge and one in-edge per relation), and target(X, Y) holds exactly where
+// r1(X, Z) and r2(Z, Y). The graphs are small enough that 2-hop neighbourhoods cover most
+// of them, so "v has an r2 in-neighbour that has an r1 in-neighbour, inside the subgraph"
+// is true of almost any pair: only a model that knows which node is u (the labels) and
+// which edges matter for the target (attention) can tell a rule instance from a random
+// pair. r3..r6 are distractors.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "model/evaluation.h"
+#include "model/seeded_random.h"
+#include "model/trainer.h"
+#include "storage/static_graph.h"
+#include "storage/triple_file.h"
+
+namespace grail {
+namespace {
+
+struct RuleGraph {
+  std::vector<NamedTriple> body;     // r1..r6 facts
+  std::vector<NamedTriple> targets;  // target facts implied by the rule
+};
+
+// A random permutation of 0..n-1 without fixed points (no self-loops).
+std::vector<int> Derangement(int n, SeededRandom& random) {
+  std::vector<int> p(n);
+  for (int i = 0; i < n; ++i) p[i] = i;
+  random.Shuffle(p);
+  for (int i = 0; i < n; ++i) {
+    if (p[i] == i) std::swap(p[i], p[(i + 1) % n]);
+  }
+  return p;
+}
+
+RuleGraph GenerateRuleGraph(int entities, uint64_t seed, const std::string& prefix) {
+  SeededRandom random(seed);
+  auto name = [&prefix](int e) { return absl::StrCat(prefix, e); };
+  RuleGraph g;
+  constexpr int kBodyRelations = 6;
+  std::vector<std::vector<int>> relation(kBodyRelations);
+  for (int r = 0; r < kBodyRelations; ++r) {
+    relation[r] = Derangement(entities, random);
+    for (int e = 0; e < entities; ++e) {
+      g.body.push_back({name(e), absl::StrCat("r", r + 1), name(relation[r][e])});
+    }
+  }
+  for (int x = 0; x < entities; ++x) {
+    const int y = relation[1][relation[0][x]];
+    if (y != x) g.targets.push_back({name(x), "target", name(y)});
+  }
+  return g;
+}
+
+class RuleLearningTest : public ::testing::Test {
+ protected:
+  static constexpr int kEntities = 200;
+
+  void SetUp() override {
+    // Training graph: body facts and 90% of the rule's facts; 10% validate.
+    RuleGraph train = GenerateRuleGraph(kEntities, 1, "a");
+    train_facts_ = train.body;
+    for (size_t i = 0; i < train.targets.size(); ++i) {
+      (i % 10 == 0 ? valid_ : train_facts_).push_back(train.targets[i]);
+    }
+    // A disjoint test graph from the same generator: 40% of its rule facts are held out.
+    RuleGraph test = GenerateRuleGraph(kEntities, 2, "b");
+    test_graph_ = test.body;
+    std::vector<NamedTriple> held_out;
+    for (size_t i = 0; i < test.targets.size(); ++i) {
+      (i % 5 < 2 ? held_out : test_graph_).push_back(test.targets[i]);
+    }
+    IndexTriples(test_graph_, &test_indexed_);
+    for (const NamedTriple& t : held_out) {
+      test_ids_.push_back({*test_indexed_.entities.Find(t.head),
+                           *test_indexed_.relations.Find(t.relation),
+                           *test_indexed_.entities.Find(t.tail)});
+    }
+  }
+
+  // Trains with `config` and returns the AUC-PR on the unseen graph's held-out rule facts.
+  double TrainAndEvaluate(const GrailConfig& config) {
+    IndexedTriples train;
+    IndexTriples(train_facts_, &train);
+    TrainOptions options;
+    options.model = config;
+    options.epochs = 15;
+    options.eval_every = 5;
+    options.seed = 3;
+    // At test time a fact is never in the graph it is scored on. Training positives
+    // extracted with their own fact present (the reference's default) would let the model
+    // learn "u and v are adjacent", which here says nothing about the rule.
+    options.exclude_target_edge = true;
+    absl::StatusOr<std::unique_ptr<GrailModel>> model = TrainGrail(train, valid_, options);
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return 0;
+    // The test graph's relation ids must be the model's: map them by name.
+    RelationMap relations(test_indexed_.relations.size(), -1);
+    for (uint32_t r = 0; r < test_indexed_.relations.size(); ++r) {
+      for (size_t m = 0; m < (*model)->relations().size(); ++m) {
+        if ((*model)->relations()[m] == test_indexed_.relations.Name(r)) {
+          relations[r] = static_cast<int32_t>(m);
+        }
+      }
+    }
+    const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
+    EvaluationOptions eval;
+    eval.seed = 5;
+    eval.negatives = 10;
+    absl::StatusOr<EvaluationResult> result = Evaluate(**model, graph, relations, test_ids_, eval);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? result->auc_pr : 0;
+  }
+
+  static GrailConfig RuleConfig() {
+    GrailConfig c;
+    c.hops = 2;  // the rule has length 2 (Theorem 1: k layers for a rule of length k)
+    c.num_layers = 2;
+    c.dim = 16;
+    c.relation_dim = 16;
+    return c;
+  }
+
+  std::vector<NamedTriple> train_facts_, valid_, test_graph_;
+  IndexedTriples test_indexed_;
+  std::vector<Triple> test_ids_;
+};
+
+TEST_F(RuleLearningTest, LearnsAPathRuleAndAppliesItToADisjointGraph) {
+  ASSERT_GT(test_ids_.size(), 70u);
+  const double full = TrainAndEvaluate(RuleConfig());
+  EXPECT_GE(full, 0.95);
+
+  GrailConfig ablated = RuleConfig();
+  ablated.attention = false;
+  ablated.node_labels = false;
+  const double ablation = TrainAndEvaluate(ablated);
+  RecordProperty("auc_pr_full", absl::StrCat(full));
+  RecordProperty("auc_pr_ablation", absl::StrCat(ablation));
+  std::printf("AUC-PR on the unseen graph: full model %.4f, without labels and attention %.4f\n",
+              full, ablation);
+  EXPECT_LT(ablation, full - 0.1);
+}
+
+}  // namespace
+}  // namespace grail

@@ -1,0 +1,138 @@
+// Runs the real grail-train and grail-eval binaries on small files: the command-line
+// contract (flags, exit codes, the JSON last line) and their agreement with each other.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/grail_model.h"
+#include "model/seeded_random.h"
+#include "storage/triple_file.h"
+
+namespace grail {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string out;  // stdout only
+  std::string all;  // stdout and stderr
+};
+
+CommandRun RunBinary(const std::string& binary, const std::string& args) {
+  CommandRun run;
+  const std::string err = (std::filesystem::path(::testing::TempDir()) / "stderr.txt").string();
+  const std::string command =
+      absl::StrCat(GRAIL_BINARY_DIR, "/bin/", binary, " ", args, " 2>", err);
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  FILE* e = fopen(err.c_str(), "r");
+  run.all = run.out;
+  if (e != nullptr) {
+    while ((n = fread(buffer.data(), 1, buffer.size(), e)) > 0) run.all.append(buffer.data(), n);
+    fclose(e);
+  }
+  return run;
+}
+
+class TrainEvalCommandTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::path(::testing::TempDir()) / "train_eval").string());
+    std::filesystem::create_directories(*dir_);
+    // Two disjoint random graphs over the same relations; the second one's held-out facts
+    // are the test set.
+    for (const char* name : {"train", "ind"}) {
+      SeededRandom random(name[0]);
+      std::vector<NamedTriple> facts;
+      for (int i = 0; i < 300; ++i) {
+        const uint64_t h = random.Uniform(80);
+        uint64_t t = random.Uniform(79);
+        if (t >= h) ++t;
+        facts.push_back(
+            {absl::StrCat(name, h), absl::StrCat("r", random.Uniform(3)), absl::StrCat(name, t)});
+      }
+      const std::vector<NamedTriple> graph(facts.begin() + 30, facts.end());
+      const std::vector<NamedTriple> held(facts.begin(), facts.begin() + 30);
+      ASSERT_TRUE(WriteTripleFile(Path(name, "graph.txt"), graph).ok());
+      ASSERT_TRUE(WriteTripleFile(Path(name, "held.txt"), held).ok());
+    }
+  }
+  static std::string Path(const std::string& a, const std::string& b) {
+    return absl::StrCat(*dir_, "/", a, "_", b);
+  }
+  static std::string* dir_;
+};
+std::string* TrainEvalCommandTest::dir_ = nullptr;
+
+TEST_F(TrainEvalCommandTest, TrainThenEvaluatePrintsTheContractJsonLast) {
+  const std::string model = Path("model", "a.pt");
+  CommandRun train = RunBinary(
+      "grail-train",
+      absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+                   " --out ", model, " --epochs 2 --hops 2 --seed 4 --threads 2 --eval-every 1"));
+  ASSERT_EQ(train.exit_code, 0) << train.all;
+  EXPECT_THAT(train.all, HasSubstr("epoch 2/2"));
+  EXPECT_THAT(train.all, HasSubstr("valid_auc_pr"));
+  absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->config().hops, 2);
+  EXPECT_THAT((*loaded)->training_fingerprint(), HasSubstr("fnv1a64:"));
+
+  const std::string eval_args =
+      absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"), " --test ",
+                   Path("ind", "held.txt"), " --seed 3");
+  CommandRun eval = RunBinary("grail-eval", eval_args);
+  ASSERT_EQ(eval.exit_code, 0) << eval.all;
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(
+      lines.back(),
+      MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,\"mrr\":[01]\\.[0-9]+,\"hits_at_1\":[01]\\.[0-9]+,"
+                   "\"hits_at_5\":[01]\\.[0-9]+,\"hits_at_10\":[01]\\.[0-9]+,\"n\":[0-9]+\\}"));
+  // Same seed, same numbers.
+  EXPECT_EQ(RunBinary("grail-eval", eval_args).out, eval.out);
+}
+
+TEST_F(TrainEvalCommandTest, AblationFlagsReachTheExportedModel) {
+  const std::string model = Path("model", "ablation.pt");
+  CommandRun train = RunBinary(
+      "grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ", model,
+                                  " --epochs 1 --hops 2 --no-attention --no-labels --no-enclosing"
+                                  " --exclude-target-edge"));
+  ASSERT_EQ(train.exit_code, 0) << train.all;
+  std::unique_ptr<GrailModel> loaded = *GrailModel::Load(model);
+  EXPECT_FALSE(loaded->config().attention);
+  EXPECT_FALSE(loaded->config().node_labels);
+  EXPECT_FALSE(loaded->config().enclosing);
+}
+
+TEST_F(TrainEvalCommandTest, MissingFlagsAreUsageErrorsAndBadFilesNameThemselves) {
+  EXPECT_EQ(RunBinary("grail-train", "--train x.txt").exit_code, 2);
+  EXPECT_EQ(RunBinary("grail-eval", "--model m.pt").exit_code, 2);
+  CommandRun missing =
+      RunBinary("grail-train", "--train /nonexistent/train.txt --out " + Path("model", "never.pt"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.all, HasSubstr("/nonexistent/train.txt"));
+  CommandRun bad_model = RunBinary(
+      "grail-eval", absl::StrCat("--model /nonexistent/m.pt --graph ", Path("ind", "graph.txt"),
+                                 " --test ", Path("ind", "held.txt")));
+  EXPECT_EQ(bad_model.exit_code, 1);
+  EXPECT_THAT(bad_model.all, HasSubstr("/nonexistent/m.pt"));
+}
+
+}  // namespace
+}  // namespace grail

@@ -1,0 +1,156 @@
+#include "model/trainer.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/evaluation.h"
+#include "model/fact_scoring.h"
+#include "model/seeded_random.h"
+#include "storage/static_graph.h"
+
+namespace grail {
+namespace {
+
+// A small random graph with a few relations, and facts held out of it.
+struct SmallData {
+  IndexedTriples train;
+  std::vector<NamedTriple> valid;
+  std::vector<Triple> held_out;  // ids of `train`, not in the graph
+};
+
+SmallData MakeData(uint64_t seed) {
+  SeededRandom random(seed);
+  std::vector<NamedTriple> facts;
+  for (int i = 0; i < 400; ++i) {
+    const uint64_t h = random.Uniform(120);
+    uint64_t t = random.Uniform(119);
+    if (t >= h) ++t;
+    facts.push_back(
+        {absl::StrCat("e", h), absl::StrCat("r", random.Uniform(3)), absl::StrCat("e", t)});
+  }
+  SmallData d;
+  std::vector<NamedTriple> graph(facts.begin() + 40, facts.end());
+  IndexTriples(graph, &d.train);
+  for (int i = 0; i < 40; ++i) {
+    auto h = d.train.entities.Find(facts[i].head);
+    auto r = d.train.relations.Find(facts[i].relation);
+    auto t = d.train.entities.Find(facts[i].tail);
+    if (!h || !r || !t) continue;
+    d.valid.push_back(facts[i]);
+    d.held_out.push_back({*h, *r, *t});
+  }
+  return d;
+}
+
+TrainOptions SmallOptions() {
+  TrainOptions o;
+  o.epochs = 2;
+  o.eval_every = 1;
+  o.model.hops = 2;
+  o.model.num_layers = 2;
+  o.seed = 11;
+  return o;
+}
+
+TEST(TrainerTest, ReportsEveryEpochAndValidatesOnSchedule) {
+  SmallData d = MakeData(1);
+  TrainOptions o = SmallOptions();
+  o.epochs = 4;
+  o.eval_every = 3;
+  std::vector<EpochReport> reports;
+  absl::StatusOr<std::unique_ptr<GrailModel>> model =
+      TrainGrail(d.train, d.valid, o, [&](const EpochReport& r) { reports.push_back(r); });
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(reports.size(), 4u);
+  EXPECT_FALSE(reports[0].valid_auc_pr.has_value());
+  EXPECT_TRUE(reports[2].valid_auc_pr.has_value());  // epoch 3
+  EXPECT_TRUE(reports[3].valid_auc_pr.has_value());  // the last epoch always validates
+  for (const EpochReport& r : reports) {
+    EXPECT_GT(r.positives, 300);
+    EXPECT_GT(r.loss, 0);
+  }
+  EXPECT_TRUE(reports[2].best);
+}
+
+TEST(TrainerTest, SameSeedTrainsTheSameModel) {
+  SmallData d = MakeData(2);
+  std::unique_ptr<GrailModel> a = *TrainGrail(d.train, d.valid, SmallOptions());
+  std::unique_ptr<GrailModel> b = *TrainGrail(d.train, d.valid, SmallOptions());
+  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+  std::vector<float> sa = *ScoreFacts(*a, graph, {}, d.held_out, {});
+  std::vector<float> sb = *ScoreFacts(*b, graph, {}, d.held_out, {});
+  EXPECT_EQ(sa, sb);
+  TrainOptions other = SmallOptions();
+  other.seed = 12;
+  std::unique_ptr<GrailModel> c = *TrainGrail(d.train, d.valid, other);
+  EXPECT_NE(sa, *ScoreFacts(*c, graph, {}, d.held_out, {}));
+}
+
+TEST(TrainerTest, ExportedModelScoresExactlyAsTheTrainedOne) {
+  SmallData d = MakeData(3);
+  std::unique_ptr<GrailModel> trained = *TrainGrail(d.train, d.valid, SmallOptions());
+  trained->set_training_fingerprint(FingerprintFacts(d.valid));
+  const std::string path = (std::filesystem::path(::testing::TempDir()) / "trained.pt").string();
+  ASSERT_TRUE(trained->Save(path).ok());
+  absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->training_fingerprint(), trained->training_fingerprint());
+  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+  EXPECT_EQ(*ScoreFacts(**loaded, graph, {}, d.held_out, {}),
+            *ScoreFacts(*trained, graph, {}, d.held_out, {}));
+}
+
+TEST(TrainerTest, ScoringIsIndependentOfBatchingAndThreads) {
+  SmallData d = MakeData(4);
+  std::unique_ptr<GrailModel> model = *TrainGrail(d.train, d.valid, SmallOptions());
+  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+  ScoringOptions one_by_one{/*batch_size=*/1, /*threads=*/1};
+  ScoringOptions batched{/*batch_size=*/16, /*threads=*/2};
+  std::vector<float> a = *ScoreFacts(*model, graph, {}, d.held_out, one_by_one);
+  std::vector<float> b = *ScoreFacts(*model, graph, {}, d.held_out, batched);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(a[i])));
+}
+
+TEST(TrainerTest, RejectsBadOptionsAndEmptyData) {
+  SmallData d = MakeData(5);
+  TrainOptions o = SmallOptions();
+  o.epochs = 0;
+  EXPECT_EQ(TrainGrail(d.train, d.valid, o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TrainGrail(IndexedTriples{}, d.valid, SmallOptions()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EvaluationTest, IsDeterministicPerSeedAndCountsEveryFact) {
+  SmallData d = MakeData(6);
+  std::unique_ptr<GrailModel> model = *TrainGrail(d.train, d.valid, SmallOptions());
+  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+  EvaluationOptions o;
+  o.seed = 9;
+  EvaluationResult a = *Evaluate(*model, graph, {}, d.held_out, o);
+  EvaluationResult b = *Evaluate(*model, graph, {}, d.held_out, o);
+  EXPECT_EQ(a.ToJson(), b.ToJson());
+  EXPECT_EQ(a.n, static_cast<int64_t>(d.held_out.size()));
+  for (double m : {a.auc_pr, a.mrr, a.hits_at_1, a.hits_at_5, a.hits_at_10}) {
+    EXPECT_GE(m, 0);
+    EXPECT_LE(m, 1);
+  }
+  EXPECT_LE(a.hits_at_1, a.hits_at_5);
+  EXPECT_LE(a.hits_at_5, a.hits_at_10);
+  o.seed = 10;
+  EXPECT_NE(Evaluate(*model, graph, {}, d.held_out, o)->ToJson(), a.ToJson());
+}
+
+TEST(EvaluationTest, ResultJsonHasTheContractFields) {
+  EvaluationResult r;
+  r.auc_pr = 0.5;
+  r.n = 3;
+  EXPECT_EQ(r.ToJson(),
+            "{\"auc_pr\":0.500000,\"mrr\":0.000000,\"hits_at_1\":0.000000,\"hits_at_5\":0.000000,"
+            "\"hits_at_10\":0.000000,\"n\":3}");
+}
+
+}  // namespace
+}  // namespace grail
