@@ -8,8 +8,10 @@
 //   * ids and both dictionaries are what first appearance implies, the counters the
 //     writer was told agree with an independent model, and all column families agree.
 // Stores are reused for several kills in a row (recovering a store that was itself
-// recovered) and then replaced, to keep each check cheap. Seeds are fixed, so a failure
-// reproduces; GRAIL_CRASH_KILLS overrides the number of kills per mode for longer runs.
+// recovered) and then replaced, to keep each check cheap. Fixed seeds fix the workload and
+// the kill schedule (how many acks to wait for, how long to sleep); where exactly a kill
+// lands still depends on timing, so failures name the kill and the chunk.
+// GRAIL_CRASH_KILLS overrides the number of kills per mode for longer runs.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
