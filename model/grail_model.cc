@@ -31,19 +31,43 @@ def layer_$L(self, h: Tensor, src: Tensor, dst: Tensor, rel: Tensor, node_target
   bases = self.basis_$L.size(0)
   out_dim = self.basis_$L.size(2)
   per_basis = torch.matmul(h, self.basis_$L.permute(1, 0, 2).reshape(h.size(1), bases * out_dim)).view(n, bases, out_dim)
-  message = torch.bmm(self.coeff_$L.index_select(0, rel).unsqueeze(1), per_basis.index_select(0, src)).squeeze(1)
+  message = (per_basis.index_select(0, src) * self.coeff_$L.index_select(0, rel).unsqueeze(2)).sum(1)
+)";
+// When a layer's input is narrower than its output (layer 0 reads the 2(k+1)-wide labels),
+// the same sum is cheaper the other way round: mix the inputs per edge and basis,
+// aggregate them per node, then apply V_b once per node. Linear algebra makes the two
+// equal; per edge it moves bases * in floats instead of bases * out.
+constexpr char kNarrowLayerHead[] = R"(
+def layer_$L(self, h: Tensor, src: Tensor, dst: Tensor, rel: Tensor, node_target: Tensor,
+             training: bool) -> Tensor:
+  n = h.size(0)
+  bases = self.basis_$L.size(0)
+  in_dim = self.basis_$L.size(1)
+  out_dim = self.basis_$L.size(2)
+  edge_weight = self.coeff_$L.index_select(0, rel)
 )";
 constexpr char kLayerAttention[] = R"(
   at_node = torch.matmul(h, self.att_dst_$L) + torch.matmul(self.attention_relation_embedding, self.att_target_$L).index_select(0, node_target)
   z = torch.matmul(h, self.att_src_$L).index_select(0, src) + at_node.index_select(0, dst) + torch.matmul(self.attention_relation_embedding, self.att_rel_$L).index_select(0, rel) + self.att_b1_$L
   alpha = torch.sigmoid(torch.matmul(torch.relu(z), self.att_w2_$L) + self.att_b2_$L)
-  message = message * alpha
 )";
+// alpha scales the edge's message, or in the narrow form its basis weights: the same product.
+constexpr char kApplyAttention[] = "  message = message * alpha\n";
+constexpr char kNarrowApplyAttention[] = "  edge_weight = edge_weight * alpha\n";
 constexpr char kLayerTail[] = R"(
   if training and self.edge_dropout > 0.0:
     keep = torch.dropout(torch.ones([message.size(0), 1], dtype=message.dtype, device=message.device), self.edge_dropout, True)
     message = message * keep
   aggregated = torch.zeros([n, out_dim], dtype=h.dtype, device=h.device).index_add_(0, dst, message)
+  return torch.relu(torch.matmul(h, self.self_$L) + aggregated)
+)";
+constexpr char kNarrowLayerTail[] = R"(
+  if training and self.edge_dropout > 0.0:
+    keep = torch.dropout(torch.ones([edge_weight.size(0), 1], dtype=edge_weight.dtype, device=edge_weight.device), self.edge_dropout, True)
+    edge_weight = edge_weight * keep
+  mixed = (edge_weight.unsqueeze(2) * h.index_select(0, src).unsqueeze(1)).reshape(edge_weight.size(0), bases * in_dim)
+  gathered = torch.zeros([n, bases * in_dim], dtype=h.dtype, device=h.device).index_add_(0, dst, mixed)
+  aggregated = torch.matmul(gathered, self.basis_$L.reshape(bases * in_dim, out_dim))
   return torch.relu(torch.matmul(h, self.self_$L) + aggregated)
 )";
 
@@ -80,11 +104,15 @@ std::string ModuleSource(const GrailConfig& config) {
   std::string source;
   for (int l = 0; l < config.num_layers; ++l) {
     const std::string layer = absl::StrCat(l);
-    absl::StrAppend(&source, absl::StrReplaceAll(kLayerHead, {{"$L", layer}}));
+    const bool narrow = (l == 0 ? config.label_dim() : config.dim) < config.dim;
+    absl::StrAppend(&source,
+                    absl::StrReplaceAll(narrow ? kNarrowLayerHead : kLayerHead, {{"$L", layer}}));
     if (config.attention) {
-      absl::StrAppend(&source, absl::StrReplaceAll(kLayerAttention, {{"$L", layer}}));
+      absl::StrAppend(&source, absl::StrReplaceAll(kLayerAttention, {{"$L", layer}}),
+                      narrow ? kNarrowApplyAttention : kApplyAttention);
     }
-    absl::StrAppend(&source, absl::StrReplaceAll(kLayerTail, {{"$L", layer}}));
+    absl::StrAppend(&source,
+                    absl::StrReplaceAll(narrow ? kNarrowLayerTail : kLayerTail, {{"$L", layer}}));
   }
   absl::StrAppend(&source, kForwardHead);
   std::string states;

@@ -154,7 +154,9 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
   if (!created.ok()) return created.status();
   std::unique_ptr<GrailModel> model = *std::move(created);
 
-  SetComputeThreads(options.threads - 1);
+  // Extraction takes a few percent of a step, so the producer shares the cores with
+  // LibTorch's kernels rather than reserving one.
+  SetComputeThreads(options.threads);
   GrailModule& grail = model->module();
   std::vector<torch::Tensor> parameters;
   for (const torch::Tensor& p : grail.module.parameters()) parameters.push_back(p);

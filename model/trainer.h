@@ -34,7 +34,7 @@ struct TrainOptions {
   // Remove each positive from the graph while extracting its subgraph (it comes back only
   // as the target edge). Off by default, as in the reference implementation.
   bool exclude_target_edge = false;
-  int threads = 2;  // one extracts, the rest run LibTorch's kernels
+  int threads = 2;  // LibTorch's kernels; a producer thread extracts alongside
   std::string device = "cpu";
 };
 
