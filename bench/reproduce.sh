@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Reproduces the paper's inductive results (Table 2 and 3: AUC-PR and Hits@10) on the
+# benchmark splits in ../shared/data: for each split and seed, grail-train on
+# <split>/train.txt (validated on <split>/valid.txt), then grail-eval with
+# <split>_ind/train.txt as the graph and <split>_ind/test.txt as the facts.
+#
+#   bench/reproduce.sh [--splits "WN18RR_v1 fb237_v1"] [--seeds "0 1 2"] [--epochs 50]
+#                      [--out out/repro] [--threads 2] [-- extra grail-train flags]
+#
+# Resumable: a (split, seed) whose result file exists is skipped, so an interrupted run
+# continues where it stopped. bench/reproduction_table.py turns the results into the
+# table in docs/BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+splits="WN18RR_v1 WN18RR_v2 WN18RR_v3 WN18RR_v4 fb237_v1 fb237_v2 fb237_v3 fb237_v4"
+seeds="0 1 2"
+epochs=50
+out=out/repro
+threads=2
+data=${GRAIL_DATA_DIR:-../shared/data}
+extra=()
+while (($#)); do
+  case $1 in
+    --splits) splits=$2; shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+bin=build/bin
+[[ -x $bin/grail-train && -x $bin/grail-eval ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
+tag=$(IFS=_; echo "e${epochs}${extra[*]+_${extra[*]}}" | tr -d ' -')
+mkdir -p "$out"
+
+for split in $splits; do
+  for seed in $seeds; do
+    name="$split.$tag.seed$seed"
+    result="$out/$name.json"
+    [[ -s $result ]] && { echo "skip $name (done)"; continue; }
+    echo "== $name"
+    start=$(date +%s)
+    "$bin/grail-train" --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
+      --out "$out/$name.pt" --epochs "$epochs" --seed "$seed" --threads "$threads" \
+      ${extra[@]+"${extra[@]}"} 2> "$out/$name.train.log"
+    trained=$(date +%s)
+    "$bin/grail-eval" --model "$out/$name.pt" --graph "$data/${split}_ind/train.txt" \
+      --test "$data/${split}_ind/test.txt" --seed 0 --threads "$threads" \
+      2> "$out/$name.eval.log" > "$out/$name.eval.out"
+    done_at=$(date +%s)
+    epoch_seconds=$(awk '/^epoch /{for(i=1;i<=NF;i++) if($i=="s") {sum+=$(i-1); n++}} END{printf "%.1f", n? sum/n : 0}' "$out/$name.train.log")
+    # The result: the evaluation JSON plus how it was obtained.
+    tail -n 1 "$out/$name.eval.out" | sed "s/}\$/,\"split\":\"$split\",\"seed\":$seed,\"epochs\":$epochs,\"tag\":\"$tag\",\"seconds_per_epoch\":$epoch_seconds,\"train_seconds\":$((trained - start)),\"eval_seconds\":$((done_at - trained))}/" > "$result.tmp"
+    mv "$result.tmp" "$result"
+    cat "$result"
+  done
+done

@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Summarises bench/reproduce.sh results (out/repro/*.json) as a Markdown table beside the
+paper's GraIL and RuleN numbers: mean ± std over seeds, in percent."""
+import glob, json, statistics, sys
+from collections import defaultdict
+
+PAPER = {  # split: (GraIL AUC-PR, GraIL Hits@10, RuleN AUC-PR, RuleN Hits@10)
+    "WN18RR_v1": (94.32, 82.45, 90.26, 80.85), "WN18RR_v2": (94.18, 78.68, 89.01, 78.23),
+    "WN18RR_v3": (85.80, 58.43, 76.46, 53.39), "WN18RR_v4": (92.72, 73.41, 85.75, 71.59),
+    "fb237_v1": (84.69, 64.15, 75.24, 49.76), "fb237_v2": (90.57, 81.80, 88.70, 77.82),
+    "fb237_v3": (91.68, 82.83, 91.24, 87.69), "fb237_v4": (94.46, 89.29, 91.79, 85.60),
+}
+
+def cell(values):
+    values = [100 * v for v in values]
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+def main(out_dir):
+    runs = defaultdict(list)
+    for path in sorted(glob.glob(f"{out_dir}/*.json")):
+        r = json.load(open(path))
+        runs[(r["split"], r["tag"])].append(r)
+    print("| split | variant | seeds | epochs | s/epoch | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    order = list(PAPER)
+    for (split, tag), rs in sorted(runs.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 99, kv[0][1])):
+        p = PAPER.get(split, ("-",) * 4)
+        seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
+        print(f"| {split} | {tag} | {seeds} | {rs[0]['epochs']} | "
+              f"{statistics.mean(r['seconds_per_epoch'] for r in rs):.1f} | "
+              f"{cell([r['auc_pr'] for r in rs])} | {p[0]} | {cell([r['hits_at_10'] for r in rs])} | {p[1]} | "
+              f"{cell([r['mrr'] for r in rs])} | {cell([r['hits_at_1'] for r in rs])} | {p[2]} / {p[3]} |")
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "out/repro")
