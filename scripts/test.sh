@@ -4,7 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" --timeout 900
 
 # ThreadSanitizer over the storage tests: the live index is read by scorers while chunks
 # are applied, so these run instrumented in a second build directory. Only the storage
@@ -18,3 +17,6 @@ cmake -S . -B "$tsan_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRAIL_SAN
 cmake --build "$tsan_dir" -j"${JOBS:-$(nproc)}" --target storage_test
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" setarch "$(uname -m)" -R \
   "$tsan_dir/bin/storage_test" --gtest_filter='-CrashRecoveryTest.*' --gtest_brief=1
+
+# The whole suite last, so the run closes on ctest's summary.
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" --timeout 900
