@@ -24,13 +24,16 @@ namespace {
 // Two rewrites keep per-edge work to gathers and adds: V_b h is computed once per node and
 // mixed per edge with c_r; A1's product distributes over the concatenation, so its node
 // parts are computed once per node and its relation parts once per relation.
-constexpr char kLayerHead[] = R"(
+constexpr char kLayerSignature[] = R"(
 def layer_$L(self, h: Tensor, src: Tensor, dst: Tensor, rel: Tensor, node_target: Tensor,
              training: bool) -> Tensor:
   n = h.size(0)
   bases = self.basis_$L.size(0)
+  in_dim = self.basis_$L.size(1)
   out_dim = self.basis_$L.size(2)
-  per_basis = torch.matmul(h, self.basis_$L.permute(1, 0, 2).reshape(h.size(1), bases * out_dim)).view(n, bases, out_dim)
+)";
+constexpr char kLayerHead[] = R"(
+  per_basis = torch.matmul(h, self.basis_$L.permute(1, 0, 2).reshape(in_dim, bases * out_dim)).view(n, bases, out_dim)
   message = (per_basis.index_select(0, src) * self.coeff_$L.index_select(0, rel).unsqueeze(2)).sum(1)
 )";
 // When a layer's input is narrower than its output (layer 0 reads the 2(k+1)-wide labels),
@@ -38,12 +41,6 @@ def layer_$L(self, h: Tensor, src: Tensor, dst: Tensor, rel: Tensor, node_target
 // aggregate them per node, then apply V_b once per node. Linear algebra makes the two
 // equal; per edge it moves bases * in floats instead of bases * out.
 constexpr char kNarrowLayerHead[] = R"(
-def layer_$L(self, h: Tensor, src: Tensor, dst: Tensor, rel: Tensor, node_target: Tensor,
-             training: bool) -> Tensor:
-  n = h.size(0)
-  bases = self.basis_$L.size(0)
-  in_dim = self.basis_$L.size(1)
-  out_dim = self.basis_$L.size(2)
   edge_weight = self.coeff_$L.index_select(0, rel)
 )";
 constexpr char kLayerAttention[] = R"(
@@ -105,7 +102,7 @@ std::string ModuleSource(const GrailConfig& config) {
   for (int l = 0; l < config.num_layers; ++l) {
     const std::string layer = absl::StrCat(l);
     const bool narrow = (l == 0 ? config.label_dim() : config.dim) < config.dim;
-    absl::StrAppend(&source,
+    absl::StrAppend(&source, absl::StrReplaceAll(kLayerSignature, {{"$L", layer}}),
                     absl::StrReplaceAll(narrow ? kNarrowLayerHead : kLayerHead, {{"$L", layer}}));
     if (config.attention) {
       absl::StrAppend(&source, absl::StrReplaceAll(kLayerAttention, {{"$L", layer}}),

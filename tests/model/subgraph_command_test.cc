@@ -1,8 +1,4 @@
 // Runs the real `grail-tools subgraph` binary and checks its output and exit codes.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,30 +9,21 @@
 #include "model/subgraph_json.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
+#include "tests/testing/run_binary.h"
 
 namespace grail {
 namespace {
 
 using ::testing::HasSubstr;
 
+// `grail-tools ARGS`, stdout and stderr together in `output` (errors are checked there).
 struct ToolRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
+  int exit_code;
+  std::string output;
 };
-
 ToolRun RunTool(const std::string& args, bool with_stderr = true) {
-  const std::string command = std::string(GRAIL_BINARY_DIR) + "/bin/grail-tools " + args +
-                              (with_stderr ? " 2>&1" : " 2>/dev/null");
-  ToolRun run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    run.output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  BinaryRun run = RunBinary("grail-tools", args);
+  return {run.exit_code, with_stderr ? run.all() : run.out};
 }
 
 class SubgraphCommandTest : public ::testing::Test {

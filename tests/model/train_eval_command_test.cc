@@ -1,9 +1,5 @@
 // Runs the real grail-train and grail-eval binaries on small files: the command-line
 // contract (flags, exit codes, the JSON last line) and their agreement with each other.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -14,39 +10,13 @@
 #include "model/grail_model.h"
 #include "model/seeded_random.h"
 #include "storage/triple_file.h"
+#include "tests/testing/run_binary.h"
 
 namespace grail {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
-
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;  // stdout only
-  std::string all;  // stdout and stderr
-};
-
-CommandRun RunBinary(const std::string& binary, const std::string& args) {
-  CommandRun run;
-  const std::string err = (std::filesystem::path(::testing::TempDir()) / "stderr.txt").string();
-  const std::string command =
-      absl::StrCat(GRAIL_BINARY_DIR, "/bin/", binary, " ", args, " 2>", err);
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  FILE* e = fopen(err.c_str(), "r");
-  run.all = run.out;
-  if (e != nullptr) {
-    while ((n = fread(buffer.data(), 1, buffer.size(), e)) > 0) run.all.append(buffer.data(), n);
-    fclose(e);
-  }
-  return run;
-}
 
 class TrainEvalCommandTest : public ::testing::Test {
  protected:
@@ -80,13 +50,13 @@ std::string* TrainEvalCommandTest::dir_ = nullptr;
 
 TEST_F(TrainEvalCommandTest, TrainThenEvaluatePrintsTheContractJsonLast) {
   const std::string model = Path("model", "a.pt");
-  CommandRun train = RunBinary(
+  BinaryRun train = RunBinary(
       "grail-train",
       absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
                    " --out ", model, " --epochs 2 --hops 2 --seed 4 --threads 2 --eval-every 1"));
-  ASSERT_EQ(train.exit_code, 0) << train.all;
-  EXPECT_THAT(train.all, HasSubstr("epoch 2/2"));
-  EXPECT_THAT(train.all, HasSubstr("valid_auc_pr"));
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.all(), HasSubstr("epoch 2/2"));
+  EXPECT_THAT(train.all(), HasSubstr("valid_auc_pr"));
   absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(model);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->config().hops, 2);
@@ -95,8 +65,8 @@ TEST_F(TrainEvalCommandTest, TrainThenEvaluatePrintsTheContractJsonLast) {
   const std::string eval_args =
       absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"), " --test ",
                    Path("ind", "held.txt"), " --seed 3");
-  CommandRun eval = RunBinary("grail-eval", eval_args);
-  ASSERT_EQ(eval.exit_code, 0) << eval.all;
+  BinaryRun eval = RunBinary("grail-eval", eval_args);
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
   std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
   ASSERT_FALSE(lines.empty());
   EXPECT_THAT(
@@ -109,11 +79,11 @@ TEST_F(TrainEvalCommandTest, TrainThenEvaluatePrintsTheContractJsonLast) {
 
 TEST_F(TrainEvalCommandTest, AblationFlagsReachTheExportedModel) {
   const std::string model = Path("model", "ablation.pt");
-  CommandRun train = RunBinary(
+  BinaryRun train = RunBinary(
       "grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ", model,
                                   " --epochs 1 --hops 2 --no-attention --no-labels --no-enclosing"
                                   " --exclude-target-edge"));
-  ASSERT_EQ(train.exit_code, 0) << train.all;
+  ASSERT_EQ(train.exit_code, 0) << train.all();
   std::unique_ptr<GrailModel> loaded = *GrailModel::Load(model);
   EXPECT_FALSE(loaded->config().attention);
   EXPECT_FALSE(loaded->config().node_labels);
@@ -123,15 +93,15 @@ TEST_F(TrainEvalCommandTest, AblationFlagsReachTheExportedModel) {
 TEST_F(TrainEvalCommandTest, MissingFlagsAreUsageErrorsAndBadFilesNameThemselves) {
   EXPECT_EQ(RunBinary("grail-train", "--train x.txt").exit_code, 2);
   EXPECT_EQ(RunBinary("grail-eval", "--model m.pt").exit_code, 2);
-  CommandRun missing =
+  BinaryRun missing =
       RunBinary("grail-train", "--train /nonexistent/train.txt --out " + Path("model", "never.pt"));
   EXPECT_EQ(missing.exit_code, 1);
-  EXPECT_THAT(missing.all, HasSubstr("/nonexistent/train.txt"));
-  CommandRun bad_model = RunBinary(
+  EXPECT_THAT(missing.all(), HasSubstr("/nonexistent/train.txt"));
+  BinaryRun bad_model = RunBinary(
       "grail-eval", absl::StrCat("--model /nonexistent/m.pt --graph ", Path("ind", "graph.txt"),
                                  " --test ", Path("ind", "held.txt")));
   EXPECT_EQ(bad_model.exit_code, 1);
-  EXPECT_THAT(bad_model.all, HasSubstr("/nonexistent/m.pt"));
+  EXPECT_THAT(bad_model.all(), HasSubstr("/nonexistent/m.pt"));
 }
 
 }  // namespace
