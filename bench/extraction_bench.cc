@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/data_dir.h"
 #include "model/enclosing_subgraph.h"
 #include "model/seeded_random.h"
 #include "model/testing/reference_extraction.h"
@@ -29,14 +30,8 @@ struct Workload {
   std::vector<Triple> random_tails;
 };
 
-std::string DataDir() {
-  const char* env = std::getenv("GRAIL_DATA_DIR");
-  if (env != nullptr) return env;
-  return (std::filesystem::path(GRAIL_SOURCE_DIR) / ".." / "shared" / "data").string();
-}
-
 std::unique_ptr<Workload> LoadWorkload(const std::string& name) {
-  const std::string dir = DataDir() + "/" + name;
+  const std::string dir = BenchmarkDataDir() + "/" + name;
   absl::StatusOr<std::vector<NamedTriple>> graph = ReadTripleFile(dir + "/train.txt");
   absl::StatusOr<std::vector<NamedTriple>> test = ReadTripleFile(dir + "/test.txt");
   if (!graph.ok() || !test.ok()) return nullptr;
@@ -108,7 +103,8 @@ int main(int argc, char** argv) {
   for (const char* name : {"fb237_v4_ind", "WN18RR_v4_ind", "fb237_v1_ind", "WN18RR_v1_ind"}) {
     std::unique_ptr<Workload> w = grail::LoadWorkload(name);
     if (!w) {
-      std::fprintf(stderr, "skipping %s: not found under %s\n", name, grail::DataDir().c_str());
+      std::fprintf(stderr, "skipping %s: not found under %s\n", name,
+                   grail::BenchmarkDataDir().c_str());
       continue;
     }
     const Workload* p = w.get();

@@ -30,6 +30,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "bench/data_dir.h"
 #include "model/enclosing_subgraph.h"
 #include "model/wordnet.h"
 #include "rocksdb/db.h"
@@ -58,12 +59,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-std::string DataDir() {
-  const char* env = std::getenv("GRAIL_DATA_DIR");
-  if (env != nullptr) return env;
-  return (std::filesystem::path(GRAIL_SOURCE_DIR) / ".." / "shared" / "data").string();
 }
 
 struct Dataset {
@@ -418,7 +413,7 @@ int main(int argc, char** argv) {
     work = pattern;
   }
   std::vector<Dataset> datasets;
-  const std::string fb = grail::DataDir() + "/fb237_v4_ind";
+  const std::string fb = grail::BenchmarkDataDir() + "/fb237_v4_ind";
   absl::StatusOr<std::vector<grail::NamedTriple>> fb_facts =
       grail::ReadTripleFile(fb + "/train.txt");
   if (fb_facts.ok()) {

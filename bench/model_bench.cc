@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/data_dir.h"
 #include "model/enclosing_subgraph.h"
 #include "model/grail_model.h"
 #include "model/negative_sampling.h"
@@ -33,15 +34,9 @@ struct Workload {
   double mean_nodes = 0, mean_edges = 0;
 };
 
-std::string DataDir() {
-  const char* env = std::getenv("GRAIL_DATA_DIR");
-  if (env != nullptr) return env;
-  return (std::filesystem::path(GRAIL_SOURCE_DIR) / ".." / "shared" / "data").string();
-}
-
 std::unique_ptr<Workload> LoadWorkload(const std::string& name, int num_batches) {
   absl::StatusOr<std::vector<NamedTriple>> facts =
-      ReadTripleFile(DataDir() + "/" + name + "/train.txt");
+      ReadTripleFile(BenchmarkDataDir() + "/" + name + "/train.txt");
   if (!facts.ok()) return nullptr;
   IndexedTriples indexed;
   IndexTriples(*facts, &indexed);
@@ -118,7 +113,8 @@ int main(int argc, char** argv) {
   for (const char* name : {"fb237_v1", "WN18RR_v1"}) {
     std::unique_ptr<grail::Workload> w = grail::LoadWorkload(name, 8);
     if (!w) {
-      std::fprintf(stderr, "skipping %s: not found under %s\n", name, grail::DataDir().c_str());
+      std::fprintf(stderr, "skipping %s: not found under %s\n", name,
+                   grail::BenchmarkDataDir().c_str());
       continue;
     }
     benchmark::RegisterBenchmark((std::string(name) + "/forward").c_str(), grail::BM_Forward,
