@@ -1,0 +1,612 @@
+// grail-client: a command-line client for every KnowledgeGraph RPC, and a load generator.
+//
+//   grail-client [--target HOST:PORT] [--deadline-ms MS] [--json] COMMAND ARGS...
+//
+// Output is made for scripts as much as for people: plain results go to stdout one per line
+// with TAB-separated fields (or one JSON object with --json); progress and errors go to
+// stderr. Errors read `error: <STATUS_CODE>: <message>`. Exit status: 0 success, 1 an RPC or
+// input error, 2 a usage error (unknown command or flag, wrong arguments).
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "client/json_object.h"
+#include "client/load_generator.h"
+#include "client/rpc_status.h"
+#include "client/triple_source.h"
+#include "client/triple_upload.h"
+#include "common/command_line.h"
+#include "grpcpp/grpcpp.h"
+#include "kg/v1/knowledge_graph.grpc.pb.h"
+
+ABSL_FLAG(std::string, target, "localhost:50051", "the server, HOST:PORT");
+ABSL_FLAG(int64_t, deadline_ms, 30000,
+          "deadline of each call in milliseconds (add: longest wait for an acknowledgement); "
+          "0: none");
+ABSL_FLAG(bool, json, false, "print one JSON object (score-file: one per line) instead of text");
+ABSL_FLAG(bool, wait_for_ready, false,
+          "wait (within the deadline) for the server to come up instead of failing UNAVAILABLE");
+ABSL_FLAG(int, batch, 256, "score-file: facts per ScoreTriplets call");
+ABSL_FLAG(int, top_k, 0, "rank-*, load: return only the best K (0: all)");
+ABSL_FLAG(std::string, candidates, "",
+          "rank-*: file of candidate entities, one per line (default: every entity)");
+ABSL_FLAG(bool, filter_known, false, "rank-*: leave out candidates that complete a stored fact");
+ABSL_FLAG(int, chunk, 1000, "add: facts per AddTriples chunk");
+ABSL_FLAG(int, window, 8, "add: chunks sent and not yet acknowledged, at most");
+ABSL_FLAG(int, concurrency, 4, "load: concurrent callers");
+ABSL_FLAG(int64_t, requests, 1000, "load: measured requests in total");
+ABSL_FLAG(int64_t, warmup, 0, "load: requests issued before the measured ones, not measured");
+ABSL_FLAG(std::string, method, "score", "load: score or rank-tails");
+ABSL_FLAG(std::string, triples, "", "load: triple file the requests are drawn from");
+ABSL_FLAG(int, candidates_per_request, 50,
+          "load --method rank-tails: candidates per request, the true tail among them (0: every "
+          "entity)");
+ABSL_FLAG(uint64_t, seed, 1, "load: seed of the request choice");
+
+namespace grail {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+constexpr const char kUsage[] =
+    R"(usage: grail-client [--target HOST:PORT] [--deadline-ms MS] [--json] [--wait-for-ready]
+                    COMMAND ARGS...
+
+commands:
+  score H R T
+      Scores one fact. Prints the score; --json: an object with head, relation, tail,
+      score, probability, known_fact, subgraph_nodes, subgraph_edges, graph_sequence.
+  score-file FILE [--batch N]
+      Scores every fact of a triple file (head<TAB>relation<TAB>tail per line), N per call.
+      Prints head<TAB>relation<TAB>tail<TAB>score per fact; --json: one object per line.
+  rank-tails H R [--top-k K] [--candidates FILE] [--filter-known]
+  rank-heads R T [--top-k K] [--candidates FILE] [--filter-known]
+      Ranks candidate tails (heads), best first: every entity of the graph, or the names
+      in FILE (one per line). Prints rank<TAB>entity<TAB>score per entity; --json: an
+      object with ranked (rank, entity, score, known_fact), candidates_scored,
+      candidates_filtered, graph_sequence.
+  add FILE [--chunk N] [--window W]
+      Streams a triple file into the graph in chunks of N facts (default 1000), at most W
+      unacknowledged. Prints a summary: chunks_acknowledged, facts_added,
+      duplicate_facts, entities_created, ..., facts_per_second.
+  stats
+      Prints the graph's and the model's statistics as one JSON object (entities,
+      relations, facts, graph_sequence, model, limits).
+  load --triples FILE [--concurrency N] [--requests M] [--method score|rank-tails]
+       [--candidates-per-request C] [--top-k K] [--warmup W] [--seed S]
+      Load generator: N threads issue M requests drawn from FILE's facts. Prints
+      throughput, latency percentiles (ms) and outcomes by status code.
+
+Flags may come anywhere after the program name; `--` ends them. Exit status: 0 success,
+1 an RPC or input error (printed as `error: STATUS_CODE: message`), 2 a usage error.
+)";
+
+// --- Command line ---------------------------------------------------------------------------
+
+struct UsageError {
+  std::string message;
+};
+
+// absl::ParseCommandLine exits with status 1 on a bad flag, and the client's contract gives
+// usage errors status 2, so flags are parsed here, through the same flag registry. Flags are
+// `--name=value`, `--name value`, or for booleans `--name` / `--noname`; dashes in names are
+// underscores (grail::NormalizeFlagName). Arguments with a single dash are positional, so
+// entity names may start with one. Fills `positional`, or sets `help` and stops.
+std::optional<UsageError> ParseArguments(int argc, char** argv,
+                                         std::vector<std::string>* positional, bool* help) {
+  *help = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional->push_back(argv[i]);
+      break;
+    }
+    if (arg.size() <= 2 || arg.compare(0, 2, "--") != 0) {
+      if (arg == "-h") {
+        *help = true;
+        return std::nullopt;
+      }
+      positional->push_back(arg);
+      continue;
+    }
+    const std::string normalized = NormalizeFlagName(arg).substr(2);
+    const size_t equals = normalized.find('=');
+    std::string name = normalized.substr(0, equals);
+    const std::string typed = arg.substr(0, equals == std::string::npos ? arg.size() : equals + 2);
+    std::optional<std::string> value;
+    if (equals != std::string::npos) value = normalized.substr(equals + 1);
+    if (name == "help" || name == "helpfull" || name == "helpshort") {
+      *help = true;
+      return std::nullopt;
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && name.size() > 2 && name.compare(0, 2, "no") == 0 && !value) {
+      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>()) {
+        flag = negated;
+        name = name.substr(2);
+        value = "false";
+      }
+    }
+    if (flag == nullptr || flag->IsRetired()) return UsageError{"unknown flag " + typed};
+    if (!value) {
+      if (flag->IsOfType<bool>()) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        return UsageError{absl::StrCat("flag ", typed, " needs a value")};
+      }
+    }
+    std::string error;
+    if (!flag->ParseFrom(*value, &error)) {
+      return UsageError{absl::StrCat(typed, "=", *value, ": ", error)};
+    }
+  }
+  return std::nullopt;
+}
+
+// The whole usage text only when no command was given; otherwise a pointer to it.
+int PrintUsageError(const std::string& message, bool full_usage = false) {
+  if (full_usage) {
+    std::fprintf(stderr, "error: %s\n\n%s", message.c_str(), kUsage);
+  } else {
+    std::fprintf(stderr, "error: %s\n(grail-client --help shows the usage)\n", message.c_str());
+  }
+  return kExitUsage;
+}
+
+int PrintError(const absl::Status& status) {
+  std::fprintf(stderr, "error: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return kExitError;
+}
+
+int PrintError(const grpc::Status& status) { return PrintError(ToAbslStatus(status)); }
+
+void PrintLine(const std::string& line) {
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+}
+
+// --- Calls ----------------------------------------------------------------------------------
+
+struct CallSettings {
+  int64_t deadline_ms = 0;
+  bool wait_for_ready = false;
+
+  void Apply(grpc::ClientContext* context) const {
+    if (deadline_ms > 0) {
+      context->set_deadline(std::chrono::system_clock::now() +
+                            std::chrono::milliseconds(deadline_ms));
+    }
+    context->set_wait_for_ready(wait_for_ready);
+  }
+};
+
+struct Session {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<kg::v1::KnowledgeGraph::Stub> stub;
+  CallSettings call;
+  bool json = false;
+};
+
+void AddScoreFields(const kg::v1::ScoreTripletResponse& result, JsonObject* json) {
+  json->Add("score", result.score())
+      .Add("probability", result.probability())
+      .Add("known_fact", result.known_fact())
+      .Add("subgraph_nodes", result.subgraph_nodes())
+      .Add("subgraph_edges", result.subgraph_edges())
+      .Add("graph_sequence", result.graph_sequence());
+}
+
+std::string ScoreJson(const kg::v1::Triple& triple, const kg::v1::ScoreTripletResponse& result) {
+  JsonObject json;
+  json.Add("head", triple.head()).Add("relation", triple.relation()).Add("tail", triple.tail());
+  AddScoreFields(result, &json);
+  return json.str();
+}
+
+int RunScore(const Session& session, const std::vector<std::string>& args) {
+  kg::v1::ScoreTripletRequest request;
+  request.mutable_triple()->set_head(args[0]);
+  request.mutable_triple()->set_relation(args[1]);
+  request.mutable_triple()->set_tail(args[2]);
+  kg::v1::ScoreTripletResponse response;
+  grpc::ClientContext context;
+  session.call.Apply(&context);
+  const grpc::Status status = session.stub->ScoreTriplet(&context, request, &response);
+  if (!status.ok()) return PrintError(status);
+  PrintLine(session.json ? ScoreJson(request.triple(), response) : FormatFloat(response.score()));
+  return kExitOk;
+}
+
+int RunScoreFile(const Session& session, const std::vector<std::string>& args) {
+  const int batch = absl::GetFlag(FLAGS_batch);
+  if (batch < 1) return PrintUsageError("--batch must be at least 1");
+  absl::StatusOr<std::unique_ptr<TripleChunkReader>> reader =
+      TripleChunkReader::Open(args[0], static_cast<size_t>(batch));
+  if (!reader.ok()) return PrintError(reader.status());
+  TripleChunk chunk;
+  kg::v1::ScoreTripletsRequest request;
+  kg::v1::ScoreTripletsResponse response;
+  while (true) {
+    absl::StatusOr<bool> more = (*reader)->Next(&chunk);
+    if (!more.ok()) return PrintError(more.status());
+    if (!*more) break;
+    request.Clear();
+    for (const SourceTriple& t : chunk.triples) {
+      kg::v1::Triple* triple = request.add_triples();
+      triple->set_head(t.head);
+      triple->set_relation(t.relation);
+      triple->set_tail(t.tail);
+    }
+    response.Clear();
+    grpc::ClientContext context;
+    session.call.Apply(&context);
+    const grpc::Status status = session.stub->ScoreTriplets(&context, request, &response);
+    if (!status.ok()) return PrintError(status);
+    if (response.results_size() != request.triples_size()) {
+      return PrintError(
+          absl::InternalError(absl::StrCat("the server returned ", response.results_size(),
+                                           " scores for ", request.triples_size(), " facts")));
+    }
+    for (int i = 0; i < request.triples_size(); ++i) {
+      const kg::v1::Triple& t = request.triples(i);
+      PrintLine(session.json ? ScoreJson(t, response.results(i))
+                             : absl::StrCat(t.head(), "\t", t.relation(), "\t", t.tail(), "\t",
+                                            FormatFloat(response.results(i).score())));
+    }
+  }
+  return kExitOk;
+}
+
+// rank-tails (fixed = head) and rank-heads (fixed = tail).
+int RunRank(const Session& session, bool tails, const std::vector<std::string>& args) {
+  const int top_k = absl::GetFlag(FLAGS_top_k);
+  if (top_k < 0) return PrintUsageError("--top-k must be at least 0");
+  kg::v1::RankOptions options;
+  options.set_top_k(static_cast<uint32_t>(top_k));
+  options.set_filter_known_facts(absl::GetFlag(FLAGS_filter_known));
+  if (const std::string path = absl::GetFlag(FLAGS_candidates); !path.empty()) {
+    absl::StatusOr<std::vector<std::string>> names = ReadNameList(path);
+    if (!names.ok()) return PrintError(names.status());
+    for (std::string& name : *names) options.add_candidates(std::move(name));
+  }
+  kg::v1::RankResponse response;
+  grpc::ClientContext context;
+  session.call.Apply(&context);
+  grpc::Status status;
+  JsonObject json;
+  if (tails) {
+    kg::v1::RankTailsRequest request;
+    request.set_head(args[0]);
+    request.set_relation(args[1]);
+    *request.mutable_options() = std::move(options);
+    status = session.stub->RankTails(&context, request, &response);
+    json.Add("head", args[0]).Add("relation", args[1]);
+  } else {
+    kg::v1::RankHeadsRequest request;
+    request.set_relation(args[0]);
+    request.set_tail(args[1]);
+    *request.mutable_options() = std::move(options);
+    status = session.stub->RankHeads(&context, request, &response);
+    json.Add("relation", args[0]).Add("tail", args[1]);
+  }
+  if (!status.ok()) return PrintError(status);
+  if (session.json) {
+    std::vector<std::string> ranked;
+    ranked.reserve(response.ranked_size());
+    for (const kg::v1::RankedEntity& entity : response.ranked()) {
+      ranked.push_back(JsonObject()
+                           .Add("rank", entity.rank())
+                           .Add("entity", entity.entity())
+                           .Add("score", entity.score())
+                           .Add("known_fact", entity.known_fact())
+                           .str());
+    }
+    json.AddRaw("ranked", JsonArray(ranked))
+        .Add("candidates_scored", response.candidates_scored())
+        .Add("candidates_filtered", response.candidates_filtered())
+        .Add("graph_sequence", response.graph_sequence());
+    PrintLine(json.str());
+  } else {
+    for (const kg::v1::RankedEntity& entity : response.ranked()) {
+      PrintLine(
+          absl::StrCat(entity.rank(), "\t", entity.entity(), "\t", FormatFloat(entity.score())));
+    }
+  }
+  return kExitOk;
+}
+
+std::string UploadSummaryText(const UploadReport& report) {
+  return absl::StrFormat(
+      "chunks_acknowledged=%d facts_acknowledged=%d facts_added=%d duplicate_facts=%d "
+      "entities_created=%d relations_created=%d last_sequence=%d seconds=%.3f "
+      "facts_per_second=%.1f",
+      report.chunks_acknowledged, report.facts_acknowledged, report.facts_added,
+      report.duplicate_facts, report.entities_created, report.relations_created,
+      report.last_sequence, report.seconds, report.facts_per_second());
+}
+
+int RunAdd(const Session& session, const std::vector<std::string>& args) {
+  const int chunk = absl::GetFlag(FLAGS_chunk);
+  const int window = absl::GetFlag(FLAGS_window);
+  if (chunk < 1) return PrintUsageError("--chunk must be at least 1");
+  if (window < 1) return PrintUsageError("--window must be at least 1");
+  const std::string& path = args[0];
+  absl::StatusOr<std::unique_ptr<TripleChunkReader>> reader =
+      TripleChunkReader::Open(path, static_cast<size_t>(chunk));
+  if (!reader.ok()) return PrintError(reader.status());
+
+  UploadOptions options;
+  options.window = static_cast<size_t>(window);
+  options.ack_timeout_ms = session.call.deadline_ms;
+  options.wait_for_ready = session.call.wait_for_ready;
+  double next_progress = 2.0;
+  options.on_ack = [&next_progress](const UploadReport& report) {
+    if (report.seconds < next_progress) return;
+    next_progress = report.seconds + 2.0;
+    std::fprintf(stderr, "progress: %s\n", UploadSummaryText(report).c_str());
+  };
+  const UploadReport report = UploadTriples(session.stub.get(), reader->get(), options);
+
+  if (!report.source_error.ok()) PrintError(report.source_error);
+  if (!report.status.ok()) PrintError(report.status);
+  if (!report.ok()) {
+    std::fprintf(stderr, "stored before the error: %llu chunks, %llu facts (last sequence %llu)\n",
+                 static_cast<unsigned long long>(report.chunks_acknowledged),
+                 static_cast<unsigned long long>(report.facts_acknowledged),
+                 static_cast<unsigned long long>(report.last_sequence));
+    if (report.first_unacknowledged) {
+      std::fprintf(stderr, "first unacknowledged chunk: %s lines %llu-%llu (chunk %llu)\n",
+                   path.c_str(),
+                   static_cast<unsigned long long>(report.first_unacknowledged->first_line),
+                   static_cast<unsigned long long>(report.first_unacknowledged->last_line),
+                   static_cast<unsigned long long>(report.first_unacknowledged->chunk_index));
+    }
+  }
+  if (session.json) {
+    JsonObject json;
+    json.Add("ok", report.ok())
+        .Add("chunks_sent", report.chunks_sent)
+        .Add("chunks_acknowledged", report.chunks_acknowledged)
+        .Add("facts_acknowledged", report.facts_acknowledged)
+        .Add("facts_added", report.facts_added)
+        .Add("duplicate_facts", report.duplicate_facts)
+        .Add("entities_created", report.entities_created)
+        .Add("relations_created", report.relations_created)
+        .Add("last_sequence", report.last_sequence)
+        .Add("seconds", report.seconds)
+        .Add("facts_per_second", report.facts_per_second());
+    const absl::Status error =
+        !report.source_error.ok() ? report.source_error : ToAbslStatus(report.status);
+    if (!error.ok()) {
+      json.Add("error", JsonObject()
+                            .Add("code", absl::StatusCodeToString(error.code()))
+                            .Add("message", error.message()));
+    }
+    if (report.first_unacknowledged) {
+      json.Add("first_unacknowledged",
+               JsonObject()
+                   .Add("chunk_index", report.first_unacknowledged->chunk_index)
+                   .Add("first_line", report.first_unacknowledged->first_line)
+                   .Add("last_line", report.first_unacknowledged->last_line));
+    }
+    PrintLine(json.str());
+  } else {
+    PrintLine(UploadSummaryText(report));
+  }
+  return report.ok() ? kExitOk : kExitError;
+}
+
+int RunStats(const Session& session, const std::vector<std::string>& args) {
+  kg::v1::GetStatsResponse response;
+  grpc::ClientContext context;
+  session.call.Apply(&context);
+  const grpc::Status status =
+      session.stub->GetStats(&context, kg::v1::GetStatsRequest(), &response);
+  if (!status.ok()) return PrintError(status);
+  const kg::v1::ModelInfo& model = response.model();
+  JsonObject model_json;
+  model_json.Add("path", model.path())
+      .Add("format", model.format())
+      .AddStrings("relations",
+                  std::vector<std::string>(model.relations().begin(), model.relations().end()))
+      .Add("hops", model.hops())
+      .Add("layers", model.layers())
+      .Add("dim", model.dim())
+      .Add("parameters", model.parameters())
+      .Add("training_fingerprint", model.training_fingerprint())
+      .Add("device", model.device());
+  JsonObject json;
+  json.Add("entities", response.entities())
+      .Add("relations", response.relations())
+      .Add("facts", response.facts())
+      .Add("graph_sequence", response.graph_sequence())
+      .Add("model", model_json)
+      .Add("max_batch_size", response.max_batch_size())
+      .Add("max_chunk_facts", response.max_chunk_facts())
+      .Add("max_request_triples", response.max_request_triples())
+      .Add("uptime_seconds", response.uptime_seconds())
+      .Add("version", response.version());
+  PrintLine(json.str());
+  return kExitOk;
+}
+
+// Milliseconds rounded to the microsecond, so the JSON stays readable.
+double RoundMs(double ms) { return std::round(ms * 1000.0) / 1000.0; }
+
+int RunLoadCommand(const Session& session, const std::vector<std::string>& args) {
+  const std::string method = absl::GetFlag(FLAGS_method);
+  const std::string path = absl::GetFlag(FLAGS_triples);
+  LoadOptions options;
+  options.concurrency = absl::GetFlag(FLAGS_concurrency);
+  options.requests = absl::GetFlag(FLAGS_requests);
+  options.warmup = absl::GetFlag(FLAGS_warmup);
+  const int candidates = absl::GetFlag(FLAGS_candidates_per_request);
+  const int top_k = absl::GetFlag(FLAGS_top_k);
+  if (method != "score" && method != "rank-tails") {
+    return PrintUsageError("--method must be score or rank-tails, not " + method);
+  }
+  if (path.empty()) return PrintUsageError("load needs --triples FILE");
+  if (options.concurrency < 1) return PrintUsageError("--concurrency must be at least 1");
+  if (options.requests < 1) return PrintUsageError("--requests must be at least 1");
+  if (options.warmup < 0) return PrintUsageError("--warmup must be at least 0");
+  if (candidates < 0) return PrintUsageError("--candidates-per-request must be at least 0");
+  if (top_k < 0) return PrintUsageError("--top-k must be at least 0");
+  absl::StatusOr<std::vector<SourceTriple>> triples = ReadAllTriples(path);
+  if (!triples.ok()) return PrintError(triples.status());
+  if (triples->empty()) return PrintError(absl::InvalidArgumentError(path + " has no facts"));
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  const LoadWorkload workload(*std::move(triples), seed, candidates);
+
+  kg::v1::KnowledgeGraph::Stub* stub = session.stub.get();
+  const CallSettings& call = session.call;
+  std::function<grpc::StatusCode(int64_t)> issue;
+  if (method == "score") {
+    issue = [&](int64_t index) {
+      kg::v1::ScoreTripletRequest request;
+      workload.ScoreRequest(index, &request);
+      kg::v1::ScoreTripletResponse response;
+      grpc::ClientContext context;
+      call.Apply(&context);
+      return stub->ScoreTriplet(&context, request, &response).error_code();
+    };
+  } else {
+    issue = [&](int64_t index) {
+      kg::v1::RankTailsRequest request;
+      workload.RankTailsRequest(index, top_k, &request);
+      kg::v1::RankResponse response;
+      grpc::ClientContext context;
+      call.Apply(&context);
+      return stub->RankTails(&context, request, &response).error_code();
+    };
+  }
+  const LoadResult result = RunLoad(options, issue);
+  const LatencySummary& latency = result.latency_ms;
+
+  if (session.json) {
+    JsonObject statuses;
+    for (const auto& [name, count] : result.status_counts) statuses.Add(name, count);
+    JsonObject json;
+    json.Add("method", method)
+        .Add("concurrency", options.concurrency)
+        .Add("requests", result.requests)
+        .Add("warmup", options.warmup)
+        .Add("seed", seed)
+        .Add("candidates_per_request", method == "rank-tails" ? candidates : 0)
+        .Add("errors", result.errors)
+        .Add("seconds", result.seconds)
+        .Add("requests_per_second", result.requests_per_second)
+        .Add("latency_ms", JsonObject()
+                               .Add("min", RoundMs(latency.min))
+                               .Add("mean", RoundMs(latency.mean))
+                               .Add("p50", RoundMs(latency.p50))
+                               .Add("p90", RoundMs(latency.p90))
+                               .Add("p99", RoundMs(latency.p99))
+                               .Add("max", RoundMs(latency.max)))
+        .Add("status_counts", statuses);
+    PrintLine(json.str());
+  } else {
+    std::vector<std::string> statuses;
+    for (const auto& [name, count] : result.status_counts) {
+      statuses.push_back(absl::StrCat(name, "=", count));
+    }
+    PrintLine(absl::StrFormat(
+        "method=%s concurrency=%d requests=%d errors=%d seconds=%.3f requests_per_second=%.1f",
+        method, options.concurrency, result.requests, result.errors, result.seconds,
+        result.requests_per_second));
+    PrintLine(absl::StrFormat("latency_ms p50=%.3f p90=%.3f p99=%.3f max=%.3f mean=%.3f",
+                              latency.p50, latency.p90, latency.p99, latency.max, latency.mean));
+    PrintLine(absl::StrCat("status ", absl::StrJoin(statuses, " ")));
+  }
+  if (result.errors == result.requests) {
+    std::fprintf(stderr, "error: every measured request failed\n");
+    return kExitError;
+  }
+  return kExitOk;
+}
+
+struct Command {
+  const char* name;
+  size_t args;  // positional arguments after the command's name
+  const char* synopsis;
+  int (*run)(const Session&, const std::vector<std::string>&);
+};
+
+const Command kCommands[] = {
+    {"score", 3, "score H R T", RunScore},
+    {"score-file", 1, "score-file FILE", RunScoreFile},
+    {"rank-tails", 2, "rank-tails H R",
+     [](const Session& s, const std::vector<std::string>& a) { return RunRank(s, true, a); }},
+    {"rank-heads", 2, "rank-heads R T",
+     [](const Session& s, const std::vector<std::string>& a) { return RunRank(s, false, a); }},
+    {"add", 1, "add FILE", RunAdd},
+    {"stats", 0, "stats", RunStats},
+    {"load", 0, "load --triples FILE", RunLoadCommand},
+};
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> positional;
+  bool help = false;
+  if (std::optional<UsageError> error = ParseArguments(argc, argv, &positional, &help)) {
+    return PrintUsageError(error->message);
+  }
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (positional.empty()) return PrintUsageError("no command given", /*full_usage=*/true);
+  const Command* command = nullptr;
+  for (const Command& c : kCommands) {
+    if (positional[0] == c.name) command = &c;
+  }
+  if (command == nullptr) return PrintUsageError("unknown command '" + positional[0] + "'");
+  const std::vector<std::string> args(positional.begin() + 1, positional.end());
+  if (args.size() != command->args) {
+    return PrintUsageError(absl::StrCat(command->name, " takes ", command->args,
+                                        " argument(s), got ", args.size(),
+                                        " (usage: ", command->synopsis, ")"));
+  }
+
+  Session session;
+  session.call.deadline_ms = absl::GetFlag(FLAGS_deadline_ms);
+  session.call.wait_for_ready = absl::GetFlag(FLAGS_wait_for_ready);
+  session.json = absl::GetFlag(FLAGS_json);
+  if (session.call.deadline_ms < 0) return PrintUsageError("--deadline-ms must be at least 0");
+  const std::string target = absl::GetFlag(FLAGS_target);
+  if (target.empty()) return PrintUsageError("--target must not be empty");
+  grpc::ChannelArguments channel_args;
+  // Ranking every entity of a large graph can exceed gRPC's default 4 MiB; the server has
+  // its own limit on what it sends.
+  channel_args.SetMaxReceiveMessageSize(-1);
+  session.channel =
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), channel_args);
+  session.stub = kg::v1::KnowledgeGraph::NewStub(session.channel);
+  const int code = command->run(session, args);
+  std::fflush(stdout);
+  return code;
+}
+
+}  // namespace
+}  // namespace grail
+
+int main(int argc, char** argv) { return grail::Main(argc, argv); }

@@ -1,0 +1,136 @@
+#include "client/load_generator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "client/rpc_status.h"
+
+namespace grail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// SplitMix64: a small, well-mixed generator; seeded per request from (seed, index).
+class RequestRandom {
+ public:
+  RequestRandom(uint64_t seed, int64_t index)
+      : state_(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(index)) {
+    Next();
+  }
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, n), n >= 1 (the modulo bias is negligible for n far below 2^64).
+  size_t Below(size_t n) { return static_cast<size_t>(Next() % n); }
+
+ private:
+  uint64_t state_;
+};
+
+struct PhaseResult {
+  double seconds = 0;
+  std::vector<double> latencies_ms;
+  std::map<std::string, int64_t> status_counts;
+};
+
+PhaseResult RunPhase(int concurrency, int64_t begin, int64_t end,
+                     const std::function<grpc::StatusCode(int64_t)>& call) {
+  std::atomic<int64_t> next{begin};
+  std::vector<std::vector<double>> latencies(concurrency);
+  std::vector<std::map<grpc::StatusCode, int64_t>> codes(concurrency);
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < concurrency; ++t) {
+    threads.emplace_back([&, t] {
+      for (int64_t i = next.fetch_add(1); i < end; i = next.fetch_add(1)) {
+        const Clock::time_point sent = Clock::now();
+        const grpc::StatusCode code = call(i);
+        latencies[t].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - sent).count());
+        ++codes[t][code];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  PhaseResult result;
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (int t = 0; t < concurrency; ++t) {
+    result.latencies_ms.insert(result.latencies_ms.end(), latencies[t].begin(), latencies[t].end());
+    for (const auto& [code, count] : codes[t]) result.status_counts[StatusCodeName(code)] += count;
+  }
+  return result;
+}
+
+}  // namespace
+
+LoadResult RunLoad(const LoadOptions& options,
+                   const std::function<grpc::StatusCode(int64_t index)>& call) {
+  const int concurrency = std::max(options.concurrency, 1);
+  const int64_t warmup = std::max<int64_t>(options.warmup, 0);
+  const int64_t requests = std::max<int64_t>(options.requests, 0);
+  if (warmup > 0) RunPhase(concurrency, 0, warmup, call);
+  PhaseResult measured = RunPhase(concurrency, warmup, warmup + requests, call);
+
+  LoadResult result;
+  result.requests = static_cast<int64_t>(measured.latencies_ms.size());
+  result.seconds = measured.seconds;
+  result.requests_per_second = measured.seconds > 0 ? result.requests / measured.seconds : 0;
+  for (const auto& [name, count] : measured.status_counts) {
+    if (name != "OK") result.errors += count;
+  }
+  result.status_counts = std::move(measured.status_counts);
+  result.latency_ms = SummarizeLatencies(std::move(measured.latencies_ms));
+  return result;
+}
+
+LoadWorkload::LoadWorkload(std::vector<SourceTriple> triples, uint64_t seed,
+                           int candidates_per_request)
+    : triples_(std::move(triples)),
+      seed_(seed),
+      candidates_per_request_(std::max(candidates_per_request, 0)) {
+  absl::flat_hash_set<std::string> seen;
+  for (const SourceTriple& t : triples_) {
+    for (const std::string* name : {&t.head, &t.tail}) {
+      if (seen.insert(*name).second) entities_.push_back(*name);
+    }
+  }
+}
+
+void LoadWorkload::ScoreRequest(int64_t index, kg::v1::ScoreTripletRequest* request) const {
+  RequestRandom random(seed_, index);
+  const SourceTriple& fact = triples_[random.Below(triples_.size())];
+  kg::v1::Triple* triple = request->mutable_triple();
+  triple->set_head(fact.head);
+  triple->set_relation(fact.relation);
+  triple->set_tail(fact.tail);
+}
+
+void LoadWorkload::RankTailsRequest(int64_t index, int top_k,
+                                    kg::v1::RankTailsRequest* request) const {
+  RequestRandom random(seed_, index);
+  const SourceTriple& fact = triples_[random.Below(triples_.size())];
+  request->set_head(fact.head);
+  request->set_relation(fact.relation);
+  kg::v1::RankOptions* options = request->mutable_options();
+  options->set_top_k(static_cast<uint32_t>(std::max(top_k, 0)));
+  if (candidates_per_request_ == 0) return;
+  // Every entity but the head is eligible; the true tail is always one of them.
+  const size_t eligible = entities_.size() - (fact.head == fact.tail ? 1 : 2) + 1;
+  const size_t wanted = std::min<size_t>(candidates_per_request_, eligible);
+  absl::flat_hash_set<std::string_view> chosen = {fact.tail};
+  options->add_candidates(fact.tail);
+  while (chosen.size() < wanted) {
+    const std::string& entity = entities_[random.Below(entities_.size())];
+    if (entity == fact.head || !chosen.insert(entity).second) continue;
+    options->add_candidates(entity);
+  }
+}
+
+}  // namespace grail
