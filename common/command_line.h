@@ -3,15 +3,21 @@
 // Our documented flags are dashed (`--max-nodes-per-hop`, `--metrics-port`), which is what
 // users type; Abseil flag names cannot contain dashes. ParseCommandLine rewrites dashes in
 // each flag's *name* (never in its value) to underscores, then hands over to Abseil, so
-// both spellings work. Environment variables are read by the binaries themselves.
+// both spellings work. Binaries that run as services also take every flag from the
+// environment (ApplyFlagsFromEnvironment), the way containers are configured.
 #ifndef GRAIL_COMMON_COMMAND_LINE_H_
 #define GRAIL_COMMON_COMMAND_LINE_H_
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 
 namespace grail {
 
@@ -44,6 +50,22 @@ inline std::vector<std::string> ParseCommandLine(int argc, char** argv) {
   std::vector<char*> positional =
       absl::ParseCommandLine(static_cast<int>(pointers.size()), pointers.data());
   return std::vector<std::string>(positional.begin(), positional.end());
+}
+
+// Sets each flag `name` whose environment variable `prefix` + NAME is set (uppercase, e.g.
+// GRAIL_METRICS_PORT for --metrics-port), so the command line, parsed afterwards, overrides
+// the environment. Errors name the variable and the flag's complaint.
+inline absl::Status ApplyFlagsFromEnvironment(const std::string& prefix) {
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    const std::string variable = prefix + absl::AsciiStrToUpper(name);
+    const char* value = std::getenv(variable.c_str());
+    if (value == nullptr) continue;
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat(variable, "=", value, ": ", error));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace grail

@@ -1,6 +1,22 @@
 #include "model/subgraph_batch.h"
 
+#include "absl/container/flat_hash_map.h"
+
 namespace grail {
+
+RelationMap MapRelationsByName(absl::Span<const std::string> graph_relations,
+                               absl::Span<const std::string> model_relations) {
+  absl::flat_hash_map<absl::string_view, int32_t> model_ids;
+  for (size_t m = 0; m < model_relations.size(); ++m) {
+    model_ids.emplace(model_relations[m], static_cast<int32_t>(m));
+  }
+  RelationMap map(graph_relations.size(), -1);
+  for (size_t r = 0; r < graph_relations.size(); ++r) {
+    auto it = model_ids.find(graph_relations[r]);
+    if (it != model_ids.end()) map[r] = it->second;
+  }
+  return map;
+}
 
 void SubgraphBatch::Clear() {
   for (std::vector<int64_t>* v : {&dist_u, &dist_v, &node_graph, &edge_src, &edge_dst,

@@ -7,6 +7,7 @@
 #define GRAIL_MODEL_SUBGRAPH_BATCH_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -17,6 +18,12 @@ namespace grail {
 // Maps relation ids of the graph a subgraph came from to the model's relation ids; -1 for a
 // relation the model does not know (its edges carry no learnt weights and are left out).
 using RelationMap = std::vector<int32_t>;
+
+// The map from a graph's relations (names in graph id order) to a model's (names in model
+// id order), matching by name: a graph whose ids were assigned in another order (a live
+// store, a file indexed on its own) still feeds the model the relations it learnt.
+RelationMap MapRelationsByName(absl::Span<const std::string> graph_relations,
+                               absl::Span<const std::string> model_relations);
 
 struct SubgraphBatch {
   // Per node.

@@ -101,14 +101,8 @@ class RuleLearningTest : public ::testing::Test {
     EXPECT_TRUE(model.ok()) << model.status();
     if (!model.ok()) return 0;
     // The test graph's relation ids must be the model's: map them by name.
-    RelationMap relations(test_indexed_.relations.size(), -1);
-    for (uint32_t r = 0; r < test_indexed_.relations.size(); ++r) {
-      for (size_t m = 0; m < (*model)->relations().size(); ++m) {
-        if ((*model)->relations()[m] == test_indexed_.relations.Name(r)) {
-          relations[r] = static_cast<int32_t>(m);
-        }
-      }
-    }
+    const RelationMap relations =
+        MapRelationsByName(test_indexed_.relations.names(), (*model)->relations());
     const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
     EvaluationOptions eval;
     eval.seed = 5;

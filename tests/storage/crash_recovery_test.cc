@@ -32,7 +32,7 @@
 #include "gtest/gtest.h"
 #include "storage/triple_store.h"
 #include "tests/storage/crash_workload.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {

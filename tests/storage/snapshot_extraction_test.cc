@@ -11,7 +11,7 @@
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
 #include "storage/triple_store.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
 #include "storage/store_layout.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {

@@ -1,7 +1,7 @@
 // A fresh directory under the test's temporary directory, removed with everything in it
 // when the object goes out of scope.
-#ifndef GRAIL_TESTS_STORAGE_TEMP_DIR_H_
-#define GRAIL_TESTS_STORAGE_TEMP_DIR_H_
+#ifndef GRAIL_TESTS_TESTING_TEMP_DIR_H_
+#define GRAIL_TESTS_TESTING_TEMP_DIR_H_
 
 #include <stdlib.h>
 
@@ -37,4 +37,4 @@ class ScopedTempDir {
 
 }  // namespace grail
 
-#endif  // GRAIL_TESTS_STORAGE_TEMP_DIR_H_
+#endif  // GRAIL_TESTS_TESTING_TEMP_DIR_H_
