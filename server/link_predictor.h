@@ -1,0 +1,114 @@
+// The service's domain logic, free of gRPC: scoring and ranking facts given by name on the
+// latest version of the live graph, with the served model.
+//
+// Names are resolved on one snapshot of the store, and everything a call computes reads
+// that snapshot, so a call is consistent even while AddTriples commits chunks; a call that
+// starts after a chunk was acknowledged sees it. Relations are matched to the model's
+// vocabulary by name (the store numbers relations in order of first appearance).
+//
+// Thread safety: every method may be called from any number of threads.
+#ifndef GRAIL_SERVER_LINK_PREDICTOR_H_
+#define GRAIL_SERVER_LINK_PREDICTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/grail_model.h"
+#include "server/inference_engine.h"
+#include "storage/triple_file.h"
+#include "storage/triple_store.h"
+
+namespace grail {
+
+// How a caller stops waiting: `cancelled` is polled; once it returns true the call returns
+// `status()` (e.g. DEADLINE_EXCEEDED) and its remaining work is dropped.
+struct Cancellation {
+  std::function<bool()> cancelled = [] { return false; };
+  std::function<absl::Status()> status = [] { return absl::CancelledError("cancelled"); };
+};
+
+struct ScoredFacts {
+  std::vector<FactScore> scores;  // one per input fact, in order
+  uint64_t graph_sequence = 0;
+};
+
+struct RankQuery {
+  bool rank_tails = true;  // true: (fixed, relation, ?); false: (?, relation, fixed)
+  std::string fixed;       // the head for tails, the tail for heads
+  std::string relation;
+  std::vector<std::string> candidates;  // empty: every entity but `fixed`
+  uint32_t top_k = 0;                   // 0: all
+  bool filter_known_facts = false;
+};
+
+struct RankedEntity {
+  std::string entity;
+  float score = 0;
+  uint32_t rank = 0;  // 1-based; ties share the better rank
+  bool known_fact = false;
+};
+
+struct Ranking {
+  std::vector<RankedEntity> ranked;  // best first, at most top_k
+  uint32_t candidates_scored = 0;
+  uint32_t candidates_filtered = 0;
+  uint64_t graph_sequence = 0;
+};
+
+class LinkPredictor {
+ public:
+  // `model`, `store` and `engine` must outlive the predictor; the engine must run `model`.
+  LinkPredictor(const GrailModel& model, TripleStore& store, InferenceEngine& engine);
+
+  // Scores each fact. Errors: NOT_FOUND naming an unknown entity; INVALID_ARGUMENT naming
+  // a relation outside the model's vocabulary, or for head == tail; the cancellation's
+  // status if cancelled.
+  absl::StatusOr<ScoredFacts> Score(absl::Span<const NamedTriple> facts,
+                                    const Cancellation& cancellation) const;
+
+  // Ranks candidates for the query's open slot by score, best first. Every score equals
+  // what Score() returns for the completed fact. Candidates are deduplicated and the fixed
+  // entity itself is left out. Errors as Score().
+  absl::StatusOr<Ranking> Rank(const RankQuery& query, const Cancellation& cancellation) const;
+
+  // Adds a chunk to the store (see TripleStore::AddChunk); visible to every call that
+  // starts after it returns.
+  absl::StatusOr<ChunkResult> Add(absl::Span<const NamedTriple> facts) {
+    return store_.AddChunk(facts);
+  }
+
+  const GrailModel& model() const { return model_; }
+  TripleStore& store() const { return store_; }
+
+ private:
+  // The latest snapshot and the map from its relation ids to the model's.
+  struct View {
+    std::shared_ptr<const GraphSnapshot> snapshot;
+    std::shared_ptr<const RelationMap> relations;
+  };
+  View CurrentView() const;
+  // The model's id of `relation`, or INVALID_ARGUMENT naming it.
+  absl::StatusOr<int32_t> ModelRelation(const std::string& relation) const;
+  absl::StatusOr<EntityId> FindEntity(const GraphSnapshot& snapshot, const std::string& name) const;
+
+  const GrailModel& model_;
+  TripleStore& store_;
+  InferenceEngine& engine_;
+  absl::flat_hash_map<std::string, int32_t> model_relations_;
+
+  // Relation names only ever get appended, so a map built for the first n relations stays
+  // right; it is rebuilt when a snapshot has more.
+  mutable std::mutex relation_map_mu_;
+  mutable std::shared_ptr<const RelationMap> relation_map_;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_SERVER_LINK_PREDICTOR_H_

@@ -1,0 +1,287 @@
+// grail-server: serves a GraIL model over a live knowledge graph stored in RocksDB.
+//
+//   grail-server --model MODEL.pt --data-dir DIR --port P --metrics-port M [--device cpu|cuda]
+//
+// Start-up order, so that orchestrators see progress: the gRPC port opens first with the
+// health service answering NOT_SERVING, then the model is loaded and the graph index is
+// rebuilt from the store, then health turns SERVING. SIGTERM or SIGINT drains: health
+// turns NOT_SERVING, new calls are refused, calls in flight get --drain-seconds to finish,
+// the store is flushed, and the process exits 0. Every flag can also be set through the
+// environment as GRAIL_<FLAG> (e.g. GRAIL_DATA_DIR); the command line wins.
+#include <signal.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <type_traits>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/command_line.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "model/grail_model.h"
+#include "model/json_text.h"
+#include "server/graph_service.h"
+#include "server/inference_engine.h"
+#include "server/link_predictor.h"
+#include "server/server_metrics.h"
+#include "storage/triple_store.h"
+
+ABSL_FLAG(std::string, model, "", "the model file written by grail-train (required)");
+ABSL_FLAG(std::string, data_dir, "",
+          "directory of the RocksDB triple store; created if empty (required)");
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (gRPC and metrics)");
+ABSL_FLAG(int, port, 50051, "gRPC port (0: pick a free one)");
+ABSL_FLAG(int, metrics_port, 9090,
+          "HTTP port of /metrics, /healthz and /readyz (0: pick one; -1: off)");
+ABSL_FLAG(std::string, device, "cpu", "where the model runs: cpu or cuda[:N]");
+ABSL_FLAG(int, max_batch_size, 256, "subgraphs per model forward (dynamic batching)");
+ABSL_FLAG(int, max_queue_delay_us, 2000,
+          "longest a queued subgraph waits for its batch to fill, in microseconds");
+ABSL_FLAG(int, extraction_threads, 0, "threads extracting subgraphs (0: one per core)");
+ABSL_FLAG(int, compute_threads, 0, "threads inside one model forward (0: one per core)");
+ABSL_FLAG(int, max_request_triples, 10000, "most triples in one ScoreTriplets call");
+ABSL_FLAG(int, max_candidates, 100000, "most explicit candidates in one RankTails/RankHeads call");
+ABSL_FLAG(int, max_chunk_facts, 100000, "most facts in one AddTriples chunk");
+ABSL_FLAG(int, max_name_bytes, 1024, "longest entity or relation name, in bytes");
+ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message received or sent, in bytes");
+ABSL_FLAG(bool, allow_unknown_relations, false,
+          "let AddTriples store relations outside the model's vocabulary (their edges are "
+          "ignored by the model)");
+ABSL_FLAG(bool, sync_writes, false,
+          "fsync every AddTriples chunk before acknowledging it (survives machine crashes, not "
+          "just process crashes)");
+ABSL_FLAG(int, drain_seconds, 20, "on SIGTERM, how long calls in flight get to finish");
+ABSL_FLAG(std::string, ready_file, "",
+          "once serving, write {\"port\":P,\"metrics_port\":M} to this file (for scripts and "
+          "tests that start the server on port 0)");
+
+namespace grail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+#ifndef GRAIL_VERSION
+#define GRAIL_VERSION "dev"
+#endif
+
+// One structured log line: a JSON object with a timestamp, the event and `fields` (already
+// JSON, e.g. from JsonField), on stderr.
+void Log(absl::string_view event, const std::string& fields = "") {
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string line = absl::StrFormat("{\"ts\":%.3f,\"event\":", now);
+  AppendJsonString(&line, event);
+  if (!fields.empty()) absl::StrAppend(&line, ",", fields);
+  line += "}\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+std::string JsonField(absl::string_view name, absl::string_view value) {
+  std::string out;
+  AppendJsonString(&out, name);
+  out += ":";
+  AppendJsonString(&out, value);
+  return out;
+}
+template <typename Number, typename = std::enable_if_t<std::is_arithmetic<Number>::value>>
+std::string JsonField(absl::string_view name, Number value) {
+  std::string out;
+  AppendJsonString(&out, name);
+  absl::StrAppend(&out, ":", value);
+  return out;
+}
+std::string JsonBool(absl::string_view name, bool value) {
+  std::string out;
+  AppendJsonString(&out, name);
+  out += value ? ":true" : ":false";
+  return out;
+}
+
+int Fail(absl::string_view what, const absl::Status& status) {
+  Log("error", absl::StrCat(JsonField("during", what), ",", JsonField("error", status.ToString())));
+  return 1;
+}
+
+int Run() {
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (model_path.empty() || data_dir.empty()) {
+    std::fprintf(stderr, "grail-server: --model and --data-dir are required\n%s\n",
+                 absl::ProgramUsageMessage().data());
+    return 2;
+  }
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  auto or_cores = [cores](int n) { return n > 0 ? n : cores; };
+
+  EngineOptions engine_options;
+  engine_options.max_batch_size = std::max(1, absl::GetFlag(FLAGS_max_batch_size));
+  engine_options.max_queue_delay =
+      std::chrono::microseconds(std::max(0, absl::GetFlag(FLAGS_max_queue_delay_us)));
+  engine_options.extraction_threads = or_cores(absl::GetFlag(FLAGS_extraction_threads));
+  ServiceLimits limits;
+  limits.max_request_triples = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_request_triples));
+  limits.max_candidates = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_candidates));
+  limits.max_chunk_facts = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_chunk_facts));
+  const int compute_threads = or_cores(absl::GetFlag(FLAGS_compute_threads));
+
+  Log("start",
+      absl::StrCat(
+          JsonField("version", GRAIL_VERSION), ",", JsonField("model", model_path), ",",
+          JsonField("data_dir", data_dir), ",", JsonField("host", absl::GetFlag(FLAGS_host)), ",",
+          JsonField("port", absl::GetFlag(FLAGS_port)), ",",
+          JsonField("metrics_port", absl::GetFlag(FLAGS_metrics_port)), ",",
+          JsonField("device", absl::GetFlag(FLAGS_device)), ",",
+          JsonField("max_batch_size", engine_options.max_batch_size), ",",
+          JsonField("max_queue_delay_us", engine_options.max_queue_delay.count()), ",",
+          JsonField("extraction_threads", engine_options.extraction_threads), ",",
+          JsonField("compute_threads", compute_threads), ",",
+          JsonField("max_request_triples", limits.max_request_triples), ",",
+          JsonField("max_candidates", limits.max_candidates), ",",
+          JsonField("max_chunk_facts", limits.max_chunk_facts), ",",
+          JsonField("max_name_bytes", absl::GetFlag(FLAGS_max_name_bytes)), ",",
+          JsonField("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)), ",",
+          JsonBool("allow_unknown_relations", absl::GetFlag(FLAGS_allow_unknown_relations)), ",",
+          JsonBool("sync_writes", absl::GetFlag(FLAGS_sync_writes)), ",",
+          JsonField("drain_seconds", absl::GetFlag(FLAGS_drain_seconds))));
+
+  KeepFreedMemoryForReuse();
+  SetComputeThreads(compute_threads);
+
+  ServerMetrics metrics(GRAIL_VERSION);
+  std::atomic<bool> ready{false};
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    absl::Status started =
+        metrics.StartHttp(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port),
+                          [&ready] { return ready.load(); });
+    if (!started.ok()) return Fail("starting the metrics endpoint", started);
+  }
+
+  // gRPC first, answering health checks with NOT_SERVING while we load.
+  KnowledgeGraphService service(limits, &metrics);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail("starting the gRPC server",
+                absl::UnavailableError(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_host),
+                                                    ":", absl::GetFlag(FLAGS_port))));
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(false);
+  Log("listening",
+      absl::StrCat(JsonField("port", port), ",", JsonField("metrics_port", metrics.http_port())));
+
+  // The model and the graph.
+  const Clock::time_point load_start = Clock::now();
+  absl::StatusOr<std::unique_ptr<GrailModel>> model =
+      GrailModel::Load(model_path, absl::GetFlag(FLAGS_device));
+  if (!model.ok()) return Fail("loading the model", model.status());
+  StoreOptions store_options;
+  store_options.sync = absl::GetFlag(FLAGS_sync_writes);
+  store_options.max_name_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_name_bytes));
+  store_options.max_chunk_facts = limits.max_chunk_facts;
+  if (!absl::GetFlag(FLAGS_allow_unknown_relations)) {
+    store_options.allowed_relations = (*model)->relations();
+  }
+  absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(data_dir, store_options);
+  if (!store.ok()) return Fail("opening the store", store.status());
+  InferenceEngine engine(**model, engine_options, &metrics);
+  LinkPredictor predictor(**model, **store, engine);
+  metrics.Attach(predictor);
+  service.Activate(&predictor, ServedModelInfo{model_path, GRAIL_VERSION},
+                   static_cast<uint32_t>(engine_options.max_batch_size));
+  health->SetServingStatus(true);
+  ready.store(true);
+  {
+    const std::shared_ptr<const GraphSnapshot> graph = (*store)->Snapshot();
+    Log("serving",
+        absl::StrCat(JsonField("load_seconds",
+                               std::chrono::duration<double>(Clock::now() - load_start).count()),
+                     ",", JsonField("entities", graph->num_entities()), ",",
+                     JsonField("relations", graph->num_relations()), ",",
+                     JsonField("facts", graph->num_facts()), ",",
+                     JsonField("sequence", graph->sequence()), ",",
+                     JsonField("model_relations", (*model)->relations().size()), ",",
+                     JsonField("parameters", (*model)->num_parameters())));
+  }
+  const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
+  if (!ready_file.empty()) {
+    // Written whole under another name, then renamed: a reader never sees half a file.
+    const std::string temporary = ready_file + ".tmp";
+    std::ofstream(temporary) << "{\"port\":" << port << ",\"metrics_port\":" << metrics.http_port()
+                             << "}\n";
+    std::rename(temporary.c_str(), ready_file.c_str());
+  }
+
+  // Wait for SIGTERM/SIGINT (blocked in every thread since main's start).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+
+  const Clock::time_point drain_start = Clock::now();
+  Log("draining",
+      absl::StrCat(JsonField("signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"), ",",
+                   JsonField("drain_seconds", absl::GetFlag(FLAGS_drain_seconds))));
+  ready.store(false);
+  health->SetServingStatus(false);
+  service.BeginDrain();
+  const bool drained = service.WaitForCalls(
+      drain_start + std::chrono::seconds(std::max(0, absl::GetFlag(FLAGS_drain_seconds))));
+  // Cancels whatever is still running past the drain deadline, and closes the port.
+  server->Shutdown(std::chrono::system_clock::now());
+  engine.Shutdown();
+  const absl::Status synced = (*store)->Sync();
+  if (!synced.ok()) return Fail("flushing the store", synced);
+  metrics.StopHttp();
+  Log("stopped",
+      absl::StrCat(JsonBool("all_calls_finished", drained), ",",
+                   JsonField("drain_seconds_taken",
+                             std::chrono::duration<double>(Clock::now() - drain_start).count())));
+  return 0;
+}
+
+}  // namespace
+}  // namespace grail
+
+int main(int argc, char** argv) {
+  // Block the shutdown signals before any thread exists, so every thread inherits the mask
+  // and only sigwait() in Run() receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  absl::SetProgramUsageMessage(
+      "grail-server --model MODEL.pt --data-dir DIR --port P --metrics-port M [--device cpu|cuda]\n"
+      "Serves kg.v1.KnowledgeGraph: scores and ranks facts of a live graph with a GraIL model.\n"
+      "Every flag can also be given as the environment variable GRAIL_<FLAG>.");
+  const absl::Status from_environment = grail::ApplyFlagsFromEnvironment("GRAIL_");
+  if (!from_environment.ok()) {
+    std::fprintf(stderr, "grail-server: %s\n", from_environment.ToString().c_str());
+    return 2;
+  }
+  grail::ParseCommandLine(argc, argv);
+  return grail::Run();
+}

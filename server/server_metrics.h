@@ -1,0 +1,70 @@
+// The server's Prometheus metrics: what the engine and the gRPC handlers report, the graph's
+// size read at scrape time, the model and build info, the process; served as text format
+// 0.0.4 on GET /metrics of the metrics HTTP endpoint, with /healthz and /readyz beside it.
+//
+// Names (base units, Prometheus suffixes):
+//   grail_requests_total{method,code}              calls finished, by gRPC status code name
+//   grail_request_duration_seconds{method}         histogram of call latency
+//   grail_queue_wait_seconds                       histogram: oldest subgraph's wait per batch
+//   grail_batch_size                               histogram: subgraphs per forward
+//   grail_subgraph_nodes, grail_subgraph_edges     histograms per extracted subgraph
+//   grail_extraction_seconds, grail_forward_seconds histograms
+//   grail_graph_entities, grail_graph_relations, grail_graph_facts, grail_graph_sequence
+//   grail_facts_ingested_total, grail_ingest_chunks_total, grail_entities_created_total
+//   grail_duplicate_facts_total
+//   grail_ingest_chunk_duration_seconds            histogram
+//   grail_model_info{format,device,hops,layers,dim,relations,fingerprint}  gauge, always 1
+//   grail_build_info{version}                      gauge, always 1
+//   process_*                                      CPU, memory, file descriptors, start time
+//
+// Thread safety: the observer methods are called concurrently from engine and gRPC threads.
+#ifndef GRAIL_SERVER_SERVER_METRICS_H_
+#define GRAIL_SERVER_SERVER_METRICS_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/graph_service.h"
+#include "server/inference_engine.h"
+#include "server/link_predictor.h"
+
+namespace grail {
+
+class ServerMetrics final : public EngineObserver, public ServiceObserver {
+ public:
+  explicit ServerMetrics(const std::string& version);
+  ~ServerMetrics() override;
+
+  // Serves /metrics, /healthz and /readyz (200 while `ready()` is true, else 503) on
+  // host:port (0: a free port; see http_port()).
+  absl::Status StartHttp(const std::string& host, int port, std::function<bool()> ready);
+  void StopHttp();
+  // The bound port, or -1 if the endpoint is off.
+  int http_port() const;
+
+  // From now on the graph gauges read `predictor`'s store and the model info describes
+  // its model; `predictor` must outlive the metrics' HTTP endpoint.
+  void Attach(const LinkPredictor& predictor);
+
+  // The exposition text, as GET /metrics returns it.
+  std::string Render() const;
+
+  // EngineObserver
+  void OnSubgraphExtracted(int nodes, int edges, double seconds) override;
+  void OnBatch(int size, double oldest_wait_seconds, double forward_seconds) override;
+  // ServiceObserver
+  void OnCall(absl::string_view method, int grpc_code, double seconds) override;
+  void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) override;
+
+ private:
+  struct Instruments;
+  std::unique_ptr<Instruments> instruments_;
+  std::atomic<const LinkPredictor*> predictor_{nullptr};
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_SERVER_SERVER_METRICS_H_

@@ -1,0 +1,690 @@
+// grail-server end to end: the real binary on a loopback port, a real RocksDB directory,
+// real gRPC clients. Scores are checked against the offline scorer (model/fact_scoring)
+// run in this process on the same facts with the same model file.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest-spi.h"
+#include "gtest/gtest.h"
+#include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "model/fact_scoring.h"
+#include "model/grail_model.h"
+#include "storage/static_graph.h"
+#include "storage/triple_file.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace grail {
+namespace {
+
+using kg::v1::KnowledgeGraph;
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kRelations = {"r0", "r1", "r2", "r3"};
+
+// A random graph over `entities` entities named e0.. and the four relations.
+std::vector<NamedTriple> RandomGraph(int entities, int facts, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int> entity(0, entities - 1), relation(0, 3);
+  std::vector<NamedTriple> out;
+  while (static_cast<int>(out.size()) < facts) {
+    const int h = entity(random), t = entity(random);
+    if (h == t) continue;
+    out.push_back({absl::StrCat("e", h), kRelations[relation(random)], absl::StrCat("e", t)});
+  }
+  return out;
+}
+
+// Batched matrix products round differently for different batch shapes, so the same fact
+// scored in another batch may differ in the last bits of a float; nothing more.
+::testing::AssertionResult SameScore(float actual, float expected) {
+  if (std::fabs(actual - expected) <= 1e-5f * std::max(1.0f, std::fabs(expected))) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << actual << " vs " << expected;
+}
+
+kg::v1::Triple ToProto(const NamedTriple& t) {
+  kg::v1::Triple p;
+  p.set_head(t.head);
+  p.set_relation(t.relation);
+  p.set_tail(t.tail);
+  return p;
+}
+
+// Streams `chunks` into AddTriples; returns the acks and the final status.
+struct AddOutcome {
+  std::vector<kg::v1::AddTriplesAck> acks;
+  grpc::Status status;
+};
+AddOutcome AddChunks(KnowledgeGraph::Stub& stub,
+                     const std::vector<std::vector<NamedTriple>>& chunks, uint64_t first_line = 0) {
+  AddOutcome outcome;
+  grpc::ClientContext context;
+  auto stream = stub.AddTriples(&context);
+  uint64_t line = first_line;
+  for (const auto& chunk : chunks) {
+    kg::v1::AddTriplesRequest request;
+    for (const NamedTriple& t : chunk) *request.add_triples() = ToProto(t);
+    request.set_first_line(line);
+    if (line > 0) line += chunk.size();
+    if (!stream->Write(request)) break;
+    kg::v1::AddTriplesAck ack;
+    if (!stream->Read(&ack)) break;
+    outcome.acks.push_back(ack);
+  }
+  stream->WritesDone();
+  outcome.status = stream->Finish();
+  return outcome;
+}
+
+// The health service's answer for the whole server: 1 SERVING, 2 NOT_SERVING, -1 error.
+// HealthCheckRequest{service: ""} serialises to nothing; the response is field 1 (enum).
+int HealthStatus(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(s); });
+  if (!done.get_future().get().ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return -1;
+  std::string bytes;
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  if (bytes.size() != 2 || bytes[0] != 0x08) return -1;
+  return bytes[1];
+}
+
+// Asks server reflection to list the services (ServerReflectionRequest.list_services = "",
+// field 7) and returns the raw response bytes, in which service names appear verbatim.
+std::string ReflectionListing(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  const char request_bytes[] = {0x3a, 0x00};
+  grpc::Slice slice(request_bytes, sizeof(request_bytes));
+  grpc::ByteBuffer request(&slice, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  std::string bytes;
+  if (ok) {
+    std::vector<grpc::Slice> slices;
+    (void)response.Dump(&slices);
+    for (const grpc::Slice& s : slices)
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  call->WritesDone(reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return bytes;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ScopedTempDir();
+    GrailConfig config;
+    config.hops = 2;
+    absl::StatusOr<std::unique_ptr<GrailModel>> model =
+        GrailModel::Create(config, kRelations, /*seed=*/11);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_path_ = new std::string(dir_->Sub("model.pt"));
+    ASSERT_TRUE((*model)->Save(*model_path_).ok());
+    model_ = model->release();
+    graph_ = new std::vector<NamedTriple>(RandomGraph(60, 240, 5));
+    server_ = new ServerProcess();
+    ASSERT_TRUE(server_->Start({"--model=" + *model_path_, "--data-dir=" + dir_->Sub("store"),
+                                "--max-request-triples=20000", "--max-batch-size=64"},
+                               dir_->Sub("server.log")));
+    auto stub = KnowledgeGraph::NewStub(
+        grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+    // The graph goes in through the API, in chunks of 50.
+    std::vector<std::vector<NamedTriple>> chunks;
+    for (size_t i = 0; i < graph_->size(); i += 50) {
+      chunks.emplace_back(graph_->begin() + i, graph_->begin() + std::min(graph_->size(), i + 50));
+    }
+    const AddOutcome added = AddChunks(*stub, chunks);
+    ASSERT_TRUE(added.status.ok()) << added.status.error_message();
+    ASSERT_EQ(added.acks.size(), chunks.size());
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete model_;
+    delete graph_;
+    delete model_path_;
+    delete dir_;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    channel_ = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+    stub_ = KnowledgeGraph::NewStub(channel_);
+  }
+
+  // What the offline scorer gives each of `facts` on `graph` (names resolved there).
+  static std::vector<float> OfflineScores(const std::vector<NamedTriple>& graph,
+                                          const std::vector<NamedTriple>& facts) {
+    std::vector<NamedTriple> all = graph;
+    all.insert(all.end(), facts.begin(), facts.end());
+    IndexedTriples indexed;
+    IndexTriples(all, &indexed);
+    const std::vector<Triple> graph_ids(indexed.triples.begin(),
+                                        indexed.triples.begin() + graph.size());
+    const StaticGraph static_graph(indexed.entities.size(), graph_ids);
+    const std::vector<Triple> fact_ids(indexed.triples.begin() + graph.size(),
+                                       indexed.triples.end());
+    absl::StatusOr<std::vector<float>> scores =
+        ScoreFacts(*model_, static_graph, MapRelationsByName(indexed.relations.names(), kRelations),
+                   fact_ids, ScoringOptions{/*batch_size=*/7, /*threads=*/1});
+    EXPECT_TRUE(scores.ok()) << scores.status();
+    return scores.ok() ? *scores : std::vector<float>();
+  }
+
+  grpc::Status Score(const NamedTriple& t, kg::v1::ScoreTripletResponse* response) {
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto(t);
+    return stub_->ScoreTriplet(&context, request, response);
+  }
+  float ScoreOrDie(const NamedTriple& t) {
+    kg::v1::ScoreTripletResponse response;
+    const grpc::Status status = Score(t, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.score();
+  }
+
+  static ScopedTempDir* dir_;
+  static std::string* model_path_;
+  static GrailModel* model_;
+  static std::vector<NamedTriple>* graph_;
+  static ServerProcess* server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<KnowledgeGraph::Stub> stub_;
+};
+ScopedTempDir* ServerTest::dir_ = nullptr;
+std::string* ServerTest::model_path_ = nullptr;
+GrailModel* ServerTest::model_ = nullptr;
+std::vector<NamedTriple>* ServerTest::graph_ = nullptr;
+ServerProcess* ServerTest::server_ = nullptr;
+
+TEST_F(ServerTest, HealthIsServingAndReflectionListsTheService) {
+  EXPECT_EQ(HealthStatus(channel_), 1);
+  EXPECT_THAT(ReflectionListing(channel_), HasSubstr("kg.v1.KnowledgeGraph"));
+}
+
+TEST_F(ServerTest, StatsCountWhatWasAdded) {
+  grpc::ClientContext context;
+  kg::v1::GetStatsResponse stats;
+  ASSERT_TRUE(stub_->GetStats(&context, kg::v1::GetStatsRequest(), &stats).ok());
+  IndexedTriples indexed;
+  IndexTriples(*graph_, &indexed);
+  const StaticGraph expected(indexed.entities.size(), indexed.triples);
+  EXPECT_EQ(stats.entities(), expected.num_entities());
+  EXPECT_EQ(stats.relations(), expected.num_relations());
+  EXPECT_EQ(stats.facts(), expected.num_facts());
+  EXPECT_EQ(stats.graph_sequence(), 5u);  // 240 facts in chunks of 50
+  EXPECT_THAT(
+      std::vector<std::string>(stats.model().relations().begin(), stats.model().relations().end()),
+      ::testing::ElementsAreArray(kRelations));
+  EXPECT_EQ(stats.model().hops(), 2u);
+  EXPECT_EQ(stats.model().format(), kModelFormat);
+  EXPECT_EQ(stats.model().parameters(), static_cast<uint64_t>(model_->num_parameters()));
+  EXPECT_EQ(stats.max_batch_size(), 64u);
+}
+
+TEST_F(ServerTest, ScoresEqualTheOfflineScorer) {
+  // Facts of the graph, new pairs, and a relation the graph never used with a pair.
+  std::vector<NamedTriple> facts(graph_->begin(), graph_->begin() + 20);
+  for (int i = 0; i < 20; ++i) {
+    facts.push_back({absl::StrCat("e", i), kRelations[i % 4], absl::StrCat("e", 59 - i)});
+  }
+  const std::vector<float> expected = OfflineScores(*graph_, facts);
+  ASSERT_EQ(expected.size(), facts.size());
+  for (size_t i = 0; i < facts.size(); ++i) {
+    kg::v1::ScoreTripletResponse response;
+    ASSERT_TRUE(Score(facts[i], &response).ok());
+    EXPECT_TRUE(SameScore(response.score(), expected[i])) << "fact " << i;
+    EXPECT_FLOAT_EQ(response.probability(), 1.0f / (1.0f + std::exp(-response.score())));
+    EXPECT_GE(response.subgraph_nodes(), 2u);
+    EXPECT_GE(response.subgraph_edges(), 1u);  // the target edge at least
+    EXPECT_EQ(response.graph_sequence(), 5u);
+    if (i < 20) {
+      EXPECT_TRUE(response.known_fact()) << "fact " << i;
+    }
+  }
+}
+
+TEST_F(ServerTest, BatchScoresComeBackInOrderAndEqualSingleScores) {
+  kg::v1::ScoreTripletsRequest request;
+  std::vector<NamedTriple> facts;
+  for (int i = 0; i < 150; ++i) {
+    facts.push_back(
+        {absl::StrCat("e", i % 60), kRelations[i % 4], absl::StrCat("e", (i * 7 + 1) % 60)});
+    if (facts.back().head == facts.back().tail) facts.back().tail = "e59", facts.back().head = "e0";
+    *request.add_triples() = ToProto(facts.back());
+  }
+  grpc::ClientContext context;
+  kg::v1::ScoreTripletsResponse response;
+  ASSERT_TRUE(stub_->ScoreTriplets(&context, request, &response).ok());
+  ASSERT_EQ(response.results_size(), 150);
+  for (int i = 0; i < 150; i += 13) {
+    EXPECT_TRUE(SameScore(response.results(i).score(), ScoreOrDie(facts[i]))) << "fact " << i;
+  }
+}
+
+TEST_F(ServerTest, RankTailsIsExactSortedAndHonoursTopK) {
+  kg::v1::RankTailsRequest request;
+  request.set_head("e3");
+  request.set_relation("r1");
+  for (int i = 0; i < 30; ++i) request.mutable_options()->add_candidates(absl::StrCat("e", i * 2));
+  request.mutable_options()->add_candidates("e0");  // a duplicate: ranked once
+  grpc::ClientContext context;
+  kg::v1::RankResponse response;
+  ASSERT_TRUE(stub_->RankTails(&context, request, &response).ok());
+  EXPECT_EQ(response.candidates_scored(), 30u);  // e3 is odd: not among the candidates
+  ASSERT_EQ(response.ranked_size(), 30);
+  for (int i = 0; i < response.ranked_size(); ++i) {
+    const kg::v1::RankedEntity& r = response.ranked(i);
+    EXPECT_TRUE(SameScore(r.score(), ScoreOrDie({"e3", "r1", r.entity()}))) << r.entity();
+    if (i > 0) {
+      EXPECT_GE(response.ranked(i - 1).score(), r.score());
+      EXPECT_EQ(r.rank(), r.score() == response.ranked(i - 1).score()
+                              ? response.ranked(i - 1).rank()
+                              : static_cast<uint32_t>(i + 1));
+    } else {
+      EXPECT_EQ(r.rank(), 1u);
+    }
+  }
+  // top_k returns the head of the same list.
+  request.mutable_options()->set_top_k(5);
+  grpc::ClientContext top_context;
+  kg::v1::RankResponse top;
+  ASSERT_TRUE(stub_->RankTails(&top_context, request, &top).ok());
+  ASSERT_EQ(top.ranked_size(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(top.ranked(i).entity(), response.ranked(i).entity());
+}
+
+TEST_F(ServerTest, RankHeadsOverEveryEntityFiltersKnownFacts) {
+  // Pick a (relation, tail) with known heads.
+  const NamedTriple& known = (*graph_)[0];
+  int known_heads = 0;
+  for (const NamedTriple& t : *graph_)
+    known_heads += t.relation == known.relation && t.tail == known.tail;
+  kg::v1::RankHeadsRequest request;
+  request.set_relation(known.relation);
+  request.set_tail(known.tail);
+  grpc::ClientContext all_context;
+  kg::v1::RankResponse all;
+  ASSERT_TRUE(stub_->RankHeads(&all_context, request, &all).ok());
+  EXPECT_EQ(all.ranked_size(), 59);  // every entity but the tail
+  int known_flags = 0;
+  for (const kg::v1::RankedEntity& r : all.ranked()) {
+    known_flags += r.known_fact();
+    EXPECT_NE(r.entity(), known.tail);
+  }
+  EXPECT_GE(known_flags, 1);
+
+  request.mutable_options()->set_filter_known_facts(true);
+  grpc::ClientContext filtered_context;
+  kg::v1::RankResponse filtered;
+  ASSERT_TRUE(stub_->RankHeads(&filtered_context, request, &filtered).ok());
+  EXPECT_EQ(filtered.candidates_filtered(), static_cast<uint32_t>(known_flags));
+  EXPECT_EQ(filtered.ranked_size(), 59 - known_flags);
+  for (const kg::v1::RankedEntity& r : filtered.ranked()) {
+    EXPECT_FALSE(r.known_fact()) << r.entity();
+    EXPECT_NE(r.entity(), known.head);
+    EXPECT_TRUE(SameScore(r.score(), ScoreOrDie({r.entity(), known.relation, known.tail})));
+  }
+}
+
+TEST_F(ServerTest, ErrorsNameWhatIsWrong) {
+  kg::v1::ScoreTripletResponse response;
+  grpc::Status s = Score({"e1", "r0", "nobody"}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("\"nobody\""));
+  s = Score({"e1", "married_to", "e2"}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("\"married_to\""));
+  s = Score({"e1", "r0", "e1"}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  s = Score({"e1", "", "e2"}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("relation is empty"));
+
+  kg::v1::RankTailsRequest rank;
+  rank.set_head("e1");
+  rank.set_relation("r0");
+  rank.mutable_options()->add_candidates("e2");
+  rank.mutable_options()->add_candidates("ghost");
+  grpc::ClientContext rank_context;
+  kg::v1::RankResponse ranked;
+  s = stub_->RankTails(&rank_context, rank, &ranked);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("\"ghost\""));
+
+  kg::v1::ScoreTripletsRequest batch;
+  *batch.add_triples() = ToProto({"e1", "r0", "e2"});
+  *batch.add_triples() = ToProto({"e1", "r0", ""});
+  grpc::ClientContext batch_context;
+  kg::v1::ScoreTripletsResponse batch_response;
+  s = stub_->ScoreTriplets(&batch_context, batch, &batch_response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("triples[1].tail is empty"));
+}
+
+TEST_F(ServerTest, DeadlineExceededStopsTheCallAndTheServerStaysHealthy) {
+  kg::v1::ScoreTripletsRequest request;
+  for (int i = 0; i < 20000; ++i) {
+    *request.add_triples() = ToProto({absl::StrCat("e", i % 59), "r2", "e59"});
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(20));
+  kg::v1::ScoreTripletsResponse response;
+  const grpc::Status s = stub_->ScoreTriplets(&context, request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(HealthStatus(channel_), 1);
+  kg::v1::ScoreTripletResponse single;
+  EXPECT_TRUE(Score({"e1", "r0", "e2"}, &single).ok());
+}
+
+TEST_F(ServerTest, BadChunkIsRejectedWholeNamingItsLineAndEarlierChunksStay) {
+  const std::vector<NamedTriple> good = {{"bc_a", "r0", "e1"}, {"bc_b", "r1", "e2"}};
+  const std::vector<NamedTriple> bad = {
+      {"bc_c", "r0", "e1"}, {"bc_d", "r1", "e2"}, {"bc_e", "r2", ""}};
+  const AddOutcome outcome = AddChunks(*stub_, {good, bad}, /*first_line=*/101);
+  ASSERT_EQ(outcome.acks.size(), 1u);
+  EXPECT_EQ(outcome.acks[0].facts_added(), 2u);
+  EXPECT_EQ(outcome.acks[0].entities_created(), 2u);
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("line 105"));  // 101, 102 | 103, 104, 105
+  kg::v1::ScoreTripletResponse response;
+  EXPECT_TRUE(Score({"bc_a", "r0", "e1"}, &response).ok());
+  EXPECT_TRUE(response.known_fact());
+  // Nothing of the bad chunk: its good first facts did not create their entities.
+  EXPECT_EQ(Score({"bc_c", "r0", "e1"}, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // A relation outside the model's vocabulary is refused too (no --allow-unknown-relations).
+  const AddOutcome unknown = AddChunks(*stub_, {{{"bc_f", "knows", "e1"}}});
+  EXPECT_EQ(unknown.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(unknown.status.error_message(), HasSubstr("line 1"));
+  EXPECT_THAT(unknown.status.error_message(), HasSubstr("knows"));
+}
+
+TEST_F(ServerTest, AddedEntitiesAreScoredByTheNextRequest) {
+  kg::v1::ScoreTripletResponse response;
+  EXPECT_EQ(Score({"newcomer", "r3", "e4"}, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+  const AddOutcome added = AddChunks(
+      *stub_, {{{"newcomer", "r3", "e4"}, {"newcomer", "r1", "e5"}, {"e6", "r0", "newcomer"}}});
+  ASSERT_TRUE(added.status.ok()) << added.status.error_message();
+  ASSERT_EQ(added.acks.size(), 1u);
+  EXPECT_EQ(added.acks[0].entities_created(), 1u);
+  ASSERT_TRUE(Score({"newcomer", "r3", "e4"}, &response).ok());
+  EXPECT_TRUE(response.known_fact());
+  EXPECT_GE(response.graph_sequence(), added.acks[0].sequence());
+  // The new entity is a candidate of rankings over every entity at once.
+  kg::v1::RankTailsRequest rank;
+  rank.set_head("e6");
+  rank.set_relation("r0");
+  grpc::ClientContext context;
+  kg::v1::RankResponse ranked;
+  ASSERT_TRUE(stub_->RankTails(&context, rank, &ranked).ok());
+  bool found = false;
+  for (const kg::v1::RankedEntity& r : ranked.ranked()) found |= r.entity() == "newcomer";
+  EXPECT_TRUE(found);
+}
+
+TEST_F(ServerTest, ConcurrentClientsGetTheSameScoresAsOneClient) {
+  std::vector<NamedTriple> facts;
+  for (int i = 0; i < 40; ++i) facts.push_back({absl::StrCat("e", i), kRelations[i % 4], "e50"});
+  facts[0].head = "e1";
+  std::vector<float> expected;
+  for (const NamedTriple& f : facts) expected.push_back(ScoreOrDie(f));
+  std::atomic<int> mismatches{0}, failures{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      auto stub = KnowledgeGraph::NewStub(channel_);
+      for (int k = 0; k < 40; ++k) {
+        const size_t i = (c * 7 + k) % facts.size();
+        grpc::ClientContext context;
+        kg::v1::ScoreTripletRequest request;
+        *request.mutable_triple() = ToProto(facts[i]);
+        kg::v1::ScoreTripletResponse response;
+        if (!stub->ScoreTriplet(&context, request, &response).ok()) {
+          ++failures;
+        } else if (!SameScore(response.score(), expected[i])) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST_F(ServerTest, ReadersSeeGraphVersionsOnlyMoveForwardWhileAWriterAdds) {
+  std::atomic<bool> writing{true};
+  std::atomic<int> failures{0}, regressions{0};
+  std::vector<std::thread> readers;
+  for (int c = 0; c < 4; ++c) {
+    readers.emplace_back([&] {
+      auto stub = KnowledgeGraph::NewStub(channel_);
+      uint64_t last = 0;
+      while (writing.load()) {
+        grpc::ClientContext context;
+        kg::v1::ScoreTripletRequest request;
+        *request.mutable_triple() = ToProto({"e7", "r2", "e8"});
+        kg::v1::ScoreTripletResponse response;
+        if (!stub->ScoreTriplet(&context, request, &response).ok()) {
+          ++failures;
+          continue;
+        }
+        regressions += response.graph_sequence() < last;
+        last = response.graph_sequence();
+      }
+    });
+  }
+  std::vector<std::vector<NamedTriple>> chunks;
+  for (int k = 0; k < 20; ++k) chunks.push_back({{absl::StrCat("w", k), "r2", "e8"}});
+  const AddOutcome added = AddChunks(*stub_, chunks);
+  writing = false;
+  for (std::thread& t : readers) t.join();
+  ASSERT_TRUE(added.status.ok());
+  ASSERT_EQ(added.acks.size(), 20u);
+  for (size_t k = 1; k < added.acks.size(); ++k) {
+    EXPECT_EQ(added.acks[k].sequence(), added.acks[k - 1].sequence() + 1);
+    EXPECT_EQ(added.acks[k].chunk_index(), k);
+  }
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(regressions.load(), 0);
+}
+
+// Servers of their own: restart, drain, limits, start-up errors.
+class ServerLifecycleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GrailConfig config;
+    config.hops = 2;
+    absl::StatusOr<std::unique_ptr<GrailModel>> model =
+        GrailModel::Create(config, kRelations, /*seed=*/3);
+    ASSERT_TRUE(model.ok());
+    ASSERT_TRUE((*model)->Save(dir_.Sub("model.pt")).ok());
+  }
+  std::vector<std::string> Flags() {
+    return {"--model=" + dir_.Sub("model.pt"), "--data-dir=" + dir_.Sub("store")};
+  }
+  ScopedTempDir dir_;
+};
+
+TEST_F(ServerLifecycleTest, RestartWithTheSameDirectoryGivesIdenticalScores) {
+  const std::vector<NamedTriple> graph = RandomGraph(40, 150, 9);
+  std::vector<NamedTriple> queries;
+  for (int i = 0; i < 25; ++i)
+    queries.push_back({absl::StrCat("e", i), kRelations[i % 4], absl::StrCat("e", 39 - i)});
+  std::vector<float> before;
+  kg::v1::GetStatsResponse stats_before;
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(Flags(), dir_.Sub("first.log")));
+    auto stub = KnowledgeGraph::NewStub(
+        grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+    ASSERT_TRUE(AddChunks(*stub, {graph}).status.ok());
+    for (const NamedTriple& q : queries) {
+      grpc::ClientContext context;
+      kg::v1::ScoreTripletRequest request;
+      *request.mutable_triple() = ToProto(q);
+      kg::v1::ScoreTripletResponse response;
+      ASSERT_TRUE(stub->ScoreTriplet(&context, request, &response).ok());
+      before.push_back(response.score());
+    }
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->GetStats(&context, kg::v1::GetStatsRequest(), &stats_before).ok());
+    EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
+    EXPECT_THAT(server.Log(), HasSubstr("\"event\":\"stopped\""));
+  }
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(Flags(), dir_.Sub("second.log")));
+  auto stub = KnowledgeGraph::NewStub(
+      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  kg::v1::GetStatsResponse stats;
+  ASSERT_TRUE(stub->GetStats(&context, kg::v1::GetStatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.entities(), stats_before.entities());
+  EXPECT_EQ(stats.facts(), stats_before.facts());
+  EXPECT_EQ(stats.relations(), stats_before.relations());
+  EXPECT_EQ(stats.graph_sequence(), stats_before.graph_sequence());
+  for (size_t i = 0; i < queries.size(); ++i) {
+    grpc::ClientContext c;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto(queries[i]);
+    kg::v1::ScoreTripletResponse response;
+    ASSERT_TRUE(stub->ScoreTriplet(&c, request, &response).ok());
+    EXPECT_EQ(response.score(), before[i]) << "query " << i;
+  }
+}
+
+TEST_F(ServerLifecycleTest, SigtermDrainsCallsInFlight) {
+  std::vector<std::string> flags = Flags();
+  flags.push_back("--max-request-triples=1000000");
+  flags.push_back("--drain-seconds=120");
+  // A call still scoring when SIGTERM arrives must complete. If the machine is fast enough
+  // to finish before the signal, try again with more work.
+  for (int triples = 20000; triples <= 640000; triples *= 2) {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(flags, dir_.Sub("drain.log")));
+    auto stub = KnowledgeGraph::NewStub(
+        grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+    ASSERT_TRUE(AddChunks(*stub, {RandomGraph(60, 240, 1)}).status.ok());
+    kg::v1::ScoreTripletsRequest request;
+    for (int i = 0; i < triples; ++i)
+      *request.add_triples() = ToProto({absl::StrCat("e", i % 59), "r1", "e59"});
+    std::atomic<bool> finished{false};
+    grpc::Status status;
+    kg::v1::ScoreTripletsResponse response;
+    std::thread call([&] {
+      grpc::ClientContext context;
+      status = stub->ScoreTriplets(&context, request, &response);
+      finished = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const bool in_flight = !finished.load();
+    server.Signal(SIGTERM);
+    call.join();
+    EXPECT_EQ(server.Wait(), 0) << server.Log();
+    if (!in_flight) continue;
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.results_size(), triples);
+    EXPECT_THAT(server.Log(), HasSubstr("\"event\":\"draining\""));
+    EXPECT_THAT(server.Log(), HasSubstr("\"all_calls_finished\":true"));
+    return;
+  }
+  FAIL() << "every call finished before SIGTERM; could not observe a drain";
+}
+
+TEST_F(ServerLifecycleTest, RequestsAboveTheLimitsAreRefused) {
+  std::vector<std::string> flags = Flags();
+  flags.push_back("--max-request-triples=10");
+  flags.push_back("--max-message-bytes=65536");
+  flags.push_back("--max-chunk-facts=5");
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(flags, dir_.Sub("limits.log")));
+  auto stub = KnowledgeGraph::NewStub(
+      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(AddChunks(*stub, {{{"a", "r0", "b"}, {"b", "r1", "c"}}}).status.ok());
+  kg::v1::ScoreTripletsRequest request;
+  for (int i = 0; i < 11; ++i) *request.add_triples() = ToProto({"a", "r0", "c"});
+  grpc::ClientContext context;
+  kg::v1::ScoreTripletsResponse response;
+  grpc::Status s = stub->ScoreTriplets(&context, request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("limit is 10"));
+
+  kg::v1::ScoreTripletRequest big;
+  *big.mutable_triple() = ToProto({std::string(100000, 'x'), "r0", "c"});
+  grpc::ClientContext big_context;
+  kg::v1::ScoreTripletResponse big_response;
+  EXPECT_EQ(stub->ScoreTriplet(&big_context, big, &big_response).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  std::vector<NamedTriple> chunk;
+  for (int i = 0; i < 6; ++i) chunk.push_back({absl::StrCat("n", i), "r0", "a"});
+  const AddOutcome added = AddChunks(*stub, {chunk});
+  EXPECT_EQ(added.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST_F(ServerLifecycleTest, UnreadableModelFailsTheStartNamingThePath) {
+  ServerProcess server;
+  std::vector<std::string> flags = {"--model=" + dir_.Sub("missing.pt"),
+                                    "--data-dir=" + dir_.Sub("store")};
+  // Start() reports the early exit as a test failure; expect exactly that here.
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    EXPECT_FALSE(server.Start(flags, dir_.Sub("bad.log"), std::chrono::seconds(60)));
+  }
+  ASSERT_EQ(failures.size(), 1);
+  EXPECT_THAT(failures.GetTestPartResult(0).message(), HasSubstr("exited with 1"));
+  EXPECT_THAT(server.Log(), HasSubstr("missing.pt"));
+  EXPECT_THAT(server.Log(), HasSubstr("\"during\":\"loading the model\""));
+}
+
+}  // namespace
+}  // namespace grail
