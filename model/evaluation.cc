@@ -1,5 +1,7 @@
 #include "model/evaluation.h"
 
+#include <chrono>
+
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -67,12 +69,16 @@ absl::StatusOr<EvaluationResult> Evaluate(const GrailModel& model, const GraphVi
     l.heads_end = queries.size();
     layout.push_back(l);
   }
+  const auto scoring_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<float>> scores =
       ScoreFacts(model, graph, relations, queries, options.scoring);
   if (!scores.ok()) return scores.status();
   const std::vector<float>& s = *scores;
 
   EvaluationResult result;
+  result.subgraphs_scored = static_cast<int64_t>(queries.size());
+  result.scoring_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - scoring_start).count();
   std::vector<float> auc_scores;
   std::vector<uint8_t> auc_labels;
   double lists = 0;

@@ -33,6 +33,10 @@ struct EvaluationResult {
   double hits_at_5 = 0;
   double hits_at_10 = 0;
   int64_t n = 0;  // test facts evaluated (each gives one head and one tail ranking list)
+  // Cost, not quality (left out of ToJson): subgraphs scored, and the seconds spent
+  // extracting and scoring them, for throughput figures.
+  int64_t subgraphs_scored = 0;
+  double scoring_seconds = 0;
 
   // One JSON object with the fields above (fractions in 0..1).
   std::string ToJson() const;

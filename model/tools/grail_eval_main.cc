@@ -90,6 +90,12 @@ int main(int argc, char** argv) {
   absl::StatusOr<grail::EvaluationResult> result =
       grail::Evaluate(**model, graph, relations, test, options);
   if (!result.ok()) return Fail(result.status());
+  std::fprintf(stderr,
+               "grail-eval: scored %lld subgraphs in %.2f s (%.0f subgraphs/s; batches of %d, %d "
+               "threads)\n",
+               static_cast<long long>(result->subgraphs_scored), result->scoring_seconds,
+               result->scoring_seconds > 0 ? result->subgraphs_scored / result->scoring_seconds : 0.0,
+               options.scoring.batch_size, options.scoring.threads);
   std::printf("%s\n", result->ToJson().c_str());
   return 0;
 }
