@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <future>
 #include <map>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "model/grail_model.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
+#include "tests/testing/run_binary.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -533,6 +535,36 @@ TEST_F(ServerTest, ReadersSeeGraphVersionsOnlyMoveForwardWhileAWriterAdds) {
   }
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(regressions.load(), 0);
+}
+
+// The real grail-client binary against the real server.
+TEST_F(ServerTest, ClientBinaryScoresAddsAndReportsRejectedLines) {
+  const std::string target = "--target " + server_->target();
+  const BinaryRun score = RunBinary("grail-client", target + " score e1 r2 e7");
+  ASSERT_EQ(score.exit_code, 0) << score.err;
+  EXPECT_TRUE(SameScore(std::stof(score.out), ScoreOrDie({"e1", "r2", "e7"}))) << score.out;
+
+  const BinaryRun missing = RunBinary("grail-client", target + " score e1 r2 nobody");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+
+  // A file whose third chunk (lines 5-6, chunk size 2) has, on line 6, a relation the model
+  // does not know.
+  const std::string file = dir_->Sub("client_add.tsv");
+  std::ofstream(file) << "cl_a\tr0\te1\ncl_b\tr1\te2\ncl_c\tr2\te3\ncl_d\tr3\te4\n"
+                      << "cl_e\tr0\te5\ncl_f\tmarried_to\te6\n";
+  BinaryRun add = RunBinary("grail-client", target + " add " + file + " --chunk 2");
+  EXPECT_EQ(add.exit_code, 1) << add.all();
+  EXPECT_THAT(add.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(add.err, HasSubstr("line 6"));
+  kg::v1::ScoreTripletResponse response;
+  EXPECT_TRUE(Score({"cl_d", "r3", "e4"}, &response).ok());  // chunk 2 was stored
+  EXPECT_EQ(Score({"cl_e", "r0", "e5"}, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  const BinaryRun stats = RunBinary("grail-client", target + " stats");
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_THAT(stats.out, HasSubstr("\"relations\":4"));
+  EXPECT_THAT(stats.out, HasSubstr("\"format\":\"grail-kg-model/1\""));
 }
 
 // Servers of their own: restart, drain, limits, start-up errors.
