@@ -24,8 +24,8 @@ packages=(
   # lands on netlib's reference BLAS, ~20x slower for our matmuls. The OpenMP flavour
   # matches LibTorch's libgomp.
   libtorch-dev libopenblas0-openmp
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev prometheus python3
+  # tests and benchmarks; python3-yaml and yamllint check deploy/ (tests/deploy/)
+  libgtest-dev libgmock-dev libbenchmark-dev prometheus python3 python3-yaml yamllint
   # proves that exported models open in Python (torch.jit.load), same LibTorch 1.13
   python3-torch
   # the embedded default data set: WordNet 3.0

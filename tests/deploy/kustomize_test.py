@@ -1,0 +1,53 @@
+"""`kubectl kustomize deploy/k8s` renders the manifests offline, as `kubectl apply -k` would
+before sending them: every listed file exists and parses, every object lands in the
+kustomization's namespace, and the image settings reach the containers.
+
+scripts/setup.sh does not install kubectl (Debian 12's kubernetes-client is 1.20, with a much
+older kustomize than clusters use today): the test uses the kubectl on PATH and skips
+without one. No cluster is contacted; nothing validates the objects against the
+API server's schemas (that needs a cluster or a schema bundle, neither of which is here).
+"""
+
+import subprocess
+import sys
+import unittest
+
+import yaml
+
+import grail_sources
+
+
+class KustomizeTest(unittest.TestCase):
+    def test_renders_every_object_into_the_namespace(self):
+        kubectl = grail_sources.tool_or_skip(self, "kubectl", required_in_ci=False)
+        result = subprocess.run([kubectl, "kustomize", str(grail_sources.K8S)],
+                                capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
+
+        kustomization = yaml.safe_load((grail_sources.K8S / "kustomization.yaml").read_text())
+        expected = []
+        for name in kustomization["resources"]:
+            expected += [d for d in yaml.safe_load_all((grail_sources.K8S / name).read_text())
+                         if d]
+        key = lambda d: (d["kind"], d["metadata"]["name"])
+        self.assertEqual(sorted(map(key, rendered)), sorted(map(key, expected)))
+
+        namespace = kustomization["namespace"]
+        for doc in rendered:
+            with self.subTest(object=key(doc)):
+                if doc["kind"] == "Namespace":
+                    self.assertEqual(doc["metadata"]["name"], namespace)
+                else:
+                    self.assertEqual(doc["metadata"].get("namespace"), namespace)
+
+        images = {i["name"]: f"{i['newName']}:{i['newTag']}" for i in kustomization["images"]}
+        statefulset = next(d for d in rendered if d["kind"] == "StatefulSet")
+        spec = statefulset["spec"]["template"]["spec"]
+        for container in spec["containers"] + spec.get("initContainers", []):
+            with self.subTest(container=container["name"]):
+                self.assertIn(container["image"], images.values())
+
+
+if __name__ == "__main__":
+    unittest.main(argv=grail_sources.split_args(sys.argv)[1], verbosity=2)
