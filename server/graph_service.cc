@@ -1,7 +1,6 @@
 #include "server/graph_service.h"
 
 #include <cmath>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -61,26 +60,6 @@ void FillScore(const FactScore& s, uint64_t sequence, kg::v1::ScoreTripletRespon
 
 }  // namespace
 
-// Counts a call as in flight for the lifetime of its handler.
-class InFlightCall {
- public:
-  explicit InFlightCall(const KnowledgeGraphService* service) : service_(service) {
-    service_->calls_in_flight_.fetch_add(1);
-  }
-  ~InFlightCall() { service_->calls_in_flight_.fetch_sub(1); }
-
- private:
-  const KnowledgeGraphService* service_;
-};
-
-bool KnowledgeGraphService::WaitForCalls(Clock::time_point deadline) const {
-  while (calls_in_flight_.load() > 0) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
 KnowledgeGraphService::KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer)
     : limits_(limits), observer_(observer != nullptr ? observer : &default_observer_) {}
 
@@ -92,9 +71,6 @@ void KnowledgeGraphService::Activate(LinkPredictor* predictor, const ServedModel
 }
 
 grpc::Status KnowledgeGraphService::Available(LinkPredictor** predictor) const {
-  if (draining_.load()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
-  }
   *predictor = predictor_.load(std::memory_order_acquire);
   if (*predictor == nullptr) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -113,7 +89,6 @@ grpc::Status KnowledgeGraphService::Finish(absl::string_view method, Clock::time
 grpc::Status KnowledgeGraphService::ScoreTriplet(grpc::ServerContext* context,
                                                  const kg::v1::ScoreTripletRequest* request,
                                                  kg::v1::ScoreTripletResponse* response) {
-  const InFlightCall call(this);
   const Clock::time_point start = Clock::now();
   LinkPredictor* predictor;
   grpc::Status status = Available(&predictor);
@@ -130,7 +105,6 @@ grpc::Status KnowledgeGraphService::ScoreTriplet(grpc::ServerContext* context,
 grpc::Status KnowledgeGraphService::ScoreTriplets(grpc::ServerContext* context,
                                                   const kg::v1::ScoreTripletsRequest* request,
                                                   kg::v1::ScoreTripletsResponse* response) {
-  const InFlightCall call(this);
   const Clock::time_point start = Clock::now();
   LinkPredictor* predictor;
   grpc::Status status = Available(&predictor);
@@ -197,7 +171,6 @@ grpc::Status KnowledgeGraphService::Rank(grpc::ServerContext* context, RankQuery
 grpc::Status KnowledgeGraphService::RankTails(grpc::ServerContext* context,
                                               const kg::v1::RankTailsRequest* request,
                                               kg::v1::RankResponse* response) {
-  const InFlightCall call(this);
   const Clock::time_point start = Clock::now();
   RankQuery query;
   query.rank_tails = true;
@@ -209,7 +182,6 @@ grpc::Status KnowledgeGraphService::RankTails(grpc::ServerContext* context,
 grpc::Status KnowledgeGraphService::RankHeads(grpc::ServerContext* context,
                                               const kg::v1::RankHeadsRequest* request,
                                               kg::v1::RankResponse* response) {
-  const InFlightCall call(this);
   const Clock::time_point start = Clock::now();
   RankQuery query;
   query.rank_tails = false;
@@ -221,7 +193,6 @@ grpc::Status KnowledgeGraphService::RankHeads(grpc::ServerContext* context,
 grpc::Status KnowledgeGraphService::AddTriples(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<kg::v1::AddTriplesAck, kg::v1::AddTriplesRequest>* stream) {
-  const InFlightCall call(this);
   const Clock::time_point start = Clock::now();
   return Finish("AddTriples", start, AddTriplesStream(context, stream));
 }
@@ -294,7 +265,6 @@ grpc::Status KnowledgeGraphService::AddTriplesStream(
 grpc::Status KnowledgeGraphService::GetStats(grpc::ServerContext* context,
                                              const kg::v1::GetStatsRequest* request,
                                              kg::v1::GetStatsResponse* response) {
-  const InFlightCall call(this);
   const Clock::time_point start = Clock::now();
   LinkPredictor* predictor;
   grpc::Status status = Available(&predictor);

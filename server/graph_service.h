@@ -4,8 +4,8 @@
 //
 // The service exists before the model and the graph are loaded (so that health checks get
 // answers during a long start): until Activate() every call returns UNAVAILABLE. After
-// BeginDrain() new calls and open AddTriples streams end with UNAVAILABLE; calls already
-// scoring finish.
+// BeginDrain() open AddTriples streams end with UNAVAILABLE between chunks; other calls
+// finish (gRPC itself refuses new ones once the server shuts down).
 //
 // Thread safety: gRPC calls the handlers from many threads; Activate and BeginDrain may be
 // called from any thread.
@@ -52,12 +52,10 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::Service {
 
   // Starts answering with `predictor` (which must outlive the service).
   void Activate(LinkPredictor* predictor, const ServedModelInfo& info, uint32_t max_batch_size);
-  // Refuses new work from now on (graceful shutdown).
+  // Graceful shutdown has begun: open AddTriples streams end after their current chunk
+  // (UNAVAILABLE, saying what is stored); unary calls still being delivered are served, as
+  // grpc::Server::Shutdown lets them finish.
   void BeginDrain() { draining_.store(true); }
-  // After BeginDrain: waits until no call is being handled, or until `deadline`; returns
-  // whether every call finished. (gRPC's own Shutdown(deadline) also waits out the whole
-  // deadline for idle client connections, so the server drains calls here first.)
-  bool WaitForCalls(std::chrono::steady_clock::time_point deadline) const;
   bool ready() const { return predictor_.load(std::memory_order_acquire) != nullptr; }
 
   grpc::Status ScoreTriplet(grpc::ServerContext* context,
@@ -77,7 +75,7 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::Service {
                         kg::v1::GetStatsResponse* response) override;
 
  private:
-  // The predictor, or UNAVAILABLE while loading or draining.
+  // The predictor, or UNAVAILABLE while loading.
   grpc::Status Available(LinkPredictor** predictor) const;
   grpc::Status Rank(grpc::ServerContext* context, RankQuery query,
                     const kg::v1::RankOptions& options, kg::v1::RankResponse* response);
@@ -93,10 +91,6 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::Service {
   ServiceObserver* const observer_;
   std::atomic<LinkPredictor*> predictor_{nullptr};
   std::atomic<bool> draining_{false};
-  // Calls inside a handler. Incremented before draining_ is read, so a call that saw
-  // draining_ false is counted before BeginDrain's caller starts waiting.
-  mutable std::atomic<int> calls_in_flight_{0};
-  friend class InFlightCall;
   ServedModelInfo info_;
   uint32_t max_batch_size_ = 0;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -5,7 +5,7 @@
 // Start-up order, so that orchestrators see progress: the gRPC port opens first with the
 // health service answering NOT_SERVING, then the model is loaded and the graph index is
 // rebuilt from the store, then health turns SERVING. SIGTERM or SIGINT drains: health
-// turns NOT_SERVING, new calls are refused, calls in flight get --drain-seconds to finish,
+// turns NOT_SERVING, gRPC refuses new calls, calls received get --drain-seconds to finish,
 // the store is flushed, and the process exits 0. Every flag can also be set through the
 // environment as GRAIL_<FLAG> (e.g. GRAIL_DATA_DIR); the command line wins.
 #include <signal.h>
@@ -245,10 +245,12 @@ int Run() {
   ready.store(false);
   health->SetServingStatus(false);
   service.BeginDrain();
-  const bool drained = service.WaitForCalls(
-      drain_start + std::chrono::seconds(std::max(0, absl::GetFlag(FLAGS_drain_seconds))));
-  // Cancels whatever is still running past the drain deadline, and closes the port.
-  server->Shutdown(std::chrono::system_clock::now());
+  // Stops accepting calls, lets the ones received finish until the deadline, then cancels
+  // the rest. It also waits (within the deadline) for idle client connections to close.
+  const Clock::time_point drain_deadline =
+      drain_start + std::chrono::seconds(std::max(0, absl::GetFlag(FLAGS_drain_seconds)));
+  server->Shutdown(std::chrono::system_clock::now() + (drain_deadline - Clock::now()));
+  const bool drained = Clock::now() < drain_deadline;
   engine.Shutdown();
   const absl::Status synced = (*store)->Sync();
   if (!synced.ok()) return Fail("flushing the store", synced);

@@ -607,6 +607,8 @@ TEST_F(ServerLifecycleTest, RestartWithTheSameDirectoryGivesIdenticalScores) {
     }
     grpc::ClientContext context;
     ASSERT_TRUE(stub->GetStats(&context, kg::v1::GetStatsRequest(), &stats_before).ok());
+    // Without a connected client the drain does not wait for its connection to close.
+    stub.reset();
     EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Log();
     EXPECT_THAT(server.Log(), HasSubstr("\"event\":\"stopped\""));
   }
@@ -658,6 +660,7 @@ TEST_F(ServerLifecycleTest, SigtermDrainsCallsInFlight) {
     const bool in_flight = !finished.load();
     server.Signal(SIGTERM);
     call.join();
+    stub.reset();
     EXPECT_EQ(server.Wait(), 0) << server.Log();
     if (!in_flight) continue;
     EXPECT_TRUE(status.ok()) << status.error_message();
@@ -698,6 +701,7 @@ TEST_F(ServerLifecycleTest, RequestsAboveTheLimitsAreRefused) {
   for (int i = 0; i < 6; ++i) chunk.push_back({absl::StrCat("n", i), "r0", "a"});
   const AddOutcome added = AddChunks(*stub, {chunk});
   EXPECT_EQ(added.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  stub.reset();
   EXPECT_EQ(server.Stop(SIGTERM), 0);
 }
 
