@@ -1,6 +1,7 @@
 // grail-server end to end: the real binary on a loopback port, a real RocksDB directory,
 // real gRPC clients. Scores are checked against the offline scorer (model/fact_scoring)
 // run in this process on the same facts with the same model file.
+#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -656,7 +658,19 @@ TEST_F(ServerLifecycleTest, SigtermDrainsCallsInFlight) {
       status = stub->ScoreTriplets(&context, request, &response);
       finished = true;
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // Wait until the server is working on the call (its subgraphs are being extracted),
+    // so the call was certainly received before the signal.
+    httplib::Client metrics("127.0.0.1", server.metrics_port());
+    bool started = false;
+    while (!started && !finished.load()) {
+      httplib::Result scrape = metrics.Get("/metrics");
+      std::smatch m;
+      started =
+          scrape &&
+          std::regex_search(scrape->body, m, std::regex(R"(\ngrail_subgraph_nodes_count (\d+))")) &&
+          std::stoll(m[1]) > 0;
+      if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     const bool in_flight = !finished.load();
     server.Signal(SIGTERM);
     call.join();
