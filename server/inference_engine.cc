@@ -65,6 +65,7 @@ void InferenceEngine::Shutdown() {
   }
   extraction_ready_.notify_all();
   batch_ready_.notify_all();
+  queue_space_.notify_all();
   for (std::thread& t : extraction_threads_) {
     if (t.joinable()) t.join();
   }
@@ -149,7 +150,12 @@ void InferenceEngine::ExtractionLoop() {
       extracted.push_back(std::move(item));
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      // Back-pressure: wait for the batcher to make room (it always can: it never waits
+      // for extraction threads while the queue holds a full batch).
+      const size_t max_queued = static_cast<size_t>(
+          std::max(options_.max_queued_subgraphs, std::max(1, options_.max_batch_size)));
+      queue_space_.wait(lock, [&] { return stopping_ || queue_.size() < max_queued; });
       for (QueuedSubgraph& item : extracted) queue_.push_back(std::move(item));
       --extracting_;
     }
@@ -181,6 +187,7 @@ void InferenceEngine::BatcherLoop() {
         queue_.pop_front();
       }
     }
+    queue_space_.notify_all();
     if (!batch.empty()) RunBatch(batch, scratch, Clock::now());
   }
 }

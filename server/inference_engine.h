@@ -45,6 +45,9 @@ struct EngineOptions {
   int max_batch_size = 256;  // subgraphs per forward
   std::chrono::microseconds max_queue_delay{2000};
   int extraction_threads = 2;
+  // Extracted subgraphs waiting for the model, at most (extraction threads wait beyond it),
+  // so a ranking over a huge graph holds a bounded number of subgraphs in memory.
+  int max_queued_subgraphs = 2048;
 };
 
 // Hooks for metrics; every method is called from engine threads and must be cheap and
@@ -139,6 +142,7 @@ class InferenceEngine {
   std::mutex mu_;
   std::condition_variable extraction_ready_;  // tasks_ non-empty or stopping_
   std::condition_variable batch_ready_;       // queue_ changed or stopping_
+  std::condition_variable queue_space_;       // queue_ shrank or stopping_
   std::deque<ExtractionTask> tasks_;
   std::deque<QueuedSubgraph> queue_;
   int extracting_ = 0;  // tasks taken by extraction threads and not finished

@@ -162,6 +162,32 @@ TEST_F(InferenceEngineTest, CancelledCallReturnsItsStatusAndTheEngineGoesOn) {
   EXPECT_TRUE(ScoreAll(engine, Graph(), ToScoring(queries_)).ok());
 }
 
+TEST_F(InferenceEngineTest, CancellingStopsTheRemainingWork) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_size = 16;
+  options.max_queued_subgraphs = 64;  // extraction cannot run far ahead of the model
+  options.extraction_threads = 1;
+  InferenceEngine engine(*model_, options, &observer);
+  std::vector<ScoringFact> many;
+  while (many.size() < 60000) {
+    const std::vector<ScoringFact> facts = ToScoring(queries_);
+    many.insert(many.end(), facts.begin(), facts.end());
+  }
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&] {
+    while (observer.extracted.load() == 0) std::this_thread::yield();
+    cancel = true;
+  });
+  absl::StatusOr<std::vector<FactScore>> cancelled = engine.Score(
+      Graph(), many, [&] { return cancel.load(); }, [] { return absl::CancelledError("gone"); });
+  canceller.join();
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
+  // Once a later call is answered, the engine has dropped the cancelled call's queue.
+  ASSERT_TRUE(ScoreAll(engine, Graph(), ToScoring(queries_)).ok());
+  EXPECT_LT(observer.extracted.load(), static_cast<int>(many.size()) / 2);
+}
+
 TEST_F(InferenceEngineTest, AfterShutdownCallsAreUnavailable) {
   InferenceEngine engine(*model_, EngineOptions{});
   engine.Shutdown();
