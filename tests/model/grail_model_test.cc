@@ -15,6 +15,7 @@
 #include "model/subgraph_batch.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {
@@ -65,9 +66,7 @@ class GrailModelTest : public ::testing::Test {
     return model.ok() ? *std::move(model) : nullptr;
   }
 
-  std::string TempPath(const std::string& name) {
-    return (std::filesystem::path(::testing::TempDir()) / name).string();
-  }
+  std::string TempPath(const std::string& name) { return ProcessTempPath(name); }
 
   IndexedTriples indexed_;
   StaticGraph graph_;

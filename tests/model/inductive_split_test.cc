@@ -16,6 +16,7 @@
 #include "model/seeded_random.h"
 #include "model/wordnet.h"
 #include "storage/triple_file.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {
@@ -355,7 +356,7 @@ TEST(InductiveSplitTest, WriteCreatesSixFilesThatReadBackEqualAndByteIdenticalPe
   absl::StatusOr<InductiveSplit> again = GenerateInductiveSplit(input, SmallOptions(3));
   ASSERT_TRUE(split.ok() && again.ok());
   const std::filesystem::path root =
-      std::filesystem::path(::testing::TempDir()) / "inductive_split_write";
+      std::filesystem::path(ProcessTempPath("inductive_split_write"));
   std::filesystem::remove_all(root);
   ASSERT_TRUE(WriteInductiveSplit(*split, (root / "a").string(), "toy").ok());
   ASSERT_TRUE(WriteInductiveSplit(*again, (root / "b").string(), "toy").ok());

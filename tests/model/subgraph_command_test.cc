@@ -10,6 +10,7 @@
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
 #include "tests/testing/run_binary.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {
@@ -29,7 +30,7 @@ ToolRun RunTool(const std::string& args, bool with_stderr = true) {
 class SubgraphCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = (std::filesystem::path(::testing::TempDir()) / "cmd_graph.txt").string();
+    path_ = ProcessTempPath("cmd_graph.txt");
     facts_ = {{"alice", "knows", "bob"},        {"bob", "works at", "acme"},
               {"carol", "works at", "acme"},    {"alice", "knows", "carol"},
               {"dave \"d\"", "knows", "alice"}, {"dave \"d\"", "works at", "acme"}};
@@ -92,7 +93,7 @@ TEST_F(SubgraphCommandTest, SameHeadAndTailIsRejected) {
 }
 
 TEST_F(SubgraphCommandTest, MalformedGraphFileReportsFileAndLine) {
-  const std::string bad = (std::filesystem::path(::testing::TempDir()) / "bad.txt").string();
+  const std::string bad = ProcessTempPath("bad.txt");
   std::ofstream(bad) << "a\tr\tb\nbroken line\n";
   ToolRun run = RunTool("subgraph --graph " + bad + " --head a --relation r --tail b");
   EXPECT_EQ(run.exit_code, 1);

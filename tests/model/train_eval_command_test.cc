@@ -11,6 +11,7 @@
 #include "model/seeded_random.h"
 #include "storage/triple_file.h"
 #include "tests/testing/run_binary.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {
@@ -21,7 +22,7 @@ using ::testing::MatchesRegex;
 class TrainEvalCommandTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string((std::filesystem::path(::testing::TempDir()) / "train_eval").string());
+    dir_ = new std::string(ProcessTempPath("train_eval"));
     std::filesystem::create_directories(*dir_);
     // Two disjoint random graphs over the same relations; the second one's held-out facts
     // are the test set.

@@ -9,6 +9,7 @@
 #include "model/fact_scoring.h"
 #include "model/seeded_random.h"
 #include "storage/static_graph.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {
@@ -92,7 +93,7 @@ TEST(TrainerTest, ExportedModelScoresExactlyAsTheTrainedOne) {
   SmallData d = MakeData(3);
   std::unique_ptr<GrailModel> trained = *TrainGrail(d.train, d.valid, SmallOptions());
   trained->set_training_fingerprint(FingerprintFacts(d.valid));
-  const std::string path = (std::filesystem::path(::testing::TempDir()) / "trained.pt").string();
+  const std::string path = ProcessTempPath("trained.pt");
   ASSERT_TRUE(trained->Save(path).ok());
   absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();

@@ -4,8 +4,10 @@
 #define GRAIL_TESTS_TESTING_RUN_BINARY_H_
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -25,8 +27,13 @@ struct BinaryRun {
 
 // `args` is appended to the binary's path as shell words (quote what needs quoting).
 inline BinaryRun RunBinary(const std::string& name, const std::string& args) {
+  // A file of this process and call: ctest runs test processes in parallel, and one
+  // process may run binaries from several threads.
+  static std::atomic<int> calls{0};
   const std::string err_path =
-      (std::filesystem::path(::testing::TempDir()) / ("stderr_" + name + ".txt")).string();
+      (std::filesystem::path(::testing::TempDir()) /
+       ("stderr_" + name + "_" + std::to_string(getpid()) + "_" + std::to_string(calls++) + ".txt"))
+          .string();
   const std::string command =
       std::string(GRAIL_BINARY_DIR) + "/bin/" + name + " " + args + " 2>" + err_path;
   BinaryRun run;
@@ -41,6 +48,7 @@ inline BinaryRun RunBinary(const std::string& name, const std::string& args) {
   std::ostringstream text;
   text << err.rdbuf();
   run.err = text.str();
+  std::filesystem::remove(err_path);
   return run;
 }
 

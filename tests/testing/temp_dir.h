@@ -4,6 +4,7 @@
 #define GRAIL_TESTS_TESTING_TEMP_DIR_H_
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -12,6 +13,13 @@
 #include "gtest/gtest.h"
 
 namespace grail {
+
+// A path under the tests' temporary directory that no other test process uses: ctest runs
+// every test case as its own process, in parallel. Not created.
+inline std::string ProcessTempPath(const std::string& name) {
+  return (std::filesystem::path(testing::TempDir()) / (name + "." + std::to_string(getpid())))
+      .string();
+}
 
 class ScopedTempDir {
  public:
