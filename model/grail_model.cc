@@ -240,9 +240,12 @@ torch::Tensor Forward(GrailModule& grail, const SubgraphBatch& batch, bool train
 }
 
 void KeepFreedMemoryForReuse() {
-  // 32 MiB is glibc's largest mmap threshold: blocks up to it come from the heap, and a
-  // trim threshold of 1 GiB keeps the heap's free top instead of returning it at once.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  // Blocks come from the heap, never from mmap: glibc caps the mmap threshold at 32 MiB, and
+  // the per-edge tensors of a batch of large subgraphs (fb237_v2 on) exceed it, so each
+  // step mapped, faulted in and unmapped them again (59k page faults/s, half the CPU time in
+  // the kernel). A trim threshold of 1 GiB keeps the heap's free top instead of returning it
+  // at once.
+  mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
