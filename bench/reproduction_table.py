@@ -17,10 +17,22 @@ def cell(values):
         return f"{values[0]:.2f}"
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
+def epoch_seconds(json_path, fallback):
+    """Median seconds per epoch from the run's training log: robust to a few epochs slowed
+    by other work on the machine (the mean in the JSON is not)."""
+    try:
+        with open(json_path[: -len(".json")] + ".train.log") as log:
+            times = [float(line.split()[-2]) for line in log
+                     if line.startswith("epoch ") and line.rstrip().endswith(" s")]
+    except OSError:
+        times = []
+    return statistics.median(times) if times else fallback
+
 def main(out_dir):
     runs = defaultdict(list)
     for path in sorted(glob.glob(f"{out_dir}/*.json")):
         r = json.load(open(path))
+        r["epoch_seconds"] = epoch_seconds(path, r["seconds_per_epoch"])
         runs[(r["split"], r["tag"])].append(r)
     print("| split | variant | seeds | epochs | s/epoch | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -29,7 +41,7 @@ def main(out_dir):
         p = PAPER.get(split, ("-",) * 4)
         seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
         print(f"| {split} | {tag} | {seeds} | {rs[0]['epochs']} | "
-              f"{statistics.mean(r['seconds_per_epoch'] for r in rs):.1f} | "
+              f"{statistics.mean(r['epoch_seconds'] for r in rs):.1f} | "
               f"{cell([r['auc_pr'] for r in rs])} | {p[0]} | {cell([r['hits_at_10'] for r in rs])} | {p[1]} | "
               f"{cell([r['mrr'] for r in rs])} | {cell([r['hits_at_1'] for r in rs])} | {p[2]} / {p[3]} |")
 
