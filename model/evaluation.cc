@@ -1,7 +1,7 @@
 #include "model/evaluation.h"
 
 #include <chrono>
-
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -12,10 +12,12 @@
 namespace grail {
 
 std::string EvaluationResult::ToJson() const {
-  return absl::StrFormat(
+  std::string json = absl::StrFormat(
       "{\"auc_pr\":%.6f,\"mrr\":%.6f,\"hits_at_1\":%.6f,\"hits_at_5\":%.6f,\"hits_at_10\":%.6f,"
-      "\"n\":%d}",
+      "\"n\":%d",
       auc_pr, mrr, hits_at_1, hits_at_5, hits_at_10, n);
+  if (runs > 1) absl::StrAppendFormat(&json, ",\"runs\":%d,\"auc_pr_std\":%.6f", runs, auc_pr_std);
+  return json + "}";
 }
 
 absl::StatusOr<double> EvaluateAucPr(const GrailModel& model, const GraphView& graph,
@@ -110,6 +112,37 @@ absl::StatusOr<EvaluationResult> Evaluate(const GrailModel& model, const GraphVi
     result.hits_at_10 /= lists;
   }
   return result;
+}
+
+absl::StatusOr<EvaluationResult> EvaluateRuns(const GrailModel& model, const GraphView& graph,
+                                              const RelationMap& relations,
+                                              absl::Span<const Triple> test,
+                                              const EvaluationOptions& options, int runs) {
+  if (runs < 1) return absl::InvalidArgumentError("runs must be at least 1");
+  EvaluationResult mean;
+  std::vector<double> auc;
+  for (int r = 0; r < runs; ++r) {
+    EvaluationOptions run = options;
+    run.seed = options.seed + static_cast<uint64_t>(r);
+    absl::StatusOr<EvaluationResult> one = Evaluate(model, graph, relations, test, run);
+    if (!one.ok()) return one.status();
+    auc.push_back(one->auc_pr);
+    mean.auc_pr += one->auc_pr / runs;
+    mean.mrr += one->mrr / runs;
+    mean.hits_at_1 += one->hits_at_1 / runs;
+    mean.hits_at_5 += one->hits_at_5 / runs;
+    mean.hits_at_10 += one->hits_at_10 / runs;
+    mean.n = one->n;
+    mean.subgraphs_scored += one->subgraphs_scored;
+    mean.scoring_seconds += one->scoring_seconds;
+  }
+  mean.runs = runs;
+  if (runs > 1) {
+    double squares = 0;
+    for (double a : auc) squares += (a - mean.auc_pr) * (a - mean.auc_pr);
+    mean.auc_pr_std = std::sqrt(squares / (runs - 1));  // sample standard deviation
+  }
+  return mean;
 }
 
 }  // namespace grail

@@ -18,6 +18,9 @@ ABSL_FLAG(std::string, graph, "", "the graph to reason over (triple file)");
 ABSL_FLAG(std::string, test, "", "the facts to predict (triple file), not in --graph");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the negatives");
 ABSL_FLAG(int, negatives, 49, "negatives per test fact and side for ranking");
+ABSL_FLAG(int, runs, 1,
+          "evaluate this many times with seeds S, S+1, ...: each run draws new negatives; the "
+          "JSON holds the means, the run count and AUC-PR's standard deviation");
 ABSL_FLAG(int, threads, 2, "worker threads (each extracts and runs forwards)");
 ABSL_FLAG(int, batch_size, 256, "subgraphs per forward");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
@@ -36,7 +39,8 @@ int Fail(const absl::Status& status) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "grail-eval --model MODEL.pt --graph FILE --test FILE [--seed S] [--negatives 49]");
+      "grail-eval --model MODEL.pt --graph FILE --test FILE [--seed S] [--negatives 49]\n"
+      "  [--runs N]");
   grail::ParseCommandLine(argc, argv);
   grail::KeepFreedMemoryForReuse();
   const std::string model_path = absl::GetFlag(FLAGS_model);
@@ -109,14 +113,15 @@ int main(int argc, char** argv) {
   options.scoring.batch_size = absl::GetFlag(FLAGS_batch_size);
   grail::SetComputeThreads(1);  // parallelism comes from the workers
   absl::StatusOr<grail::EvaluationResult> result =
-      grail::Evaluate(**model, graph, relations, test, options);
+      grail::EvaluateRuns(**model, graph, relations, test, options, absl::GetFlag(FLAGS_runs));
   if (!result.ok()) return Fail(result.status());
-  std::fprintf(stderr,
-               "grail-eval: scored %lld subgraphs in %.2f s (%.0f subgraphs/s; batches of %d, %d "
-               "threads)\n",
-               static_cast<long long>(result->subgraphs_scored), result->scoring_seconds,
-               result->scoring_seconds > 0 ? result->subgraphs_scored / result->scoring_seconds : 0.0,
-               options.scoring.batch_size, options.scoring.threads);
+  std::fprintf(
+      stderr,
+      "grail-eval: scored %lld subgraphs in %.2f s (%.0f subgraphs/s; batches of %d, %d "
+      "threads)\n",
+      static_cast<long long>(result->subgraphs_scored), result->scoring_seconds,
+      result->scoring_seconds > 0 ? result->subgraphs_scored / result->scoring_seconds : 0.0,
+      options.scoring.batch_size, options.scoring.threads);
   std::printf("%s\n", result->ToJson().c_str());
   return 0;
 }

@@ -76,6 +76,15 @@ TEST_F(TrainEvalCommandTest, TrainThenEvaluatePrintsTheContractJsonLast) {
                    "\"hits_at_5\":[01]\\.[0-9]+,\"hits_at_10\":[01]\\.[0-9]+,\"n\":[0-9]+\\}"));
   // Same seed, same numbers.
   EXPECT_EQ(RunBinary("grail-eval", eval_args).out, eval.out);
+
+  // Several runs: the means, the run count and AUC-PR's spread.
+  BinaryRun runs = RunBinary("grail-eval", eval_args + " --runs 3");
+  ASSERT_EQ(runs.exit_code, 0) << runs.all();
+  lines = absl::StrSplit(runs.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*,\"n\":[0-9]+,"
+                                         "\"runs\":3,\"auc_pr_std\":[01]\\.[0-9]+\\}"));
+  EXPECT_NE(RunBinary("grail-eval", eval_args + " --runs 0").exit_code, 0);
 }
 
 TEST_F(TrainEvalCommandTest, AblationFlagsReachTheExportedModel) {

@@ -1,6 +1,8 @@
 #include "model/trainer.h"
 
+#include <cmath>
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -151,6 +153,44 @@ TEST(EvaluationTest, ResultJsonHasTheContractFields) {
   EXPECT_EQ(r.ToJson(),
             "{\"auc_pr\":0.500000,\"mrr\":0.000000,\"hits_at_1\":0.000000,\"hits_at_5\":0.000000,"
             "\"hits_at_10\":0.000000,\"n\":3}");
+  r.runs = 5;
+  r.auc_pr_std = 0.25;
+  EXPECT_EQ(r.ToJson(),
+            "{\"auc_pr\":0.500000,\"mrr\":0.000000,\"hits_at_1\":0.000000,\"hits_at_5\":0.000000,"
+            "\"hits_at_10\":0.000000,\"n\":3,\"runs\":5,\"auc_pr_std\":0.250000}");
+}
+
+TEST(EvaluationTest, RunsAverageIndependentDrawsOfNegatives) {
+  SmallData d = MakeData(7);
+  std::unique_ptr<GrailModel> model = *TrainGrail(d.train, d.valid, SmallOptions());
+  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+  EvaluationOptions o;
+  o.seed = 20;
+  // One run is Evaluate() itself.
+  EXPECT_EQ(EvaluateRuns(*model, graph, {}, d.held_out, o, 1)->ToJson(),
+            Evaluate(*model, graph, {}, d.held_out, o)->ToJson());
+
+  std::vector<EvaluationResult> single;
+  for (uint64_t seed : {20, 21, 22}) {
+    EvaluationOptions one = o;
+    one.seed = seed;
+    single.push_back(*Evaluate(*model, graph, {}, d.held_out, one));
+  }
+  const EvaluationResult runs = *EvaluateRuns(*model, graph, {}, d.held_out, o, 3);
+  EXPECT_EQ(runs.runs, 3);
+  EXPECT_EQ(runs.n, single[0].n);
+  const double mean_auc = (single[0].auc_pr + single[1].auc_pr + single[2].auc_pr) / 3;
+  EXPECT_NEAR(runs.auc_pr, mean_auc, 1e-12);
+  EXPECT_NEAR(runs.hits_at_10,
+              (single[0].hits_at_10 + single[1].hits_at_10 + single[2].hits_at_10) / 3, 1e-12);
+  EXPECT_NEAR(runs.mrr, (single[0].mrr + single[1].mrr + single[2].mrr) / 3, 1e-12);
+  double squares = 0;
+  for (const EvaluationResult& r : single) squares += (r.auc_pr - mean_auc) * (r.auc_pr - mean_auc);
+  EXPECT_NEAR(runs.auc_pr_std, std::sqrt(squares / 2), 1e-12);
+  EXPECT_GT(runs.auc_pr_std, 0);  // the draws differ, so their AUC-PR does too
+
+  EXPECT_EQ(EvaluateRuns(*model, graph, {}, d.held_out, o, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
