@@ -56,7 +56,7 @@ constexpr char kLayerTail[] = R"(
     keep = torch.dropout(torch.ones([message.size(0), 1], dtype=message.dtype, device=message.device), self.edge_dropout, True)
     message = message * keep
   aggregated = torch.zeros([n, out_dim], dtype=h.dtype, device=h.device).index_add_(0, dst, message)
-  return torch.relu(torch.matmul(h, self.self_$L) + aggregated)
+  return torch.relu($SELF + aggregated)
 )";
 constexpr char kNarrowLayerTail[] = R"(
   if training and self.edge_dropout > 0.0:
@@ -65,8 +65,14 @@ constexpr char kNarrowLayerTail[] = R"(
   mixed = (edge_weight.unsqueeze(2) * h.index_select(0, src).unsqueeze(1)).reshape(edge_weight.size(0), bases * in_dim)
   gathered = torch.zeros([n, bases * in_dim], dtype=h.dtype, device=h.device).index_add_(0, dst, mixed)
   aggregated = torch.matmul(gathered, self.basis_$L.reshape(bases * in_dim, out_dim))
-  return torch.relu(torch.matmul(h, self.self_$L) + aggregated)
+  return torch.relu($SELF + aggregated)
 )";
+// The self-connection W_self h_t; with zero_without_in_edges only for nodes with an in-edge
+// (structural: edge dropout does not remove edges, it scales their messages).
+constexpr char kSelfTerm[] = "torch.matmul(h, self.self_$L)";
+constexpr char kGatedSelfTerm[] =
+    "torch.matmul(h, self.self_$L) * (torch.bincount(dst, minlength=n) > "
+    "0).to(h.dtype).unsqueeze(1)";
 
 // Readout (SPEC step 4) with JK connections: per layer, mean of node states, u's and v's
 // states; then e_rt; one linear layer to the score.
@@ -109,7 +115,11 @@ std::string ModuleSource(const GrailConfig& config) {
                       narrow ? kNarrowApplyAttention : kApplyAttention);
     }
     absl::StrAppend(&source,
-                    absl::StrReplaceAll(narrow ? kNarrowLayerTail : kLayerTail, {{"$L", layer}}));
+                    absl::StrReplaceAll(
+                        absl::StrReplaceAll(
+                            narrow ? kNarrowLayerTail : kLayerTail,
+                            {{"$SELF", config.zero_without_in_edges ? kGatedSelfTerm : kSelfTerm}}),
+                        {{"$L", layer}}));
   }
   absl::StrAppend(&source, kForwardHead);
   std::string states;
@@ -214,6 +224,7 @@ void RegisterAttributes(const GrailConfig& c, const std::vector<std::string>& re
   m.register_attribute("relation_dim", c10::IntType::get(), static_cast<int64_t>(c.relation_dim));
   m.register_attribute("label_dim", c10::IntType::get(), static_cast<int64_t>(c.label_dim()));
   m.register_attribute("edge_dropout", c10::FloatType::get(), c.edge_dropout);
+  m.register_attribute("zero_without_in_edges", c10::BoolType::get(), c.zero_without_in_edges);
   c10::List<std::string> names;
   for (const std::string& r : relations) names.push_back(r);
   m.register_attribute("relations", c10::ListType::ofStrings(), names);
@@ -304,6 +315,9 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& 
     c.num_bases = static_cast<int>(m.attr("num_bases").toInt());
     c.relation_dim = static_cast<int>(m.attr("relation_dim").toInt());
     c.edge_dropout = m.attr("edge_dropout").toDouble();
+    // Archives from before the option existed use the paper's formula.
+    c.zero_without_in_edges =
+        m.hasattr("zero_without_in_edges") && m.attr("zero_without_in_edges").toBool();
     std::vector<std::string> relations;
     for (const c10::IValue& name : m.attr("relations").toListRef()) {
       relations.push_back(name.toStringRef());

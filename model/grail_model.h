@@ -41,6 +41,11 @@ struct GrailConfig {
   int num_bases = 4;      // R-GCN basis decomposition
   int relation_dim = 32;  // size of e_r (readout) and e^a_r (attention)
   double edge_dropout = 0.5;
+  // false: the paper's h' = ReLU(W_self h + a) for every node. true: a node with no incoming
+  // edge in its subgraph has state 0 after every layer, as the reference implementation's
+  // DGL update_all leaves it (the self-connection only reaches a node through its in-edges'
+  // messages there, so a node that receives none gets the zero-initialised feature).
+  bool zero_without_in_edges = false;
 
   ExtractionConfig extraction() const {
     ExtractionConfig c;

@@ -32,6 +32,9 @@ ABSL_FLAG(int, layers, 3, "GNN layers");
 ABSL_FLAG(int, dim, 32, "hidden size of every layer");
 ABSL_FLAG(int, bases, 4, "R-GCN bases");
 ABSL_FLAG(double, edge_dropout, 0.5, "edge dropout at training time");
+ABSL_FLAG(bool, zero_without_in_edges, false,
+          "a node with no in-edge in its subgraph has state 0 (the reference code's DGL "
+          "behaviour) instead of ReLU(W_self h)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
 
 int main(int argc, char** argv) {
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
   options.model.dim = absl::GetFlag(FLAGS_dim);
   options.model.num_bases = absl::GetFlag(FLAGS_bases);
   options.model.edge_dropout = absl::GetFlag(FLAGS_edge_dropout);
+  options.model.zero_without_in_edges = absl::GetFlag(FLAGS_zero_without_in_edges);
   options.epochs = absl::GetFlag(FLAGS_epochs);
   options.batch_size = absl::GetFlag(FLAGS_batch_size);
   options.learning_rate = absl::GetFlag(FLAGS_lr);

@@ -140,6 +140,7 @@ TEST_F(GrailModelTest, AblationsAreCarriedByTheArchive) {
   EXPECT_FALSE(loaded->config().attention);
   EXPECT_FALSE(loaded->config().node_labels);
   EXPECT_FALSE(loaded->config().enclosing);
+  EXPECT_FALSE(loaded->config().zero_without_in_edges);
   const SubgraphBatch batch = Batch(queries_, config);
   EXPECT_EQ(*loaded->Score(batch), *model->Score(batch));
 }
@@ -154,6 +155,35 @@ TEST_F(GrailModelTest, ConstantLabelsIgnoreDistances) {
   EXPECT_EQ(*model->Score(batch), *model->Score(relabelled));
   std::unique_ptr<GrailModel> labelled = NewModel();
   EXPECT_NE(*labelled->Score(batch), *labelled->Score(relabelled));
+}
+
+// A node with no edge at all, appended to a subgraph: with the paper's formula its label
+// reaches the readout through W_self (mean pool); with zero_without_in_edges its state is 0
+// whatever its label, as in the reference code.
+TEST_F(GrailModelTest, ZeroWithoutInEdgesSilencesNodesThatReceiveNoMessage) {
+  SubgraphBatch near = Batch({queries_[0]});
+  near.dist_u.push_back(1);
+  near.dist_v.push_back(1);
+  near.node_graph.push_back(0);
+  SubgraphBatch far = near;
+  far.dist_u.back() = 3;
+  far.dist_v.back() = 2;
+
+  std::unique_ptr<GrailModel> paper = NewModel();
+  EXPECT_NE(*paper->Score(near), *paper->Score(far));
+
+  GrailConfig config;
+  config.zero_without_in_edges = true;
+  std::unique_ptr<GrailModel> reference = NewModel(config);
+  EXPECT_EQ(*reference->Score(near), *reference->Score(far));
+  // The node still counts in the mean pool: the score is not the subgraph's own.
+  EXPECT_NE(*reference->Score(near), *reference->Score(Batch({queries_[0]})));
+
+  const std::string path = TempPath("zero_without_in_edges.pt");
+  ASSERT_TRUE(reference->Save(path).ok());
+  std::unique_ptr<GrailModel> loaded = *GrailModel::Load(path);
+  EXPECT_TRUE(loaded->config().zero_without_in_edges);
+  EXPECT_EQ(*loaded->Score(far), *reference->Score(far));
 }
 
 TEST_F(GrailModelTest, UnknownTargetRelationIsRejected) {
