@@ -34,17 +34,14 @@ def main(out_dir):
         r = json.load(open(path))
         r["epoch_seconds"] = epoch_seconds(path, r["seconds_per_epoch"])
         runs[(r["split"], r["tag"])].append(r)
-    # s/epoch is per run; "threads × jobs" says how the 2 cores were shared (runs from before
-    # reproduce.sh --jobs existed ran alone with 2 threads).
-    print("| split | variant | seeds | epochs | s/epoch (threads × jobs) | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| split | variant | seeds | epochs | s/epoch | eval draws | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     order = list(PAPER)
     for (split, tag), rs in sorted(runs.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 99, kv[0][1])):
         p = PAPER.get(split, ("-",) * 4)
         seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
         print(f"| {split} | {tag} | {seeds} | {rs[0]['epochs']} | "
-              f"{statistics.mean(r['epoch_seconds'] for r in rs):.1f} "
-              f"({rs[0].get('threads', 2)} × {rs[0].get('jobs', 1)}) | "
+              f"{statistics.mean(r['epoch_seconds'] for r in rs):.1f} | {rs[0].get('runs', 1)} | "
               f"{cell([r['auc_pr'] for r in rs])} | {p[0]} | {cell([r['hits_at_10'] for r in rs])} | {p[1]} | "
               f"{cell([r['mrr'] for r in rs])} | {cell([r['hits_at_1'] for r in rs])} | {p[2]} / {p[3]} |")
 
