@@ -1,7 +1,8 @@
 // The GraIL network's forward (inference) and forward + backward (training) throughput on
 // real batches: the training facts of a benchmark graph and one corrupted negative each,
 // extracted as the trainer does, 16 positives + 16 negatives per batch.
-// Data comes from $GRAIL_DATA_DIR (default: ../shared/data beside the source tree).
+// Data comes from $GRAIL_DATA_DIR (default: ../shared/data beside the source tree); the graphs
+// from $GRAIL_BENCH_SPLITS (default "fb237_v1 WN18RR_v1").
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "bench/data_dir.h"
 #include "model/enclosing_subgraph.h"
 #include "model/grail_model.h"
@@ -110,18 +112,21 @@ void BM_TrainingStep(benchmark::State& state, const Workload* w) {
 int main(int argc, char** argv) {
   grail::KeepFreedMemoryForReuse();
   static std::vector<std::unique_ptr<grail::Workload>> workloads;
-  for (const char* name : {"fb237_v1", "WN18RR_v1"}) {
+  // GRAIL_BENCH_SPLITS="fb237_v2 fb237_v4" picks other benchmark graphs.
+  const char* splits = std::getenv("GRAIL_BENCH_SPLITS");
+  const std::vector<std::string> names =
+      absl::StrSplit(splits != nullptr ? splits : "fb237_v1 WN18RR_v1", ' ', absl::SkipEmpty());
+  for (const std::string& name : names) {
     std::unique_ptr<grail::Workload> w = grail::LoadWorkload(name, 8);
     if (!w) {
-      std::fprintf(stderr, "skipping %s: not found under %s\n", name,
+      std::fprintf(stderr, "skipping %s: not found under %s\n", name.c_str(),
                    grail::BenchmarkDataDir().c_str());
       continue;
     }
-    benchmark::RegisterBenchmark((std::string(name) + "/forward").c_str(), grail::BM_Forward,
-                                 w.get())
+    benchmark::RegisterBenchmark((name + "/forward").c_str(), grail::BM_Forward, w.get())
         ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string(name) + "/forward_backward").c_str(),
-                                 grail::BM_TrainingStep, w.get())
+    benchmark::RegisterBenchmark((name + "/forward_backward").c_str(), grail::BM_TrainingStep,
+                                 w.get())
         ->Unit(benchmark::kMillisecond);
     workloads.push_back(std::move(w));
   }
