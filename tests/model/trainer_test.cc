@@ -126,27 +126,48 @@ TEST(TrainerTest, RejectsBadOptionsAndEmptyData) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(EvaluationTest, IsDeterministicPerSeedAndCountsEveryFact) {
-  SmallData d = MakeData(6);
-  std::unique_ptr<GrailModel> model = *TrainGrail(d.train, d.valid, SmallOptions());
-  const StaticGraph graph(d.train.entities.size(), d.train.triples);
-  EvaluationOptions o;
-  o.seed = 9;
-  EvaluationResult a = *Evaluate(*model, graph, {}, d.held_out, o);
-  EvaluationResult b = *Evaluate(*model, graph, {}, d.held_out, o);
+// One small trained model shared by the evaluation tests (training is what takes time).
+class EvaluationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = new SmallData(MakeData(6));
+    model_ = TrainGrail(data_->train, data_->valid, SmallOptions())->release();
+    graph_ = new StaticGraph(data_->train.entities.size(), data_->train.triples);
+  }
+  static void TearDownTestSuite() {
+    delete graph_;
+    delete model_;
+    delete data_;
+  }
+  static absl::StatusOr<EvaluationResult> EvaluateWithSeed(uint64_t seed) {
+    EvaluationOptions o;
+    o.seed = seed;
+    return Evaluate(*model_, *graph_, {}, data_->held_out, o);
+  }
+
+  static SmallData* data_;
+  static GrailModel* model_;
+  static StaticGraph* graph_;
+};
+SmallData* EvaluationTest::data_ = nullptr;
+GrailModel* EvaluationTest::model_ = nullptr;
+StaticGraph* EvaluationTest::graph_ = nullptr;
+
+TEST_F(EvaluationTest, IsDeterministicPerSeedAndCountsEveryFact) {
+  EvaluationResult a = *EvaluateWithSeed(9);
+  EvaluationResult b = *EvaluateWithSeed(9);
   EXPECT_EQ(a.ToJson(), b.ToJson());
-  EXPECT_EQ(a.n, static_cast<int64_t>(d.held_out.size()));
+  EXPECT_EQ(a.n, static_cast<int64_t>(data_->held_out.size()));
   for (double m : {a.auc_pr, a.mrr, a.hits_at_1, a.hits_at_5, a.hits_at_10}) {
     EXPECT_GE(m, 0);
     EXPECT_LE(m, 1);
   }
   EXPECT_LE(a.hits_at_1, a.hits_at_5);
   EXPECT_LE(a.hits_at_5, a.hits_at_10);
-  o.seed = 10;
-  EXPECT_NE(Evaluate(*model, graph, {}, d.held_out, o)->ToJson(), a.ToJson());
+  EXPECT_NE(EvaluateWithSeed(10)->ToJson(), a.ToJson());
 }
 
-TEST(EvaluationTest, ResultJsonHasTheContractFields) {
+TEST_F(EvaluationTest, ResultJsonHasTheContractFields) {
   EvaluationResult r;
   r.auc_pr = 0.5;
   r.n = 3;
@@ -160,23 +181,16 @@ TEST(EvaluationTest, ResultJsonHasTheContractFields) {
             "\"hits_at_10\":0.000000,\"n\":3,\"runs\":5,\"auc_pr_std\":0.250000}");
 }
 
-TEST(EvaluationTest, RunsAverageIndependentDrawsOfNegatives) {
-  SmallData d = MakeData(7);
-  std::unique_ptr<GrailModel> model = *TrainGrail(d.train, d.valid, SmallOptions());
-  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+TEST_F(EvaluationTest, RunsAverageIndependentDrawsOfNegatives) {
   EvaluationOptions o;
   o.seed = 20;
   // One run is Evaluate() itself.
-  EXPECT_EQ(EvaluateRuns(*model, graph, {}, d.held_out, o, 1)->ToJson(),
-            Evaluate(*model, graph, {}, d.held_out, o)->ToJson());
+  EXPECT_EQ(EvaluateRuns(*model_, *graph_, {}, data_->held_out, o, 1)->ToJson(),
+            EvaluateWithSeed(20)->ToJson());
 
   std::vector<EvaluationResult> single;
-  for (uint64_t seed : {20, 21, 22}) {
-    EvaluationOptions one = o;
-    one.seed = seed;
-    single.push_back(*Evaluate(*model, graph, {}, d.held_out, one));
-  }
-  const EvaluationResult runs = *EvaluateRuns(*model, graph, {}, d.held_out, o, 3);
+  for (uint64_t seed : {20, 21, 22}) single.push_back(*EvaluateWithSeed(seed));
+  const EvaluationResult runs = *EvaluateRuns(*model_, *graph_, {}, data_->held_out, o, 3);
   EXPECT_EQ(runs.runs, 3);
   EXPECT_EQ(runs.n, single[0].n);
   const double mean_auc = (single[0].auc_pr + single[1].auc_pr + single[2].auc_pr) / 3;
@@ -189,7 +203,7 @@ TEST(EvaluationTest, RunsAverageIndependentDrawsOfNegatives) {
   EXPECT_NEAR(runs.auc_pr_std, std::sqrt(squares / 2), 1e-12);
   EXPECT_GT(runs.auc_pr_std, 0);  // the draws differ, so their AUC-PR does too
 
-  EXPECT_EQ(EvaluateRuns(*model, graph, {}, d.held_out, o, 0).status().code(),
+  EXPECT_EQ(EvaluateRuns(*model_, *graph_, {}, data_->held_out, o, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
