@@ -28,19 +28,32 @@ def epoch_seconds(json_path, fallback):
         times = []
     return statistics.median(times) if times else fallback
 
+def kept_epoch(json_path):
+    """The epoch whose checkpoint grail-train kept (the last one marked best on valid)."""
+    try:
+        with open(json_path[: -len(".json")] + ".train.log") as log:
+            best = [line.split()[1].split("/")[0] for line in log
+                    if line.startswith("epoch ") and "(best)" in line]
+    except OSError:
+        best = []
+    return best[-1] if best else "?"
+
 def main(out_dir):
     runs = defaultdict(list)
     for path in sorted(glob.glob(f"{out_dir}/*.json")):
         r = json.load(open(path))
         r["epoch_seconds"] = epoch_seconds(path, r["seconds_per_epoch"])
+        r["kept_epoch"] = kept_epoch(path)
         runs[(r["split"], r["tag"])].append(r)
-    print("| split | variant | seeds | epochs | s/epoch | eval draws | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| split | variant | seeds | epochs | kept epoch | s/epoch | eval draws | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 |")
+    print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     order = list(PAPER)
     for (split, tag), rs in sorted(runs.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 99, kv[0][1])):
         p = PAPER.get(split, ("-",) * 4)
-        seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
-        print(f"| {split} | {tag} | {seeds} | {rs[0]['epochs']} | "
+        rs = sorted(rs, key=lambda r: r["seed"])
+        seeds = ",".join(str(r["seed"]) for r in rs)
+        kept = ",".join(r["kept_epoch"] for r in rs)
+        print(f"| {split} | {tag} | {seeds} | {rs[0]['epochs']} | {kept} | "
               f"{statistics.mean(r['epoch_seconds'] for r in rs):.1f} | {rs[0].get('runs', 1)} | "
               f"{cell([r['auc_pr'] for r in rs])} | {p[0]} | {cell([r['hits_at_10'] for r in rs])} | {p[1]} | "
               f"{cell([r['mrr'] for r in rs])} | {cell([r['hits_at_1'] for r in rs])} | {p[2]} / {p[3]} |")
