@@ -17,33 +17,32 @@ def cell(values):
         return f"{values[0]:.2f}"
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
-def epoch_seconds(json_path, fallback):
-    """Median seconds per epoch from the run's training log: robust to a few epochs slowed
-    by other work on the machine (the mean in the JSON is not)."""
+def epoch_lines(json_path):
+    """The per-epoch progress lines of the run's training log (none if it is missing)."""
     try:
         with open(json_path[: -len(".json")] + ".train.log") as log:
-            times = [float(line.split()[-2]) for line in log
-                     if line.startswith("epoch ") and line.rstrip().endswith(" s")]
+            return [line.rstrip() for line in log if line.startswith("epoch ")]
     except OSError:
-        times = []
+        return []
+
+def epoch_seconds(lines, fallback):
+    """Median seconds per epoch: robust to a few epochs slowed by other work on the machine
+    (the mean in the JSON is not)."""
+    times = [float(line.split()[-2]) for line in lines if line.endswith(" s")]
     return statistics.median(times) if times else fallback
 
-def kept_epoch(json_path):
+def kept_epoch(lines):
     """The epoch whose checkpoint grail-train kept (the last one marked best on valid)."""
-    try:
-        with open(json_path[: -len(".json")] + ".train.log") as log:
-            best = [line.split()[1].split("/")[0] for line in log
-                    if line.startswith("epoch ") and "(best)" in line]
-    except OSError:
-        best = []
+    best = [line.split()[1].split("/")[0] for line in lines if "(best)" in line]
     return best[-1] if best else "?"
 
 def main(out_dir):
     runs = defaultdict(list)
     for path in sorted(glob.glob(f"{out_dir}/*.json")):
         r = json.load(open(path))
-        r["epoch_seconds"] = epoch_seconds(path, r["seconds_per_epoch"])
-        r["kept_epoch"] = kept_epoch(path)
+        lines = epoch_lines(path)
+        r["epoch_seconds"] = epoch_seconds(lines, r["seconds_per_epoch"])
+        r["kept_epoch"] = kept_epoch(lines)
         runs[(r["split"], r["tag"])].append(r)
     print("| split | variant | seeds | epochs | kept epoch | s/epoch | eval draws | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 |")
     print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
