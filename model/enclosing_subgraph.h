@@ -17,10 +17,14 @@
 #ifndef GRAIL_MODEL_ENCLOSING_SUBGRAPH_H_
 #define GRAIL_MODEL_ENCLOSING_SUBGRAPH_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "storage/graph_view.h"
 #include "storage/ids.h"
 
@@ -51,6 +55,51 @@ struct EnclosingSubgraph {
   int32_t num_edges() const { return static_cast<int32_t>(edge_src.size()); }
 };
 
+// When one side of many facts is the same entity (ranking every tail of (h, r, ?)), the
+// search from that entity is the same for all of them: compute it once as a
+// TargetNeighbourhood and hand it to SubgraphExtractor::Extract. The result is identical,
+// node order included, to extracting without it.
+class TargetNeighbourhood {
+ public:
+  // The k-hop neighbourhood of `root` exactly as an extraction with `config` computes it
+  // (same per-hop sampling). Requires root < graph.num_entities().
+  static TargetNeighbourhood Expand(const GraphView& graph, EntityId root,
+                                    const ExtractionConfig& config);
+
+  EntityId root() const { return root_; }
+  // The entities reached, root first, in the order of the search.
+  absl::Span<const EntityId> reached() const { return reached_; }
+  // The position of `e` in reached(), or -1 if it was not reached.
+  int64_t Position(EntityId e) const {
+    auto it = position_.find(e);
+    return it == position_.end() ? -1 : static_cast<int64_t>(it->second);
+  }
+  // Heap bytes held, approximately (for memory accounting).
+  size_t MemoryBytes() const;
+
+ private:
+  EntityId root_ = 0;
+  std::vector<EntityId> reached_;
+  absl::flat_hash_map<EntityId, uint32_t> position_;
+};
+
+// The distance from which every enclosing subgraph is trivial. If the undirected distance
+// d(u, v) is at least k + 2, the enclosing subgraph of (u, r, v) is {u, v} with the target
+// edge and the self-loops of u and v, if they have any: a node i != u, v survives the labelling
+// only if it reaches u within k hops through candidates other than v, so u has a candidate
+// neighbour x != v, and x is a candidate only if d(x, v) <= k, which makes d(u, v) <= k + 1.
+// Per-hop caps only remove candidates, so this holds with them too. (GraIL's paper phrases the same
+// fact as "beyond 2k the neighbourhoods do not meet"; k + 1 is the tighter bound.) Only for the
+// enclosing subgraph: the "no enclosing" ablation keeps both neighbourhoods whole.
+inline int TrivialSubgraphDistance(const ExtractionConfig& config) { return config.hops + 2; }
+
+// The entities within `hops` undirected hops of `root` (root included), in id order, over
+// the whole graph with no sampling. nullopt if there are more than `max_entities` of them;
+// the search stops as soon as it knows, so its cost is bounded by `max_entities` and their
+// edges.
+std::optional<std::vector<EntityId>> EntitiesWithinHops(const GraphView& graph, EntityId root,
+                                                        int hops, size_t max_entities);
+
 // Extracts enclosing subgraphs. Reuses its scratch buffers across calls, so an extractor
 // is cheap to call repeatedly but must not be shared between threads: use one per thread.
 class SubgraphExtractor {
@@ -66,19 +115,28 @@ class SubgraphExtractor {
   // Errors: INVALID_ARGUMENT if head == tail or an id is outside the graph.
   absl::Status Extract(const GraphView& graph, EntityId head, RelationId relation, EntityId tail,
                        bool hide_target_fact, EnclosingSubgraph* out);
+  // The same extraction with the neighbourhood of one target computed beforehand:
+  // `fixed.root()` must be `head` or `tail`, and `fixed` must have been expanded on `graph`
+  // with this extractor's config. The result equals Extract(..., false, out) exactly.
+  // Errors: as Extract, and INVALID_ARGUMENT if `fixed` belongs to neither target.
+  absl::Status Extract(const GraphView& graph, EntityId head, RelationId relation, EntityId tail,
+                       const TargetNeighbourhood& fixed, EnclosingSubgraph* out);
 
  private:
   // Per-entity scratch, valid for an entity only while its stamp equals the current one.
   struct Scratch {
     std::vector<uint32_t> stamp;
-    std::vector<uint8_t> value;
   };
 
+  absl::Status ExtractImpl(const GraphView& graph, EntityId head, RelationId relation,
+                           EntityId tail, bool hide_target_fact, const TargetNeighbourhood* fixed,
+                           EnclosingSubgraph* out);
   void Reserve(uint32_t num_entities);
-  // Undirected BFS from `root` for config_.hops hops over the whole graph. Records each
-  // reached entity's hop in `seen` and appends it to `reached` (root first).
+  // Undirected BFS from `root` for config_.hops hops over the whole graph. Marks each
+  // reached entity in `seen` and appends it to `reached` (root first).
   void ExpandNeighbourhood(const GraphView& graph, EntityId root, Scratch* seen,
                            std::vector<EntityId>* reached);
+
   // Undirected BFS inside the candidate set from local node `source`, never entering local
   // node `blocked`, up to config_.hops. Writes distances (kFarDistance if farther) to `dist`.
   void LabelDistances(int32_t source, int32_t blocked, std::vector<uint8_t>* dist);
@@ -96,6 +154,7 @@ class SubgraphExtractor {
   // BFS work lists.
   std::vector<EntityId> frontier_, next_, reached_u_, reached_v_;
   std::vector<std::pair<uint64_t, EntityId>> sample_;
+  std::vector<std::pair<uint32_t, EntityId>> ordered_;
   std::vector<int32_t> queue_;
   std::vector<uint8_t> dist_u_, dist_v_;
   std::vector<int32_t> kept_index_;

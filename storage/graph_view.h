@@ -45,6 +45,10 @@ class GraphView {
   virtual absl::Span<const Neighbor> OutEdges(EntityId e) const = 0;
   // Facts `entity --relation--> e`, sorted by (entity, relation), without duplicates.
   virtual absl::Span<const Neighbor> InEdges(EntityId e) const = 0;
+  // The entities with at least one fact `e --relation--> e`, in id order, each once.
+  // Rare in knowledge graphs, and the only facts an entity can have that make its enclosing
+  // subgraph with a distant entity differ from another's, so rankings need them listed.
+  virtual absl::Span<const EntityId> SelfLoopEntities() const = 0;
 
   // Whether `head --relation--> tail` is a fact. Ids beyond the graph are simply absent.
   bool HasFact(EntityId head, RelationId relation, EntityId tail) const;

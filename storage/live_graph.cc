@@ -1,5 +1,6 @@
 #include "storage/live_graph.h"
 
+#include <algorithm>
 #include <cassert>
 #include <utility>
 
@@ -16,6 +17,7 @@ LiveGraph::LiveGraph() : entity_names_(std::make_shared<NameTable>()) {
   auto empty = std::shared_ptr<GraphSnapshot>(new GraphSnapshot());
   empty->entity_names_ = entity_names_;
   empty->relations_ = std::make_shared<const Vocabulary>();
+  empty->self_loops_ = std::make_shared<const std::vector<EntityId>>();
   current_ = std::move(empty);
 }
 
@@ -44,6 +46,17 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
     std::vector<std::string> names = base->relations_->names();
     names.insert(names.end(), delta.new_relations.begin(), delta.new_relations.end());
     next->relations_ = std::make_shared<const Vocabulary>(names);
+  }
+
+  next->self_loops_ = base->self_loops_;
+  for (const Triple& t : delta.facts) {
+    if (t.head != t.tail ||
+        std::binary_search(next->self_loops_->begin(), next->self_loops_->end(), t.head)) {
+      continue;
+    }
+    auto grown = std::make_shared<std::vector<EntityId>>(*next->self_loops_);
+    grown->insert(std::upper_bound(grown->begin(), grown->end(), t.head), t.head);
+    next->self_loops_ = std::move(grown);
   }
 
   uint64_t added = 0;

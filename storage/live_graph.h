@@ -43,6 +43,7 @@ class GraphSnapshot final : public GraphView {
   absl::Span<const Neighbor> OutEdges(EntityId e) const override { return adjacency_.OutEdges(e); }
   // Requires e < num_entities().
   absl::Span<const Neighbor> InEdges(EntityId e) const override { return adjacency_.InEdges(e); }
+  absl::Span<const EntityId> SelfLoopEntities() const override { return *self_loops_; }
 
   // The number of chunks this version contains (the store's sequence number).
   uint64_t sequence() const { return sequence_; }
@@ -74,6 +75,9 @@ class GraphSnapshot final : public GraphView {
   std::shared_ptr<const NameTable> entity_names_;
   // Private to the versions between two relation additions (relations are few).
   std::shared_ptr<const Vocabulary> relations_;
+  // Shared by the versions between two chunks that give a new entity a self-loop (copied
+  // then: self-loops are rare, and the list holds one id per entity that has any).
+  std::shared_ptr<const std::vector<EntityId>> self_loops_;
 };
 
 // What one chunk adds to the graph, with ids already assigned by the store.

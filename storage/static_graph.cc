@@ -44,6 +44,11 @@ StaticGraph::StaticGraph(uint32_t num_entities, absl::Span<const Triple> facts)
   BuildCsr(
       num_entities, facts, [](const Triple& t) { return t.tail; },
       [](const Triple& t) { return t.head; }, &in_offsets_, &in_);
+  for (const Triple& t : facts) {
+    if (t.head == t.tail) self_loops_.push_back(t.head);
+  }
+  std::sort(self_loops_.begin(), self_loops_.end());
+  self_loops_.erase(std::unique(self_loops_.begin(), self_loops_.end()), self_loops_.end());
 }
 
 std::vector<Triple> StaticGraph::Facts() const {

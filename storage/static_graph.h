@@ -30,6 +30,7 @@ class StaticGraph final : public GraphView {
   absl::Span<const Neighbor> InEdges(EntityId e) const override {
     return {in_.data() + in_offsets_[e], in_offsets_[e + 1] - in_offsets_[e]};
   }
+  absl::Span<const EntityId> SelfLoopEntities() const override { return self_loops_; }
 
   // Every fact, sorted by (head, relation, tail).
   std::vector<Triple> Facts() const;
@@ -41,6 +42,7 @@ class StaticGraph final : public GraphView {
   std::vector<uint64_t> in_offsets_{0};
   std::vector<Neighbor> out_;
   std::vector<Neighbor> in_;
+  std::vector<EntityId> self_loops_;
 };
 
 }  // namespace grail

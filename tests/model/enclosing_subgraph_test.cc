@@ -311,5 +311,178 @@ TEST(EnclosingSubgraphPropertyTest, MatchesPlainBfsOracleOnRandomGraphs) {
   EXPECT_GT(checked, 1000);
 }
 
+// ---------------------------------------------------------------------------------------
+// Reusing one target's neighbourhood (ranking), and the radius beyond which every enclosing
+// subgraph is trivial.
+
+// A random multi-relational graph with a hub (entity 0) and several disconnected parts.
+StaticGraph RandomGraphWithHub(SeededRandom& rng, uint32_t n, uint32_t* relations) {
+  *relations = 1 + static_cast<uint32_t>(rng.Uniform(3));
+  const uint32_t parts = 1 + static_cast<uint32_t>(rng.Uniform(3));
+  std::vector<Triple> facts;
+  const uint32_t m = static_cast<uint32_t>(rng.Uniform(2 * n));
+  for (uint32_t i = 0; i < m; ++i) {
+    const uint32_t part = static_cast<uint32_t>(rng.Uniform(parts));
+    // Entities e with e % parts == part form one part; nothing joins two parts.
+    auto pick = [&] {
+      const uint32_t slots = (n - part + parts - 1) / parts;
+      return static_cast<EntityId>(part + parts * rng.Uniform(slots));
+    };
+    facts.push_back({pick(), static_cast<RelationId>(rng.Uniform(*relations)), pick()});
+  }
+  for (EntityId e = parts; e < n; e += parts) {  // the hub of part 0
+    if (rng.Uniform(2) == 0) facts.push_back({0, 0, e});
+  }
+  return StaticGraph(n, facts);
+}
+
+// Undirected hop distances from `root` over the whole graph (-1: unreachable).
+std::vector<int> Distances(const GraphView& graph, EntityId root) {
+  std::vector<int> dist(graph.num_entities(), -1);
+  std::vector<EntityId> queue = {root};
+  dist[root] = 0;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    for (absl::Span<const Neighbor> edges : {graph.OutEdges(queue[i]), graph.InEdges(queue[i])}) {
+      for (const Neighbor& n : edges) {
+        if (dist[n.entity] >= 0) continue;
+        dist[n.entity] = dist[queue[i]] + 1;
+        queue.push_back(n.entity);
+      }
+    }
+  }
+  return dist;
+}
+
+void ExpectSameSubgraph(const EnclosingSubgraph& a, const EnclosingSubgraph& b) {
+  EXPECT_EQ(a.nodes, b.nodes);
+  EXPECT_EQ(a.dist_u, b.dist_u);
+  EXPECT_EQ(a.dist_v, b.dist_v);
+  EXPECT_EQ(a.edge_src, b.edge_src);
+  EXPECT_EQ(a.edge_dst, b.edge_dst);
+  EXPECT_EQ(a.edge_relation, b.edge_relation);
+  EXPECT_EQ(a.target_edge, b.target_edge);
+  EXPECT_EQ(a.target_in_graph, b.target_in_graph);
+}
+
+TEST(TargetNeighbourhoodTest, ExtractionWithTheFixedSideGivenIsIdentical) {
+  SeededRandom rng(7);
+  int checked = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    uint32_t relations = 0;
+    const uint32_t n = 8 + static_cast<uint32_t>(rng.Uniform(80));
+    const StaticGraph graph = RandomGraphWithHub(rng, n, &relations);
+    ExtractionConfig config = Hops(1 + static_cast<int>(rng.Uniform(3)));
+    config.max_nodes_per_hop = rng.Uniform(3) == 0 ? 1 + static_cast<int>(rng.Uniform(4)) : 0;
+    config.enclosing = rng.Uniform(4) != 0;
+    const EntityId fixed = rng.Uniform(3) == 0 ? 0 : static_cast<EntityId>(rng.Uniform(n));
+    const TargetNeighbourhood neighbourhood = TargetNeighbourhood::Expand(graph, fixed, config);
+    SubgraphExtractor plain(config), reusing(config);
+    for (EntityId other = 0; other < n; ++other) {
+      if (other == fixed) continue;
+      const RelationId r = static_cast<RelationId>(rng.Uniform(relations));
+      for (const bool fixed_is_head : {true, false}) {
+        const EntityId head = fixed_is_head ? fixed : other;
+        const EntityId tail = fixed_is_head ? other : fixed;
+        EnclosingSubgraph expected, actual;
+        ASSERT_TRUE(plain.Extract(graph, head, r, tail, false, &expected).ok());
+        ASSERT_TRUE(reusing.Extract(graph, head, r, tail, neighbourhood, &actual).ok());
+        SCOPED_TRACE(absl::StrCat("trial ", trial, " k=", config.hops, " cap=",
+                                  config.max_nodes_per_hop, " (", head, ", ", r, ", ", tail, ")"));
+        ExpectSameSubgraph(actual, expected);
+        if (::testing::Test::HasFailure()) return;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 2000);
+}
+
+TEST(TargetNeighbourhoodTest, NodesFollowTheHeadsSearchOrder) {
+  SeededRandom rng(8);
+  for (int trial = 0; trial < 60; ++trial) {
+    uint32_t relations = 0;
+    const uint32_t n = 10 + static_cast<uint32_t>(rng.Uniform(60));
+    const StaticGraph graph = RandomGraphWithHub(rng, n, &relations);
+    ExtractionConfig config = Hops(1 + static_cast<int>(rng.Uniform(3)));
+    SubgraphExtractor extractor(config);
+    for (int q = 0; q < 10; ++q) {
+      const EntityId u = static_cast<EntityId>(rng.Uniform(n));
+      const EntityId v = static_cast<EntityId>(rng.Uniform(n));
+      if (u == v) continue;
+      const TargetNeighbourhood search = TargetNeighbourhood::Expand(graph, u, config);
+      EnclosingSubgraph out;
+      ASSERT_TRUE(extractor.Extract(graph, u, 0, v, false, &out).ok());
+      for (int i = 3; i < out.num_nodes(); ++i) {
+        EXPECT_LT(search.Position(out.nodes[i - 1]), search.Position(out.nodes[i]));
+      }
+    }
+  }
+}
+
+TEST(TargetNeighbourhoodTest, ANeighbourhoodOfNeitherTargetIsRejected) {
+  Drawn d(kPath);
+  const TargetNeighbourhood of_a = TargetNeighbourhood::Expand(d.graph, d.Id("a"), Hops(2));
+  SubgraphExtractor extractor(Hops(2));
+  EnclosingSubgraph out;
+  EXPECT_EQ(extractor.Extract(d.graph, d.Id("u"), 0, d.Id("v"), of_a, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TrivialSubgraphTest, PairsAtDistanceKPlusTwoOrMoreKeepOnlyTheTargetsAndTheTargetEdge) {
+  SeededRandom rng(9);
+  int far_pairs = 0, nontrivial_at_k_plus_1 = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    uint32_t relations = 0;
+    const uint32_t n = 8 + static_cast<uint32_t>(rng.Uniform(60));
+    const StaticGraph graph = RandomGraphWithHub(rng, n, &relations);
+    ExtractionConfig config = Hops(1 + static_cast<int>(rng.Uniform(3)));
+    config.max_nodes_per_hop = rng.Uniform(3) == 0 ? 1 + static_cast<int>(rng.Uniform(3)) : 0;
+    SubgraphExtractor extractor(config);
+    const EntityId u = static_cast<EntityId>(rng.Uniform(n));
+    const std::vector<int> dist = Distances(graph, u);
+    for (EntityId v = 0; v < n; ++v) {
+      if (v == u) continue;
+      EnclosingSubgraph out;
+      ASSERT_TRUE(extractor.Extract(graph, u, 0, v, false, &out).ok());
+      // Besides u and v and the target edge, only their self-loops (if any) may be left.
+      bool trivial = out.num_nodes() == 2;
+      for (int e = 0; e < out.num_edges(); ++e) {
+        trivial &= e == out.target_edge || out.edge_src[e] == out.edge_dst[e];
+      }
+      if (dist[v] < 0 || dist[v] >= TrivialSubgraphDistance(config)) {
+        EXPECT_TRUE(trivial) << "trial " << trial << ": d(" << u << ", " << v << ") = " << dist[v]
+                             << ", k = " << config.hops;
+        ++far_pairs;
+      } else if (dist[v] == config.hops + 1 && !trivial) {
+        ++nontrivial_at_k_plus_1;
+      }
+    }
+  }
+  EXPECT_GT(far_pairs, 500);
+  // The bound is tight: one hop closer, subgraphs are not all trivial.
+  EXPECT_GT(nontrivial_at_k_plus_1, 0);
+}
+
+TEST(TrivialSubgraphTest, EntitiesWithinHopsIsTheBallAndStopsAtItsLimit) {
+  SeededRandom rng(10);
+  for (int trial = 0; trial < 100; ++trial) {
+    uint32_t relations = 0;
+    const uint32_t n = 5 + static_cast<uint32_t>(rng.Uniform(80));
+    const StaticGraph graph = RandomGraphWithHub(rng, n, &relations);
+    const EntityId root = static_cast<EntityId>(rng.Uniform(n));
+    const int hops = static_cast<int>(rng.Uniform(5));
+    const std::vector<int> dist = Distances(graph, root);
+    std::vector<EntityId> expected;
+    for (EntityId e = 0; e < n; ++e) {
+      if (dist[e] >= 0 && dist[e] <= hops) expected.push_back(e);
+    }
+    const std::optional<std::vector<EntityId>> ball = EntitiesWithinHops(graph, root, hops, n);
+    ASSERT_TRUE(ball.has_value());
+    EXPECT_EQ(*ball, expected);
+    EXPECT_TRUE(EntitiesWithinHops(graph, root, hops, expected.size()).has_value());
+    EXPECT_FALSE(EntitiesWithinHops(graph, root, hops, expected.size() - 1).has_value());
+  }
+}
+
 }  // namespace
 }  // namespace grail

@@ -205,6 +205,15 @@ TEST(LiveGraphTest, OldSnapshotKeepsItsEdgesAndCountsAfterLaterChunks) {
   EXPECT_THAT(latest->InEdges(0), ElementsAre(Neighbor{1, 0}));
 }
 
+TEST(LiveGraphTest, SnapshotsListTheEntitiesWithSelfLoopsOfTheirVersion) {
+  LiveGraph graph;
+  graph.Apply(Delta({"a", "b", "c"}, {"r", "s"}, {{0, 0, 1}, {2, 0, 2}}, 1));
+  auto first = graph.Snapshot();
+  graph.Apply(Delta({}, {}, {{2, 1, 2}, {0, 1, 0}, {1, 0, 2}}, 2));
+  EXPECT_THAT(first->SelfLoopEntities(), ElementsAre(2u));
+  EXPECT_THAT(graph.Snapshot()->SelfLoopEntities(), ElementsAre(0u, 2u));
+}
+
 TEST(LiveGraphTest, ApplyCountsOnlyFactsNotAlreadyInTheGraph) {
   LiveGraph graph;
   EXPECT_EQ(graph.Apply(Delta({"a", "b"}, {"r"}, {{0, 0, 1}, {0, 0, 1}, {1, 0, 0}}, 1)), 2u);

@@ -32,6 +32,11 @@ TEST(StaticGraphTest, HasFactRespectsDirectionAndRelation) {
   EXPECT_FALSE(g.HasFact(7, 2, 2));
 }
 
+TEST(StaticGraphTest, SelfLoopEntitiesAreListedOnceInIdOrder) {
+  StaticGraph g(5, std::vector<Triple>{{3, 0, 3}, {1, 0, 2}, {3, 1, 3}, {0, 2, 0}});
+  EXPECT_THAT(g.SelfLoopEntities(), ElementsAre(0u, 3u));
+}
+
 TEST(StaticGraphTest, FactsListsEveryDistinctFactOnce) {
   const std::vector<Triple> facts = {{2, 0, 1}, {0, 0, 1}, {2, 0, 1}, {1, 3, 0}};
   StaticGraph g(3, facts);
