@@ -81,7 +81,8 @@ commands:
       Ranks candidate tails (heads), best first: every entity of the graph, or the names
       in FILE (one per line). Prints rank<TAB>entity<TAB>score per entity; --json: an
       object with ranked (rank, entity, score, known_fact), candidates_scored,
-      candidates_filtered, graph_sequence.
+      candidates_filtered, candidates_shared_score (candidates far from the fixed entity,
+      which share one exact score), graph_sequence.
   add FILE [--chunk N] [--window W]
       Streams a triple file into the graph in chunks of N facts (default 1000), at most W
       unacknowledged. Prints a summary: chunks_acknowledged, facts_added,
@@ -325,6 +326,7 @@ int RunRank(const Session& session, bool tails, const std::vector<std::string>& 
     json.AddRaw("ranked", JsonArray(ranked))
         .Add("candidates_scored", response.candidates_scored())
         .Add("candidates_filtered", response.candidates_filtered())
+        .Add("candidates_shared_score", response.candidates_shared_score())
         .Add("graph_sequence", response.graph_sequence());
     PrintLine(json.str());
   } else {

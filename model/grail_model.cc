@@ -260,6 +260,10 @@ void KeepFreedMemoryForReuse() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
+void UseServingAllocator() { mallopt(M_ARENA_MAX, 2); }
+
+void ReleaseFreedMemory() { malloc_trim(0); }
+
 void SetComputeThreads(int threads) { at::set_num_threads(std::max(1, threads)); }
 
 GrailModel::GrailModel(GrailConfig config, std::vector<std::string> relations, std::string device,

@@ -68,6 +68,16 @@ void SetComputeThreads(int threads);
 // (18 s of 65 s in the kernel). Call once at start-up, before any thread starts.
 void KeepFreedMemoryForReuse();
 
+// The allocator settings of a long-running server, instead of KeepFreedMemoryForReuse():
+// glibc's defaults (large freed blocks go back to the kernel) with few malloc arenas, so
+// that memory freed by one thread is reused by the others rather than kept per thread.
+// Call once at start-up, before any thread starts.
+void UseServingAllocator();
+
+// Returns freed heap memory to the kernel (malloc_trim). For servers, when a burst of work
+// ends; costs a few milliseconds with much memory free.
+void ReleaseFreedMemory();
+
 struct GrailModule;  // the TorchScript module; see model/grail_module.h (LibTorch inside)
 
 class GrailModel {

@@ -1,11 +1,16 @@
 #include "server/graph_service.h"
 
 #include <cmath>
+#include <deque>
+#include <functional>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 
 namespace grail {
 namespace {
@@ -22,19 +27,12 @@ grpc::Status InvalidArgument(std::string message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
 }
 
-// The call's deadline and the client's cancellation, as the domain layer sees them.
-Cancellation FromContext(grpc::ServerContext* context) {
-  Cancellation c;
-  c.cancelled = [context] {
-    return context->IsCancelled() || std::chrono::system_clock::now() > context->deadline();
-  };
-  c.status = [context] {
-    if (std::chrono::system_clock::now() > context->deadline()) {
-      return absl::DeadlineExceededError("the call's deadline passed before scoring finished");
-    }
-    return absl::CancelledError("the client cancelled the call");
-  };
-  return c;
+// The call's deadline on the steady clock the engine schedules by.
+Clock::time_point SteadyDeadline(std::chrono::system_clock::time_point deadline) {
+  const auto system_now = std::chrono::system_clock::now();
+  // gRPC reports "no deadline" as a time far in the future.
+  if (deadline - system_now > std::chrono::hours(24 * 365)) return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - system_now);
 }
 
 // Checks that a triple names all three parts; `where` prefixes the message.
@@ -60,8 +58,203 @@ void FillScore(const FactScore& s, uint64_t sequence, kg::v1::ScoreTripletRespon
 
 }  // namespace
 
+// Stores AddTriples chunks, one at a time, in order of arrival, on its own thread.
+class KnowledgeGraphService::ChunkWriter {
+ public:
+  ChunkWriter() : thread_([this] { Run(); }) {}
+  ~ChunkWriter() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    thread_.join();
+  }
+  void Post(std::function<void()> task) {
+    absl::MutexLock lock(&mu_);
+    tasks_.push_back(std::move(task));
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](ChunkWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+              return w->stopping_ || !w->tasks_.empty();
+            },
+            this));
+        if (tasks_.empty()) return;  // stopping, and nothing left
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// One unary call in progress. It holds no thread: whoever has the answer calls Reply().
+class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(KnowledgeGraphService* service, absl::string_view method,
+            grpc::CallbackServerContext* context)
+      : service_(service),
+        method_(method),
+        control_(std::make_shared<CallControl>(SteadyDeadline(context->deadline()))) {
+    service_->in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  const std::shared_ptr<CallControl>& control() const { return control_; }
+
+  // Ends the call. Exactly once.
+  void Reply(const grpc::Status& status) {
+    service_->observer_->OnCall(method_, static_cast<int>(status.error_code()),
+                                std::chrono::duration<double>(Clock::now() - start_).count());
+    Finish(status);
+  }
+  void Reply(const absl::Status& status) { Reply(ToGrpc(status)); }
+
+  void OnCancel() override { control_->Cancel(); }
+  void OnDone() override {
+    service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    delete this;
+  }
+
+ private:
+  KnowledgeGraphService* const service_;
+  const absl::string_view method_;
+  const Clock::time_point start_ = Clock::now();
+  const std::shared_ptr<CallControl> control_;
+};
+
+// One AddTriples stream: read a chunk, store it on the writer thread, acknowledge it, read
+// the next; a bad chunk ends the stream naming its line.
+class KnowledgeGraphService::AddTriplesCall final
+    : public grpc::ServerBidiReactor<kg::v1::AddTriplesRequest, kg::v1::AddTriplesAck> {
+ public:
+  AddTriplesCall(KnowledgeGraphService* service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context) {
+    service_->in_flight_.fetch_add(1, std::memory_order_relaxed);
+    const grpc::Status admitted = service_->Admit(&predictor_);
+    if (!admitted.ok()) {
+      End(admitted);
+      return;
+    }
+    StartRead(&chunk_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client closed its side, or the call was cancelled
+      End(context_->IsCancelled()
+              ? grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream")
+              : grpc::Status::OK);
+      return;
+    }
+    if (service_->draining_.load()) {
+      End(grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("the server is shutting down; chunk ", index_, " was not stored, the ",
+                       index_, " chunks acknowledged before it are")));
+      return;
+    }
+    const uint64_t first_line = chunk_.first_line() > 0 ? chunk_.first_line() : 1;
+    if (static_cast<uint32_t>(chunk_.triples_size()) > service_->limits_.max_chunk_facts) {
+      End(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("chunk ", index_, " (lines ", first_line, "-",
+                       first_line + chunk_.triples_size() - 1, ") has ", chunk_.triples_size(),
+                       " facts; the limit is ", service_->limits_.max_chunk_facts,
+                       "; nothing of it was stored")));
+      return;
+    }
+    ack_.Clear();
+    ack_.set_chunk_index(index_);
+    if (chunk_.triples_size() == 0) {
+      // Nothing to store; acknowledge so that the client's count of acks stays in step.
+      ack_.set_sequence(predictor_->store().Snapshot()->sequence());
+      StartWrite(&ack_);
+      return;
+    }
+    service_->writer_->Post([this] { Store(); });
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      // The client is gone; the chunk is stored all the same (it resends unacked chunks).
+      End(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    ++index_;
+    StartRead(&chunk_);
+  }
+
+  void OnDone() override {
+    service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    delete this;
+  }
+
+ private:
+  // On the writer thread.
+  void Store() {
+    const uint64_t first_line = chunk_.first_line() > 0 ? chunk_.first_line() : 1;
+    facts_.clear();
+    for (const kg::v1::Triple& t : chunk_.triples()) facts_.push_back(ToNamed(t));
+    const Clock::time_point start = Clock::now();
+    absl::StatusOr<ChunkResult> result = predictor_->Add(facts_);
+    if (!result.ok()) {
+      const std::optional<size_t> position = RejectedFactIndex(result.status());
+      if (!position) {
+        End(ToGrpc(result.status()));
+        return;
+      }
+      // The store says "fact N: reason"; the client knows lines, not positions.
+      absl::string_view reason = result.status().message();
+      absl::ConsumePrefix(&reason, absl::StrCat("fact ", *position, ": "));
+      End(grpc::Status(
+          static_cast<grpc::StatusCode>(result.status().code()),
+          absl::StrCat("line ", first_line + *position, ": ", reason, " (chunk ", index_, ", fact ",
+                       *position, "); nothing of this chunk was stored, the ", index_,
+                       " chunks acknowledged before it are")));
+      return;
+    }
+    service_->observer_->OnChunkStored(*result, facts_.size(),
+                                       std::chrono::duration<double>(Clock::now() - start).count());
+    ack_.set_sequence(result->sequence);
+    ack_.set_facts_added(result->facts_added);
+    ack_.set_duplicate_facts(result->duplicate_facts);
+    ack_.set_entities_created(result->entities_created);
+    ack_.set_relations_created(result->relations_created);
+    StartWrite(&ack_);
+  }
+
+  void End(const grpc::Status& status) {
+    service_->observer_->OnCall("AddTriples", static_cast<int>(status.error_code()),
+                                std::chrono::duration<double>(Clock::now() - start_).count());
+    Finish(status);
+  }
+
+  KnowledgeGraphService* const service_;
+  grpc::CallbackServerContext* const context_;
+  LinkPredictor* predictor_ = nullptr;
+  const Clock::time_point start_ = Clock::now();
+  uint64_t index_ = 0;
+  kg::v1::AddTriplesRequest chunk_;
+  kg::v1::AddTriplesAck ack_;
+  std::vector<NamedTriple> facts_;
+};
+
 KnowledgeGraphService::KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer)
-    : limits_(limits), observer_(observer != nullptr ? observer : &default_observer_) {}
+    : limits_(limits),
+      observer_(observer != nullptr ? observer : &default_observer_),
+      writer_(std::make_unique<ChunkWriter>()) {}
+
+KnowledgeGraphService::~KnowledgeGraphService() = default;
 
 void KnowledgeGraphService::Activate(LinkPredictor* predictor, const ServedModelInfo& info,
                                      uint32_t max_batch_size) {
@@ -70,49 +263,55 @@ void KnowledgeGraphService::Activate(LinkPredictor* predictor, const ServedModel
   predictor_.store(predictor, std::memory_order_release);
 }
 
-grpc::Status KnowledgeGraphService::Available(LinkPredictor** predictor) const {
+grpc::Status KnowledgeGraphService::Admit(LinkPredictor** predictor) const {
   *predictor = predictor_.load(std::memory_order_acquire);
   if (*predictor == nullptr) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         "the server is still loading its model and graph");
   }
+  const int64_t in_flight = in_flight_.load(std::memory_order_relaxed);
+  if (in_flight > static_cast<int64_t>(limits_.max_calls_in_flight)) {
+    observer_->OnServiceLimit("max_calls_in_flight");
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("the server is busy: ", in_flight - 1, " calls are in flight; the limit is ",
+                     limits_.max_calls_in_flight,
+                     " (--max-calls-in-flight); retry later, with backoff"));
+  }
   return grpc::Status::OK;
 }
 
-grpc::Status KnowledgeGraphService::Finish(absl::string_view method, Clock::time_point start,
-                                           grpc::Status status) {
-  observer_->OnCall(method, static_cast<int>(status.error_code()),
-                    std::chrono::duration<double>(Clock::now() - start).count());
-  return status;
-}
-
-grpc::Status KnowledgeGraphService::ScoreTriplet(grpc::ServerContext* context,
-                                                 const kg::v1::ScoreTripletRequest* request,
-                                                 kg::v1::ScoreTripletResponse* response) {
-  const Clock::time_point start = Clock::now();
+grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
+    grpc::CallbackServerContext* context, const kg::v1::ScoreTripletRequest* request,
+    kg::v1::ScoreTripletResponse* response) {
+  auto* call = new UnaryCall(this, "ScoreTriplet", context);
   LinkPredictor* predictor;
-  grpc::Status status = Available(&predictor);
+  grpc::Status status = Admit(&predictor);
   if (status.ok()) status = ValidateTriple(request->triple(), "triple");
-  if (!status.ok()) return Finish("ScoreTriplet", start, status);
-  const NamedTriple fact = ToNamed(request->triple());
-  absl::StatusOr<ScoredFacts> scored =
-      predictor->Score(absl::MakeConstSpan(&fact, 1), FromContext(context));
-  if (!scored.ok()) return Finish("ScoreTriplet", start, ToGrpc(scored.status()));
-  FillScore(scored->scores[0], scored->graph_sequence, response);
-  return Finish("ScoreTriplet", start, grpc::Status::OK);
+  if (!status.ok()) {
+    call->Reply(status);
+    return call;
+  }
+  predictor->Score({ToNamed(request->triple())}, call->control(),
+                   [call, response](absl::StatusOr<ScoredFacts> scored) {
+                     if (!scored.ok()) return call->Reply(scored.status());
+                     FillScore(scored->scores[0], scored->graph_sequence, response);
+                     call->Reply(grpc::Status::OK);
+                   });
+  return call;
 }
 
-grpc::Status KnowledgeGraphService::ScoreTriplets(grpc::ServerContext* context,
-                                                  const kg::v1::ScoreTripletsRequest* request,
-                                                  kg::v1::ScoreTripletsResponse* response) {
-  const Clock::time_point start = Clock::now();
+grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplets(
+    grpc::CallbackServerContext* context, const kg::v1::ScoreTripletsRequest* request,
+    kg::v1::ScoreTripletsResponse* response) {
+  auto* call = new UnaryCall(this, "ScoreTriplets", context);
   LinkPredictor* predictor;
-  grpc::Status status = Available(&predictor);
+  grpc::Status status = Admit(&predictor);
   if (status.ok() && static_cast<uint32_t>(request->triples_size()) > limits_.max_request_triples) {
     status =
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                      absl::StrCat(request->triples_size(), " triples in one call; the limit is ",
-                                  limits_.max_request_triples));
+                                  limits_.max_request_triples, " (--max-request-triples)"));
   }
   std::vector<NamedTriple> facts;
   facts.reserve(request->triples_size());
@@ -120,155 +319,105 @@ grpc::Status KnowledgeGraphService::ScoreTriplets(grpc::ServerContext* context,
     status = ValidateTriple(request->triples(i), absl::StrCat("triples[", i, "]"));
     facts.push_back(ToNamed(request->triples(i)));
   }
-  if (!status.ok()) return Finish("ScoreTriplets", start, status);
-  absl::StatusOr<ScoredFacts> scored = predictor->Score(facts, FromContext(context));
-  if (!scored.ok()) return Finish("ScoreTriplets", start, ToGrpc(scored.status()));
-  for (const FactScore& s : scored->scores)
-    FillScore(s, scored->graph_sequence, response->add_results());
-  response->set_graph_sequence(scored->graph_sequence);
-  return Finish("ScoreTriplets", start, grpc::Status::OK);
+  if (!status.ok()) {
+    call->Reply(status);
+    return call;
+  }
+  predictor->Score(std::move(facts), call->control(),
+                   [call, response](absl::StatusOr<ScoredFacts> scored) {
+                     if (!scored.ok()) return call->Reply(scored.status());
+                     for (const FactScore& s : scored->scores) {
+                       FillScore(s, scored->graph_sequence, response->add_results());
+                     }
+                     response->set_graph_sequence(scored->graph_sequence);
+                     call->Reply(grpc::Status::OK);
+                   });
+  return call;
 }
 
-grpc::Status KnowledgeGraphService::Rank(grpc::ServerContext* context, RankQuery query,
-                                         const kg::v1::RankOptions& options,
-                                         kg::v1::RankResponse* response) {
+void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
+                                 const kg::v1::RankOptions& options,
+                                 kg::v1::RankResponse* response) {
   LinkPredictor* predictor;
-  grpc::Status status = Available(&predictor);
-  if (!status.ok()) return status;
+  grpc::Status status = Admit(&predictor);
+  if (!status.ok()) return call->Reply(status);
   if (query.fixed.empty()) {
-    return InvalidArgument(query.rank_tails ? "head is empty" : "tail is empty");
+    return call->Reply(InvalidArgument(query.rank_tails ? "head is empty" : "tail is empty"));
   }
-  if (query.relation.empty()) return InvalidArgument("relation is empty");
+  if (query.relation.empty()) return call->Reply(InvalidArgument("relation is empty"));
   if (static_cast<uint32_t>(options.candidates_size()) > limits_.max_candidates) {
-    return grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat(options.candidates_size(), " candidates in one call; the limit is ",
-                     limits_.max_candidates, " (send none to rank every entity)"));
+    return call->Reply(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat(options.candidates_size(),
+                                  " candidates in one call; the limit is ", limits_.max_candidates,
+                                  " (--max-candidates; send none to rank every entity)")));
   }
   for (int i = 0; i < options.candidates_size(); ++i) {
     if (options.candidates(i).empty()) {
-      return InvalidArgument(absl::StrCat("options.candidates[", i, "] is empty"));
+      return call->Reply(InvalidArgument(absl::StrCat("options.candidates[", i, "] is empty")));
     }
   }
   query.candidates.assign(options.candidates().begin(), options.candidates().end());
   query.top_k = options.top_k();
   query.filter_known_facts = options.filter_known_facts();
-  absl::StatusOr<Ranking> ranking = predictor->Rank(query, FromContext(context));
-  if (!ranking.ok()) return ToGrpc(ranking.status());
-  for (const RankedEntity& r : ranking->ranked) {
-    kg::v1::RankedEntity* out = response->add_ranked();
-    out->set_entity(r.entity);
-    out->set_score(r.score);
-    out->set_rank(r.rank);
-    out->set_known_fact(r.known_fact);
-  }
-  response->set_candidates_scored(ranking->candidates_scored);
-  response->set_candidates_filtered(ranking->candidates_filtered);
-  response->set_graph_sequence(ranking->graph_sequence);
-  return grpc::Status::OK;
+  predictor->Rank(std::move(query), call->control(),
+                  [call, response](absl::StatusOr<Ranking> ranking) {
+                    if (!ranking.ok()) return call->Reply(ranking.status());
+                    response->mutable_ranked()->Reserve(static_cast<int>(ranking->ranked.size()));
+                    for (RankedEntity& r : ranking->ranked) {
+                      kg::v1::RankedEntity* out = response->add_ranked();
+                      out->set_entity(std::move(r.entity));
+                      out->set_score(r.score);
+                      out->set_rank(r.rank);
+                      out->set_known_fact(r.known_fact);
+                    }
+                    response->set_candidates_scored(ranking->candidates_scored);
+                    response->set_candidates_filtered(ranking->candidates_filtered);
+                    response->set_candidates_shared_score(ranking->candidates_shared_score);
+                    response->set_graph_sequence(ranking->graph_sequence);
+                    call->Reply(grpc::Status::OK);
+                  });
 }
 
-grpc::Status KnowledgeGraphService::RankTails(grpc::ServerContext* context,
-                                              const kg::v1::RankTailsRequest* request,
-                                              kg::v1::RankResponse* response) {
-  const Clock::time_point start = Clock::now();
+grpc::ServerUnaryReactor* KnowledgeGraphService::RankTails(grpc::CallbackServerContext* context,
+                                                           const kg::v1::RankTailsRequest* request,
+                                                           kg::v1::RankResponse* response) {
+  auto* call = new UnaryCall(this, "RankTails", context);
   RankQuery query;
   query.rank_tails = true;
   query.fixed = request->head();
   query.relation = request->relation();
-  return Finish("RankTails", start, Rank(context, std::move(query), request->options(), response));
+  Rank(call, std::move(query), request->options(), response);
+  return call;
 }
 
-grpc::Status KnowledgeGraphService::RankHeads(grpc::ServerContext* context,
-                                              const kg::v1::RankHeadsRequest* request,
-                                              kg::v1::RankResponse* response) {
-  const Clock::time_point start = Clock::now();
+grpc::ServerUnaryReactor* KnowledgeGraphService::RankHeads(grpc::CallbackServerContext* context,
+                                                           const kg::v1::RankHeadsRequest* request,
+                                                           kg::v1::RankResponse* response) {
+  auto* call = new UnaryCall(this, "RankHeads", context);
   RankQuery query;
   query.rank_tails = false;
   query.fixed = request->tail();
   query.relation = request->relation();
-  return Finish("RankHeads", start, Rank(context, std::move(query), request->options(), response));
+  Rank(call, std::move(query), request->options(), response);
+  return call;
 }
 
-grpc::Status KnowledgeGraphService::AddTriples(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<kg::v1::AddTriplesAck, kg::v1::AddTriplesRequest>* stream) {
-  const Clock::time_point start = Clock::now();
-  return Finish("AddTriples", start, AddTriplesStream(context, stream));
+grpc::ServerBidiReactor<kg::v1::AddTriplesRequest, kg::v1::AddTriplesAck>*
+KnowledgeGraphService::AddTriples(grpc::CallbackServerContext* context) {
+  return new AddTriplesCall(this, context);
 }
 
-grpc::Status KnowledgeGraphService::AddTriplesStream(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<kg::v1::AddTriplesAck, kg::v1::AddTriplesRequest>* stream) {
+grpc::ServerUnaryReactor* KnowledgeGraphService::GetStats(grpc::CallbackServerContext* context,
+                                                          const kg::v1::GetStatsRequest* request,
+                                                          kg::v1::GetStatsResponse* response) {
+  auto* call = new UnaryCall(this, "GetStats", context);
   LinkPredictor* predictor;
-  grpc::Status status = Available(&predictor);
-  if (!status.ok()) return status;
-  kg::v1::AddTriplesRequest chunk;
-  std::vector<NamedTriple> facts;
-  for (uint64_t index = 0; stream->Read(&chunk); ++index) {
-    if (draining_.load()) {
-      return grpc::Status(
-          grpc::StatusCode::UNAVAILABLE,
-          absl::StrCat("the server is shutting down; chunk ", index, " was not stored, the ", index,
-                       " chunks acknowledged before it are"));
-    }
-    const uint64_t first_line = chunk.first_line() > 0 ? chunk.first_line() : 1;
-    if (static_cast<uint32_t>(chunk.triples_size()) > limits_.max_chunk_facts) {
-      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          absl::StrCat("chunk ", index, " (lines ", first_line, "-",
-                                       first_line + chunk.triples_size() - 1, ") has ",
-                                       chunk.triples_size(), " facts; the limit is ",
-                                       limits_.max_chunk_facts, "; nothing of it was stored"));
-    }
-    kg::v1::AddTriplesAck ack;
-    ack.set_chunk_index(index);
-    if (chunk.triples_size() == 0) {
-      // Nothing to store; acknowledge so that the client's count of acks stays in step.
-      ack.set_sequence(predictor->store().Snapshot()->sequence());
-      stream->Write(ack);
-      continue;
-    }
-    facts.clear();
-    for (const kg::v1::Triple& t : chunk.triples()) facts.push_back(ToNamed(t));
-    const Clock::time_point chunk_start = Clock::now();
-    absl::StatusOr<ChunkResult> result = predictor->Add(facts);
-    if (!result.ok()) {
-      const std::optional<size_t> position = RejectedFactIndex(result.status());
-      if (!position) return ToGrpc(result.status());
-      // The store says "fact N: reason"; the client knows lines, not positions.
-      absl::string_view reason = result.status().message();
-      absl::ConsumePrefix(&reason, absl::StrCat("fact ", *position, ": "));
-      return grpc::Status(
-          static_cast<grpc::StatusCode>(result.status().code()),
-          absl::StrCat("line ", first_line + *position, ": ", reason, " (chunk ", index, ", fact ",
-                       *position, "); nothing of this chunk was stored, the ", index,
-                       " chunks acknowledged before it are"));
-    }
-    observer_->OnChunkStored(*result, facts.size(),
-                             std::chrono::duration<double>(Clock::now() - chunk_start).count());
-    ack.set_sequence(result->sequence);
-    ack.set_facts_added(result->facts_added);
-    ack.set_duplicate_facts(result->duplicate_facts);
-    ack.set_entities_created(result->entities_created);
-    ack.set_relations_created(result->relations_created);
-    if (!stream->Write(ack)) {
-      // The client is gone; the chunk is stored all the same (it resends unacked chunks).
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-    }
+  const grpc::Status status = Admit(&predictor);
+  if (!status.ok()) {
+    call->Reply(status);
+    return call;
   }
-  if (context->IsCancelled()) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream");
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status KnowledgeGraphService::GetStats(grpc::ServerContext* context,
-                                             const kg::v1::GetStatsRequest* request,
-                                             kg::v1::GetStatsResponse* response) {
-  const Clock::time_point start = Clock::now();
-  LinkPredictor* predictor;
-  grpc::Status status = Available(&predictor);
-  if (!status.ok()) return Finish("GetStats", start, status);
   const std::shared_ptr<const GraphSnapshot> graph = predictor->store().Snapshot();
   response->set_entities(graph->num_entities());
   response->set_relations(graph->num_relations());
@@ -290,7 +439,8 @@ grpc::Status KnowledgeGraphService::GetStats(grpc::ServerContext* context,
   response->set_max_request_triples(limits_.max_request_triples);
   response->set_uptime_seconds(std::chrono::duration<double>(Clock::now() - started_).count());
   response->set_version(info_.version);
-  return Finish("GetStats", start, grpc::Status::OK);
+  call->Reply(grpc::Status::OK);
+  return call;
 }
 
 }  // namespace grail

@@ -2,19 +2,26 @@
 // the LinkPredictor and translate the answer (or the error) back. See
 // proto/kg/v1/knowledge_graph.proto for the API's contract.
 //
+// Handlers use gRPC's callback API: a call waiting for its scores holds no thread (the
+// engine finishes it from its own threads), and AddTriples chunks are stored by one writer
+// thread, so a slow disk never blocks gRPC's threads either.
+//
 // The service exists before the model and the graph are loaded (so that health checks get
-// answers during a long start): until Activate() every call returns UNAVAILABLE. After
-// BeginDrain() open AddTriples streams end with UNAVAILABLE between chunks; other calls
-// finish (gRPC itself refuses new ones once the server shuts down).
+// answers during a long start): until Activate() every call returns UNAVAILABLE. Calls in
+// flight are bounded (ServiceLimits::max_calls_in_flight): beyond, a call fails at once
+// with RESOURCE_EXHAUSTED. After BeginDrain() open AddTriples streams end with UNAVAILABLE
+// between chunks; other calls finish (gRPC itself refuses new ones once the server shuts
+// down).
 //
 // Thread safety: gRPC calls the handlers from many threads; Activate and BeginDrain may be
-// called from any thread.
+// called from any thread. The service must outlive the grpc::Server it is registered with.
 #ifndef GRAIL_SERVER_GRAPH_SERVICE_H_
 #define GRAIL_SERVER_GRAPH_SERVICE_H_
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -27,6 +34,7 @@ struct ServiceLimits {
   uint32_t max_request_triples = 10000;  // ScoreTriplets
   uint32_t max_candidates = 100000;      // explicit RankTails/RankHeads candidate lists
   uint32_t max_chunk_facts = 100000;     // AddTriples (the store enforces it too)
+  uint32_t max_calls_in_flight = 1000;   // KnowledgeGraph calls and streams at once
 };
 
 // What the service reports to metrics; called on gRPC threads, must be thread-safe.
@@ -37,6 +45,8 @@ class ServiceObserver {
   virtual void OnCall(absl::string_view method, int grpc_code, double seconds) {}
   // An acknowledged AddTriples chunk of `facts` facts and how long storing it took.
   virtual void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {}
+  // A call refused at once because `limit` (e.g. "max_calls_in_flight") was reached.
+  virtual void OnServiceLimit(absl::string_view limit) {}
 };
 
 // Static facts about the served model, for GetStats.
@@ -45,55 +55,63 @@ struct ServedModelInfo {
   std::string version;  // the server's build version
 };
 
-class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::Service {
+class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackService {
  public:
   // `observer` may be null.
   KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer);
+  // Stops the chunk writer (after the grpc::Server has shut down).
+  ~KnowledgeGraphService() override;
 
-  // Starts answering with `predictor` (which must outlive the service).
+  // Starts answering with `predictor` (which must outlive the service's calls).
   void Activate(LinkPredictor* predictor, const ServedModelInfo& info, uint32_t max_batch_size);
   // Graceful shutdown has begun: open AddTriples streams end after their current chunk
   // (UNAVAILABLE, saying what is stored); unary calls still being delivered are served, as
   // grpc::Server::Shutdown lets them finish.
   void BeginDrain() { draining_.store(true); }
   bool ready() const { return predictor_.load(std::memory_order_acquire) != nullptr; }
+  // KnowledgeGraph calls and AddTriples streams in progress.
+  int64_t calls_in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
 
-  grpc::Status ScoreTriplet(grpc::ServerContext* context,
-                            const kg::v1::ScoreTripletRequest* request,
-                            kg::v1::ScoreTripletResponse* response) override;
-  grpc::Status ScoreTriplets(grpc::ServerContext* context,
-                             const kg::v1::ScoreTripletsRequest* request,
-                             kg::v1::ScoreTripletsResponse* response) override;
-  grpc::Status RankTails(grpc::ServerContext* context, const kg::v1::RankTailsRequest* request,
-                         kg::v1::RankResponse* response) override;
-  grpc::Status RankHeads(grpc::ServerContext* context, const kg::v1::RankHeadsRequest* request,
-                         kg::v1::RankResponse* response) override;
-  grpc::Status AddTriples(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<kg::v1::AddTriplesAck, kg::v1::AddTriplesRequest>* stream) override;
-  grpc::Status GetStats(grpc::ServerContext* context, const kg::v1::GetStatsRequest* request,
-                        kg::v1::GetStatsResponse* response) override;
+  grpc::ServerUnaryReactor* ScoreTriplet(grpc::CallbackServerContext* context,
+                                         const kg::v1::ScoreTripletRequest* request,
+                                         kg::v1::ScoreTripletResponse* response) override;
+  grpc::ServerUnaryReactor* ScoreTriplets(grpc::CallbackServerContext* context,
+                                          const kg::v1::ScoreTripletsRequest* request,
+                                          kg::v1::ScoreTripletsResponse* response) override;
+  grpc::ServerUnaryReactor* RankTails(grpc::CallbackServerContext* context,
+                                      const kg::v1::RankTailsRequest* request,
+                                      kg::v1::RankResponse* response) override;
+  grpc::ServerUnaryReactor* RankHeads(grpc::CallbackServerContext* context,
+                                      const kg::v1::RankHeadsRequest* request,
+                                      kg::v1::RankResponse* response) override;
+  grpc::ServerBidiReactor<kg::v1::AddTriplesRequest, kg::v1::AddTriplesAck>* AddTriples(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const kg::v1::GetStatsRequest* request,
+                                     kg::v1::GetStatsResponse* response) override;
 
  private:
-  // The predictor, or UNAVAILABLE while loading.
-  grpc::Status Available(LinkPredictor** predictor) const;
-  grpc::Status Rank(grpc::ServerContext* context, RankQuery query,
-                    const kg::v1::RankOptions& options, kg::v1::RankResponse* response);
-  grpc::Status AddTriplesStream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<kg::v1::AddTriplesAck, kg::v1::AddTriplesRequest>* stream);
-  // Reports the call to the observer and returns `status`.
-  grpc::Status Finish(absl::string_view method, std::chrono::steady_clock::time_point start,
-                      grpc::Status status);
+  class UnaryCall;
+  class AddTriplesCall;
+  class ChunkWriter;
+
+  // The predictor, or UNAVAILABLE while loading, or RESOURCE_EXHAUSTED beyond the calls
+  // in flight (the caller has counted itself in already).
+  grpc::Status Admit(LinkPredictor** predictor) const;
+  // Validates a ranking request and starts it; `call` is finished either way.
+  void Rank(UnaryCall* call, RankQuery query, const kg::v1::RankOptions& options,
+            kg::v1::RankResponse* response);
 
   const ServiceLimits limits_;
   ServiceObserver default_observer_;
   ServiceObserver* const observer_;
   std::atomic<LinkPredictor*> predictor_{nullptr};
   std::atomic<bool> draining_{false};
+  std::atomic<int64_t> in_flight_{0};
   ServedModelInfo info_;
   uint32_t max_batch_size_ = 0;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::unique_ptr<ChunkWriter> writer_;
 };
 
 }  // namespace grail

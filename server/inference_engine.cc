@@ -1,53 +1,101 @@
 #include "server/inference_engine.h"
 
 #include <algorithm>
-#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace grail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = EngineClock;
 
-double SecondsSince(Clock::time_point start, Clock::time_point end) {
+double SecondsBetween(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double>(end - start).count();
 }
 
-// How often a waiting caller re-checks its cancellation predicate.
-constexpr std::chrono::milliseconds kCancellationPoll{5};
+// Facts an extraction thread takes from one call before the next call's turn. Small, so
+// that a call arriving behind a large one gets an extraction thread soon; large enough
+// that taking a slice (one lock) costs little next to extracting it.
+constexpr size_t kExtractionSlice = 8;
+
+// Approximate heap bytes of an extracted subgraph, for admission.
+int64_t SubgraphBytes(const EnclosingSubgraph& s) {
+  return static_cast<int64_t>(
+      sizeof(EnclosingSubgraph) + s.nodes.capacity() * sizeof(EntityId) + s.dist_u.capacity() +
+      s.dist_v.capacity() + s.edge_src.capacity() * sizeof(int32_t) +
+      s.edge_dst.capacity() * sizeof(int32_t) + s.edge_relation.capacity() * sizeof(RelationId));
+}
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// Shortest time between two returns of freed memory to the kernel.
+constexpr std::chrono::seconds kReleaseInterval{1};
 
 }  // namespace
 
-struct InferenceEngine::Request {
-  ScoringGraph graph;
-  std::vector<ScoringFact> facts;
-  // Set once the caller stopped waiting or the request failed: its remaining work is
-  // dropped by the extraction threads and the batcher.
-  std::atomic<bool> abandoned{false};
+absl::Status CallControl::StoppedStatus() const {
+  if (cancelled()) return absl::CancelledError("the client cancelled the call");
+  return absl::DeadlineExceededError("the call's deadline passed before scoring finished");
+}
 
-  std::mutex mu;
-  std::condition_variable done;
-  std::vector<FactScore> results;  // guarded by mu
-  size_t remaining = 0;            // guarded by mu
-  absl::Status error;              // guarded by mu
+void CallControl::Cancel() {
+  cancelled_.store(true, std::memory_order_release);
+  absl::MutexLock lock(&mu_);
+  if (waker_) waker_();
+}
 
-  void Fail(absl::Status status) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (error.ok()) error = std::move(status);
-    }
-    abandoned.store(true, std::memory_order_relaxed);
-    done.notify_all();
-  }
+void CallControl::SetWaker(std::function<void()> waker) {
+  absl::MutexLock lock(&mu_);
+  waker_ = std::move(waker);
+}
+
+struct InferenceEngine::QueuedSubgraph {
+  std::shared_ptr<Call> call;
+  size_t index = 0;
+  int32_t model_relation = 0;
+  EnclosingSubgraph subgraph;
+  Clock::time_point queued_at;
+  int64_t bytes = 0;
+  int64_t cost() const { return subgraph.num_nodes() + subgraph.num_edges(); }
+};
+
+// One admitted call. Everything but the constant members is guarded by the engine's mu_.
+struct InferenceEngine::Call {
+  enum class Stage { kNew, kPreparing, kRunning };
+
+  std::shared_ptr<ScoringJob> job;
+  std::shared_ptr<CallControl> control;
+  // Set once the call has an outcome other than success; extraction threads read it
+  // without the lock to stop early.
+  std::atomic<bool> failed{false};
+
+  Stage stage = Stage::kNew;
+  size_t size = 0;              // facts (known after Prepare)
+  size_t next = 0;              // first fact not yet handed to an extraction thread
+  size_t extracting = 0;        // facts handed out and not yet back
+  size_t scored = 0;            // facts accepted
+  int64_t counted_pending = 0;  // this call's share of pending_subgraphs_
+  int64_t job_bytes = 0;        // this call's share of held_bytes_ (besides its queue)
+  std::deque<QueuedSubgraph> queue;
+  int64_t queued_nodes = 0, queued_edges = 0, queued_bytes = 0;
+  int64_t deficit = 0;
+  absl::Status error;  // the first failure
+  bool removed = false;
+  // Set when the call is taken off the schedule.
+  absl::Status outcome;
+  int64_t dropped = 0;
 };
 
 InferenceEngine::InferenceEngine(const GrailModel& model, const EngineOptions& options,
                                  EngineObserver* observer)
     : model_(model),
       options_(options),
-      observer_(observer != nullptr ? observer : &default_observer_) {
+      observer_(observer != nullptr ? observer : &default_observer_),
+      quantum_(std::max<int64_t>(1, (int64_t{std::max(1, options.max_batch_nodes)} +
+                                     std::max(1, options.max_batch_edges)) /
+                                        32)) {
   const int extraction_threads = std::max(1, options_.extraction_threads);
   for (int i = 0; i < extraction_threads; ++i) {
     extraction_threads_.emplace_back([this] { ExtractionLoop(); });
@@ -57,171 +105,454 @@ InferenceEngine::InferenceEngine(const GrailModel& model, const EngineOptions& o
 
 InferenceEngine::~InferenceEngine() { Shutdown(); }
 
+void InferenceEngine::Wake() {
+  absl::MutexLock lock(&mu_);
+  batcher_ready_.Signal();
+}
+
 void InferenceEngine::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && !batcher_.joinable()) return;
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
+    extraction_ready_.SignalAll();
+    batcher_ready_.SignalAll();
   }
-  extraction_ready_.notify_all();
-  batch_ready_.notify_all();
-  queue_space_.notify_all();
   for (std::thread& t : extraction_threads_) {
     if (t.joinable()) t.join();
   }
   if (batcher_.joinable()) batcher_.join();
-  // Whatever is left belongs to callers still waiting: release them.
-  std::lock_guard<std::mutex> lock(mu_);
-  const absl::Status stopped = absl::UnavailableError("the server is shutting down");
-  for (ExtractionTask& task : tasks_) task.request->Fail(stopped);
-  for (QueuedSubgraph& item : queue_) item.request->Fail(stopped);
-  tasks_.clear();
-  queue_.clear();
+  // Whatever is left belongs to calls still waiting: release them.
+  std::vector<std::shared_ptr<Call>> left;
+  {
+    absl::MutexLock lock(&mu_);
+    for (std::shared_ptr<Call>& call : calls_) {
+      call->removed = true;
+      call->outcome = absl::UnavailableError("the server is shutting down");
+      left.push_back(std::move(call));
+    }
+    calls_.clear();
+    pending_subgraphs_ = queued_subgraphs_ = queued_cost_ = held_bytes_ = 0;
+  }
+  FinishCalls(left);
 }
 
-absl::StatusOr<std::vector<FactScore>> InferenceEngine::Score(
-    const ScoringGraph& graph, absl::Span<const ScoringFact> facts,
-    const std::function<bool()>& cancelled, const std::function<absl::Status()>& cancelled_status) {
-  if (facts.empty()) return std::vector<FactScore>();
-  auto request = std::make_shared<Request>();
-  request->graph = graph;
-  request->facts.assign(facts.begin(), facts.end());
-  request->results.resize(facts.size());
-  request->remaining = facts.size();
+EngineLoad InferenceEngine::Load() const {
+  absl::MutexLock lock(&mu_);
+  return EngineLoad{static_cast<int64_t>(calls_.size()), pending_subgraphs_, queued_subgraphs_,
+                    held_bytes_};
+}
 
-  // Split the facts so that every extraction thread gets a share and the first batch can
-  // start before the last subgraph is extracted.
-  const size_t threads = extraction_threads_.size();
-  const size_t per_task =
-      std::clamp<size_t>((facts.size() + 2 * threads - 1) / (2 * threads), 1, 64);
+void InferenceEngine::Submit(std::shared_ptr<ScoringJob> job, std::shared_ptr<CallControl> control,
+                             size_t known_size) {
+  auto call = std::make_shared<Call>();
+  call->job = job;
+  call->control = control;
+  const int64_t bytes = static_cast<int64_t>(job->MemoryBytes());
+  // Before taking mu_: Cancel() holds the control's lock while it wakes the engine.
+  control->SetWaker([this] { Wake(); });
+  absl::Status refused;
+  absl::string_view limit;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return absl::UnavailableError("the server is shutting down");
-    for (size_t begin = 0; begin < facts.size(); begin += per_task) {
-      tasks_.push_back(ExtractionTask{request, begin, std::min(facts.size(), begin + per_task)});
+    absl::MutexLock lock(&mu_);
+    const int64_t adds = static_cast<int64_t>(known_size);
+    if (stopping_) {
+      refused = absl::UnavailableError("the server is shutting down");
+    } else if (pending_subgraphs_ + adds > options_.max_pending_subgraphs) {
+      limit = "max_pending_subgraphs";
+      refused = absl::ResourceExhaustedError(
+          absl::StrCat("the server is busy: ", pending_subgraphs_,
+                       " subgraphs are waiting to be scored and "
+                       "this call adds ",
+                       adds, "; the limit is ", options_.max_pending_subgraphs,
+                       " (--max-pending-subgraphs); retry later, with backoff"));
+    } else if (held_bytes_ + bytes > options_.max_queued_bytes) {
+      limit = "max_queued_bytes";
+      refused = absl::ResourceExhaustedError(
+          absl::StrCat("the server is busy: admitted work holds ", (held_bytes_ + kMiB - 1) / kMiB,
+                       " MiB and this call ", (bytes + kMiB - 1) / kMiB, " MiB; the limit is ",
+                       options_.max_queued_bytes / kMiB,
+                       " MiB (--max-queued-bytes); retry later, with backoff"));
+    } else {
+      call->counted_pending = adds;
+      call->job_bytes = bytes;
+      pending_subgraphs_ += adds;
+      held_bytes_ += bytes;
+      calls_.push_back(call);
+      extraction_ready_.Signal();
+      // The call may be stopped already (deadline passed, cancelled before the waker was
+      // set): the batcher finishes such calls.
+      batcher_ready_.Signal();
     }
   }
-  extraction_ready_.notify_all();
+  if (!refused.ok()) {
+    control->SetWaker(nullptr);
+    if (!limit.empty()) observer_->OnCallRejected(limit);
+    job->Finish(std::move(refused));
+  }
+}
 
-  std::unique_lock<std::mutex> lock(request->mu);
-  while (request->remaining > 0 && request->error.ok()) {
-    request->done.wait_for(lock, kCancellationPoll);
-    if (request->remaining > 0 && request->error.ok() && cancelled()) {
-      request->abandoned.store(true, std::memory_order_relaxed);
-      return cancelled_status();
+void InferenceEngine::Fail(Call& call, absl::Status status) {
+  if (!call.error.ok() || call.removed) return;
+  call.error = std::move(status);
+  call.failed.store(true, std::memory_order_release);
+  batcher_ready_.Signal();
+}
+
+bool InferenceEngine::HasQueueRoom() const {
+  // Extraction runs about two forwards ahead of the model, no more, whatever the number
+  // of calls: enough to keep the model busy while the next batch is extracted.
+  return queued_subgraphs_ + extracting_ < 2 * int64_t{std::max(1, options_.max_batch_size)} &&
+         queued_cost_ < 2 * (int64_t{options_.max_batch_nodes} + options_.max_batch_edges);
+}
+
+std::shared_ptr<InferenceEngine::Call> InferenceEngine::NextExtractionWork() {
+  if (calls_.empty() || !HasQueueRoom()) return nullptr;
+  const size_t max_batch = static_cast<size_t>(std::max(1, options_.max_batch_size));
+  const int64_t batch_cost = int64_t{options_.max_batch_nodes} + options_.max_batch_edges;
+  const Clock::time_point now = Clock::now();
+  for (size_t step = 0; step < calls_.size(); ++step) {
+    const size_t at = (extraction_cursor_ + step) % calls_.size();
+    Call& call = *calls_[at];
+    if (!call.error.ok() || call.control->Stopped(now)) continue;
+    bool eligible = false;
+    if (call.stage == Call::Stage::kNew) {
+      eligible = true;
+    } else if (call.stage == Call::Stage::kRunning && call.next < call.size) {
+      // A call keeps at most about one forward's worth extracted ahead of the model.
+      eligible = call.queue.size() + call.extracting < max_batch &&
+                 call.queued_nodes + call.queued_edges < batch_cost;
+    }
+    if (eligible) {
+      extraction_cursor_ = at + 1;
+      return calls_[at];
     }
   }
-  if (!request->error.ok()) return request->error;
-  return std::move(request->results);
+  return nullptr;
 }
 
 void InferenceEngine::ExtractionLoop() {
   SubgraphExtractor extractor(model_.config().extraction());
   std::vector<QueuedSubgraph> extracted;
+  const size_t max_batch = static_cast<size_t>(std::max(1, options_.max_batch_size));
   for (;;) {
-    ExtractionTask task;
+    std::shared_ptr<Call> call;
+    bool prepare = false;
+    size_t begin = 0, end = 0;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      extraction_ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (!stopping_ && (call = NextExtractionWork()) == nullptr) extraction_ready_.Wait(&mu_);
       if (stopping_) return;
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      if (call->stage == Call::Stage::kNew) {
+        call->stage = Call::Stage::kPreparing;
+        prepare = true;
+      } else {
+        begin = call->next;
+        const size_t room = max_batch - std::min(max_batch, call->queue.size() + call->extracting);
+        end = std::min({call->size, begin + kExtractionSlice, begin + std::max<size_t>(room, 1)});
+        call->next = end;
+        call->extracting += end - begin;
+      }
       ++extracting_;
     }
-    Request& request = *task.request;
-    const GraphView& graph = *request.graph.graph;
+
+    if (prepare) {
+      const absl::Status status = call->job->Prepare();
+      const size_t size = status.ok() ? call->job->size() : 0;
+      const int64_t bytes = static_cast<int64_t>(call->job->MemoryBytes());
+      absl::MutexLock lock(&mu_);
+      --extracting_;
+      if (call->removed) continue;
+      if (!status.ok()) {
+        Fail(*call, status);
+        continue;
+      }
+      const int64_t adds = static_cast<int64_t>(size) - call->counted_pending;
+      if (pending_subgraphs_ + adds > options_.max_pending_subgraphs) {
+        observer_->OnCallRejected("max_pending_subgraphs");
+        Fail(*call, absl::ResourceExhaustedError(absl::StrCat(
+                        "the server is busy: ", pending_subgraphs_ - call->counted_pending,
+                        " subgraphs are waiting to be scored and this call adds ", size,
+                        "; the limit is ", options_.max_pending_subgraphs,
+                        " (--max-pending-subgraphs); retry later, with backoff")));
+        continue;
+      }
+      if (held_bytes_ - call->job_bytes + bytes > options_.max_queued_bytes) {
+        observer_->OnCallRejected("max_queued_bytes");
+        Fail(*call,
+             absl::ResourceExhaustedError(absl::StrCat(
+                 "the server is busy: admitted work holds ",
+                 (held_bytes_ - call->job_bytes + kMiB - 1) / kMiB, " MiB and this call ",
+                 (bytes + kMiB - 1) / kMiB, " MiB; the limit is ", options_.max_queued_bytes / kMiB,
+                 " MiB (--max-queued-bytes); retry later, with backoff")));
+        continue;
+      }
+      pending_subgraphs_ += adds;
+      call->counted_pending = static_cast<int64_t>(size);
+      held_bytes_ += bytes - call->job_bytes;
+      call->job_bytes = bytes;
+      call->size = size;
+      call->stage = Call::Stage::kRunning;
+      extraction_ready_.SignalAll();
+      if (size == 0) batcher_ready_.Signal();  // nothing to score: finish it
+      continue;
+    }
+
     extracted.clear();
-    for (size_t i = task.begin; i < task.end; ++i) {
-      if (request.abandoned.load(std::memory_order_relaxed)) break;
-      const ScoringFact& fact = request.facts[i];
+    absl::Status error;
+    for (size_t i = begin; i < end; ++i) {
+      if (call->failed.load(std::memory_order_acquire) || call->control->Stopped(Clock::now())) {
+        break;  // dropped before extraction; the batcher finishes the call
+      }
       const Clock::time_point start = Clock::now();
       QueuedSubgraph item;
-      absl::Status status = extractor.Extract(graph, fact.head, fact.graph_relation, fact.tail,
-                                              /*hide_target_fact=*/false, &item.subgraph);
-      if (!status.ok()) {
-        request.Fail(absl::InvalidArgumentError(absl::StrCat("fact ", i, ": ", status.message())));
+      absl::StatusOr<int32_t> relation = call->job->Extract(i, extractor, &item.subgraph);
+      if (!relation.ok()) {
+        error = absl::Status(relation.status().code(),
+                             absl::StrCat("fact ", i, ": ", relation.status().message()));
+        break;
+      }
+      const EnclosingSubgraph& s = item.subgraph;
+      if (s.num_nodes() > options_.max_batch_nodes || s.num_edges() > options_.max_batch_edges) {
+        observer_->OnCallRejected(s.num_nodes() > options_.max_batch_nodes ? "max_batch_nodes"
+                                                                           : "max_batch_edges");
+        error = absl::ResourceExhaustedError(absl::StrCat(
+            call->job->Describe(i), ": the enclosing subgraph has ", s.num_nodes(), " nodes and ",
+            s.num_edges(), " edges, more than one model forward may hold (--max-batch-nodes=",
+            options_.max_batch_nodes, ", --max-batch-edges=", options_.max_batch_edges,
+            "); serve a model trained with a per-hop cap (grail-train --max-nodes-per-hop) or "
+            "raise the limits"));
         break;
       }
       item.queued_at = Clock::now();
-      observer_->OnSubgraphExtracted(item.subgraph.num_nodes(), item.subgraph.num_edges(),
-                                     SecondsSince(start, item.queued_at));
-      item.request = task.request;
+      observer_->OnSubgraphExtracted(s.num_nodes(), s.num_edges(),
+                                     SecondsBetween(start, item.queued_at));
+      item.call = call;
       item.index = i;
+      item.model_relation = *relation;
+      item.bytes = SubgraphBytes(s) + static_cast<int64_t>(sizeof(QueuedSubgraph));
       extracted.push_back(std::move(item));
     }
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      // Back-pressure: wait for the batcher to make room (it always can: it never waits
-      // for extraction threads while the queue holds a full batch).
-      const size_t max_queued = static_cast<size_t>(
-          std::max(options_.max_queued_subgraphs, std::max(1, options_.max_batch_size)));
-      queue_space_.wait(lock, [&] { return stopping_ || queue_.size() < max_queued; });
-      for (QueuedSubgraph& item : extracted) queue_.push_back(std::move(item));
-      --extracting_;
+
+    absl::MutexLock lock(&mu_);
+    --extracting_;
+    call->extracting -= end - begin;
+    if (!error.ok()) Fail(*call, std::move(error));
+    if (!call->removed && call->error.ok()) {
+      for (QueuedSubgraph& item : extracted) {
+        call->queued_nodes += item.subgraph.num_nodes();
+        call->queued_edges += item.subgraph.num_edges();
+        call->queued_bytes += item.bytes;
+        queued_subgraphs_ += 1;
+        queued_cost_ += item.cost();
+        held_bytes_ += item.bytes;
+        call->queue.push_back(std::move(item));
+      }
+      if (!extracted.empty()) batcher_ready_.Signal();
     }
-    batch_ready_.notify_one();
+    extracted.clear();  // what a failed or removed call had extracted is dropped here
+    extraction_ready_.SignalAll();
   }
+}
+
+Clock::time_point InferenceEngine::CollectFinished(Clock::time_point now,
+                                                   std::vector<std::shared_ptr<Call>>* finished) {
+  Clock::time_point nearest = Clock::time_point::max();
+  size_t write = 0;
+  for (size_t read = 0; read < calls_.size(); ++read) {
+    std::shared_ptr<Call>& call = calls_[read];
+    const bool complete =
+        call->stage == Call::Stage::kRunning && call->error.ok() && call->scored == call->size;
+    if (!complete && call->error.ok() && call->control->Stopped(now)) {
+      call->error = call->control->StoppedStatus();
+      call->failed.store(true, std::memory_order_release);
+    }
+    if (!complete && call->error.ok()) {
+      nearest = std::min(nearest, call->control->deadline());
+      calls_[write++] = std::move(call);
+      continue;
+    }
+    // Off the schedule: give back what it held.
+    call->removed = true;
+    call->outcome = complete ? absl::OkStatus() : call->error;
+    call->dropped =
+        std::max<int64_t>(0, std::max(call->counted_pending, static_cast<int64_t>(call->size)) -
+                                 static_cast<int64_t>(call->scored));
+    pending_subgraphs_ -= call->counted_pending - static_cast<int64_t>(call->scored);
+    held_bytes_ -= call->job_bytes + call->queued_bytes;
+    queued_subgraphs_ -= static_cast<int64_t>(call->queue.size());
+    queued_cost_ -= call->queued_nodes + call->queued_edges;
+    call->queue.clear();
+    finished->push_back(std::move(call));
+  }
+  calls_.resize(write);
+  return nearest;
+}
+
+void InferenceEngine::FinishCalls(std::vector<std::shared_ptr<Call>>& calls) {
+  for (std::shared_ptr<Call>& call : calls) {
+    call->control->SetWaker(nullptr);
+    if (!call->outcome.ok() && call->dropped > 0) {
+      if (absl::IsDeadlineExceeded(call->outcome)) {
+        observer_->OnWorkDropped(DropReason::kDeadline, call->dropped);
+      } else if (absl::IsCancelled(call->outcome)) {
+        observer_->OnWorkDropped(DropReason::kCancelled, call->dropped);
+      }
+    }
+    call->job->Finish(call->outcome);
+  }
+  calls.clear();
+}
+
+void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
+  batch->clear();
+  if (calls_.empty()) return;
+  const size_t max_batch = static_cast<size_t>(std::max(1, options_.max_batch_size));
+  int64_t nodes = 0, edges = 0;
+  bool full = false;
+  const size_t n = calls_.size();
+  // Deficit round-robin: every pass gives each call with queued subgraphs a quantum of
+  // cost; a call takes subgraphs while its deficit covers them. Passes repeat until the
+  // batch is full or every queue is empty, so a large subgraph waits a few passes for its
+  // deficit, not for another batch.
+  for (bool any_queued = true; any_queued && !full && batch->size() < max_batch;) {
+    any_queued = false;
+    for (size_t step = 0; step < n && !full && batch->size() < max_batch; ++step) {
+      Call& call = *calls_[(batch_cursor_ + step) % n];
+      if (call.queue.empty() || !call.error.ok()) {
+        call.deficit = 0;
+        continue;
+      }
+      call.deficit += quantum_;
+      while (!call.queue.empty() && batch->size() < max_batch) {
+        QueuedSubgraph& next = call.queue.front();
+        if (next.cost() > call.deficit) break;
+        const int32_t sn = next.subgraph.num_nodes(), se = next.subgraph.num_edges();
+        if (!batch->empty() &&
+            (nodes + sn > options_.max_batch_nodes || edges + se > options_.max_batch_edges)) {
+          full = true;
+          break;
+        }
+        nodes += sn;
+        edges += se;
+        call.deficit -= next.cost();
+        call.queued_nodes -= sn;
+        call.queued_edges -= se;
+        call.queued_bytes -= next.bytes;
+        queued_subgraphs_ -= 1;
+        queued_cost_ -= next.cost();
+        held_bytes_ -= next.bytes;
+        batch->push_back(std::move(next));
+        call.queue.pop_front();
+      }
+      if (call.queue.empty()) {
+        call.deficit = 0;
+      } else {
+        any_queued = true;
+      }
+    }
+  }
+  batch_cursor_ = (batch_cursor_ + 1) % n;
 }
 
 void InferenceEngine::BatcherLoop() {
-  const size_t max_batch = static_cast<size_t>(std::max(1, options_.max_batch_size));
+  const int64_t max_batch = std::max(1, options_.max_batch_size);
   std::vector<QueuedSubgraph> batch;
+  std::vector<std::shared_ptr<Call>> finished;
   SubgraphBatch scratch;
   for (;;) {
-    batch.clear();
+    bool release = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      batch_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      // Let the batch fill while more subgraphs are on their way, up to the delay bound.
-      const Clock::time_point close_at = queue_.front().queued_at + options_.max_queue_delay;
-      while (!stopping_ && queue_.size() < max_batch && (extracting_ > 0 || !tasks_.empty()) &&
-             Clock::now() < close_at) {
-        batch_ready_.wait_until(lock, close_at);
-      }
-      if (stopping_) return;
-      while (!queue_.empty() && batch.size() < max_batch) {
-        if (!queue_.front().request->abandoned.load(std::memory_order_relaxed)) {
-          batch.push_back(std::move(queue_.front()));
+      absl::MutexLock lock(&mu_);
+      for (;;) {
+        if (stopping_) return;
+        const Clock::time_point now = Clock::now();
+        const Clock::time_point nearest_deadline = CollectFinished(now, &finished);
+        if (!finished.empty()) break;
+        Clock::time_point wake_at = nearest_deadline;
+        if (calls_.empty() && forwards_since_release_ > 0) {
+          // A burst ended: give its memory back, at most once a second.
+          if (now - last_release_ >= kReleaseInterval) {
+            forwards_since_release_ = 0;
+            last_release_ = now;
+            release = true;
+            break;
+          }
+          wake_at = std::min(wake_at, last_release_ + kReleaseInterval);
         }
-        queue_.pop_front();
+        if (queued_subgraphs_ > 0) {
+          Clock::time_point oldest = Clock::time_point::max();
+          bool more_coming = extracting_ > 0;
+          int64_t queued_nodes = 0, queued_edges = 0;
+          for (const std::shared_ptr<Call>& call : calls_) {
+            if (!call->queue.empty()) oldest = std::min(oldest, call->queue.front().queued_at);
+            more_coming |= call->stage != Call::Stage::kRunning || call->next < call->size;
+            queued_nodes += call->queued_nodes;
+            queued_edges += call->queued_edges;
+          }
+          const bool full = queued_subgraphs_ >= max_batch ||
+                            queued_nodes >= options_.max_batch_nodes ||
+                            queued_edges >= options_.max_batch_edges;
+          const Clock::time_point close_at = oldest + options_.max_queue_delay;
+          if (full || !more_coming || now >= close_at) {
+            FormBatch(&batch);
+            if (!batch.empty()) break;
+          }
+          wake_at = std::min(wake_at, close_at);
+        }
+        if (wake_at == Clock::time_point::max()) {
+          batcher_ready_.Wait(&mu_);
+        } else if (wake_at > now) {
+          batcher_ready_.WaitWithTimeout(&mu_, absl::FromChrono(wake_at - now));
+        }
       }
     }
-    queue_space_.notify_all();
-    if (!batch.empty()) RunBatch(batch, scratch, Clock::now());
+    extraction_ready_.SignalAll();  // the queues shrank
+    FinishCalls(finished);
+    if (!batch.empty()) RunBatch(batch, scratch);
+    if (release) {
+      scratch = SubgraphBatch();  // the last batch's arrays too
+      ReleaseFreedMemory();
+    }
   }
 }
 
-void InferenceEngine::RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch,
-                               Clock::time_point now) {
+void InferenceEngine::RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch) {
+  const Clock::time_point now = Clock::now();
   scratch.Clear();
   Clock::time_point oldest = now;
+  int64_t nodes = 0, edges = 0;
   for (const QueuedSubgraph& item : batch) {
-    const ScoringFact& fact = item.request->facts[item.index];
-    scratch.Add(item.subgraph, fact.model_relation, *item.request->graph.relations);
+    scratch.Add(item.subgraph, item.model_relation, item.call->job->relations());
     oldest = std::min(oldest, item.queued_at);
+    nodes += item.subgraph.num_nodes();
+    edges += item.subgraph.num_edges();
   }
   const Clock::time_point start = Clock::now();
   absl::StatusOr<std::vector<float>> scores = model_.Score(scratch);
-  observer_->OnBatch(static_cast<int>(batch.size()), SecondsSince(oldest, now),
-                     SecondsSince(start, Clock::now()));
-  for (size_t b = 0; b < batch.size(); ++b) {
-    Request& request = *batch[b].request;
-    if (!scores.ok()) {
-      request.Fail(scores.status());
-      continue;
+  observer_->OnBatch(static_cast<int>(batch.size()), nodes, edges, SecondsBetween(oldest, now),
+                     SecondsBetween(start, Clock::now()));
+  if (scores.ok()) {
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const EnclosingSubgraph& s = batch[b].subgraph;
+      batch[b].call->job->Accept(
+          batch[b].index, FactScore{(*scores)[b], s.num_nodes(), s.num_edges(), s.target_in_graph});
     }
-    const EnclosingSubgraph& subgraph = batch[b].subgraph;
-    bool finished;
-    {
-      std::lock_guard<std::mutex> lock(request.mu);
-      request.results[batch[b].index] = FactScore{(*scores)[b], subgraph.num_nodes(),
-                                                  subgraph.num_edges(), subgraph.target_in_graph};
-      finished = --request.remaining == 0;
-    }
-    if (finished) request.done.notify_all();
   }
-  batch.clear();  // drops the batch's references to requests and graphs now
+  {
+    absl::MutexLock lock(&mu_);
+    for (QueuedSubgraph& item : batch) {
+      Call& call = *item.call;
+      if (!scores.ok()) {
+        Fail(call, scores.status());
+        continue;
+      }
+      ++call.scored;
+    }
+    // Scored facts are no longer pending.
+    if (scores.ok()) pending_subgraphs_ -= static_cast<int64_t>(batch.size());
+    ++forwards_since_release_;
+  }
+  batch.clear();  // drops the batch's references to calls and graphs now
 }
 
 }  // namespace grail

@@ -1,77 +1,133 @@
-// Scoring requests of many concurrent callers with one model: dynamic batching.
+// Scoring the work of many concurrent calls with one model: a fair, deadline-aware,
+// bounded scheduler in front of dynamic batching.
 //
-// A caller hands over a list of facts of one graph snapshot and blocks until they are
-// scored. The engine extracts their enclosing subgraphs on a pool of extraction threads and
-// queues each subgraph for the model; one batcher thread takes queued subgraphs of *all*
-// callers and runs them through the model as one disjoint-union forward. A batch closes
-// when it holds `max_batch_size` subgraphs, when its oldest subgraph has waited
-// `max_queue_delay`, or as soon as no extraction is in progress (waiting longer could only
-// help if another request arrived, and the delay bound is for that case). This is how
-// GPU serving systems earn their throughput, and on a CPU it still pays: one forward of 64
-// subgraphs costs far less than 64 forwards of one.
+// A call hands the engine a ScoringJob (a list of facts to score, produced by the domain
+// logic) and a CallControl (its deadline and cancellation), and is told the outcome through
+// the job's Finish(); no thread waits for it meanwhile. Inside, a pool of extraction threads
+// turns facts into enclosing subgraphs and one batcher thread runs queued subgraphs of *all*
+// calls through the model as one disjoint-union forward.
+//
+// Policies, stated once:
+//   * Fairness. Every call has its own queue. Extraction threads take small slices of the
+//     calls' facts in round-robin order; the batcher fills each forward by deficit
+//     round-robin over the calls' queues, weighted by subgraph size (nodes + edges), so a
+//     call of one fact waits behind at most about one forward of a large ranking, never
+//     behind the ranking's whole queue.
+//   * Deadlines and cancellation. A call's deadline travels with its work: facts of a call
+//     that has expired or been cancelled are dropped before extraction and before the
+//     forward, and the batcher wakes for the nearest deadline to finish such calls with
+//     DEADLINE_EXCEEDED / CANCELLED at once.
+//   * Bounded memory. A forward closes at `max_batch_size` subgraphs or when the next
+//     subgraph would take it past `max_batch_nodes` / `max_batch_edges`; a single subgraph
+//     larger than that fails its call with RESOURCE_EXHAUSTED. Extraction runs at most about
+//     two forwards ahead of the model (one per call), so extracted subgraphs waiting for the
+//     model are bounded whatever the number of calls.
+//   * Admission. A call is refused at once with RESOURCE_EXHAUSTED, naming the limit, when
+//     the subgraphs admitted and not yet scored would exceed `max_pending_subgraphs` or the
+//     memory held by admitted work exceeds `max_queued_bytes`.
+//   * Memory returns after a burst: once no call is left, at most once a second, freed
+//     memory goes back to the kernel (ReleaseFreedMemory).
+//   * Batch closing. A forward also closes when its oldest subgraph has waited
+//     `max_queue_delay`, or at once when no extraction is under way (waiting longer could
+//     only help if another call arrived).
 //
 // Scores do not depend on what else shares the batch: every subgraph is its own connected
-// component of the batch, and the network only mixes nodes along edges and within a
-// subgraph's own readout.
+// component, and the network only mixes nodes along edges and within a subgraph's readout.
 //
-// Cancellation: each request carries a predicate (the RPC's deadline or cancellation);
-// its facts not yet extracted or batched are dropped once it turns true.
-//
-// Thread safety: Score() may be called from any number of threads. The model must outlive
+// Thread safety: Submit() may be called from any number of threads. The model must outlive
 // the engine.
 #ifndef GRAIL_SERVER_INFERENCE_ENGINE_H_
 #define GRAIL_SERVER_INFERENCE_ENGINE_H_
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "model/enclosing_subgraph.h"
 #include "model/grail_model.h"
 #include "model/subgraph_batch.h"
-#include "storage/graph_view.h"
-#include "storage/ids.h"
 
 namespace grail {
 
+using EngineClock = std::chrono::steady_clock;
+
 struct EngineOptions {
-  int max_batch_size = 256;  // subgraphs per forward
+  int max_batch_size = 256;      // subgraphs per forward
+  int max_batch_nodes = 65536;   // nodes per forward (a larger subgraph is refused)
+  int max_batch_edges = 262144;  // edges per forward (a larger subgraph is refused)
   std::chrono::microseconds max_queue_delay{2000};
   int extraction_threads = 2;
-  // Extracted subgraphs waiting for the model, at most (extraction threads wait beyond it),
-  // so a ranking over a huge graph holds a bounded number of subgraphs in memory.
-  int max_queued_subgraphs = 2048;
+  // Admission: subgraphs admitted and not yet scored, summed over calls.
+  int64_t max_pending_subgraphs = 1000000;
+  // Admission: bytes held by admitted work (fact lists, per-call search state, extracted
+  // subgraphs waiting for the model).
+  int64_t max_queued_bytes = int64_t{1} << 30;
 };
 
-// Hooks for metrics; every method is called from engine threads and must be cheap and
-// thread-safe. The default implementation ignores everything.
+// Why work was dropped, for metrics.
+enum class DropReason { kDeadline, kCancelled };
+
+// Hooks for metrics; every method is called from engine (or handler) threads and must be
+// cheap and thread-safe. The default implementation ignores everything.
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
   // One subgraph extracted, and how long it took.
   virtual void OnSubgraphExtracted(int nodes, int edges, double seconds) {}
-  // One forward: how many subgraphs, how long they had waited in the queue (the oldest),
-  // and the forward's duration.
-  virtual void OnBatch(int size, double oldest_wait_seconds, double forward_seconds) {}
+  // One forward: how many subgraphs, their nodes and edges in total, how long they had
+  // waited in the queue (the oldest), and the forward's duration.
+  virtual void OnBatch(int size, int64_t nodes, int64_t edges, double oldest_wait_seconds,
+                       double forward_seconds) {}
+  // A call ended by its deadline or its cancellation; `subgraphs` of its facts were never
+  // scored (neither extracted nor run through the model, or thrown away after).
+  virtual void OnWorkDropped(DropReason reason, int64_t subgraphs) {}
+  // A call refused because of `limit` (a flag's name without dashes, e.g.
+  // "max_pending_subgraphs").
+  virtual void OnCallRejected(absl::string_view limit) {}
 };
 
-// A fact to score, in the ids of the snapshot it is scored on. `model_relation` is the
-// model's id of the relation; `graph_relation` is the graph's id of the same relation, or
-// kNoGraphRelation if no fact of the graph uses it yet.
-struct ScoringFact {
-  EntityId head = 0;
-  RelationId graph_relation = 0;
-  EntityId tail = 0;
-  int32_t model_relation = 0;
+// A call's deadline and cancellation, shared by the handler that owns the call and the
+// engine that does its work. Thread-safe.
+class CallControl {
+ public:
+  explicit CallControl(EngineClock::time_point deadline = EngineClock::time_point::max())
+      : deadline_(deadline) {}
+  CallControl(const CallControl&) = delete;
+  CallControl& operator=(const CallControl&) = delete;
+
+  EngineClock::time_point deadline() const { return deadline_; }
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // Whether the call should stop: cancelled, or its deadline has passed at `now`.
+  bool Stopped(EngineClock::time_point now) const { return cancelled() || now >= deadline_; }
+  // The status a stopped call ends with.
+  absl::Status StoppedStatus() const;
+
+  // Marks the call cancelled and wakes the engine working on it, which then drops its work
+  // and finishes it with CANCELLED. Idempotent.
+  void Cancel();
+
+ private:
+  friend class InferenceEngine;
+  // Called by Cancel(); set by the engine while it holds the call.
+  void SetWaker(std::function<void()> waker);
+
+  const EngineClock::time_point deadline_;
+  std::atomic<bool> cancelled_{false};
+  absl::Mutex mu_;
+  std::function<void()> waker_ ABSL_GUARDED_BY(mu_);
 };
-inline constexpr RelationId kNoGraphRelation = 0xffffffffu;
 
 struct FactScore {
   float score = 0;
@@ -80,11 +136,42 @@ struct FactScore {
   bool known_fact = false;  // whether the graph holds the fact itself
 };
 
-// What a request reads: a graph version and the map from its relation ids to the model's.
-// Both are shared so that queued work keeps them alive.
-struct ScoringGraph {
-  std::shared_ptr<const GraphView> graph;
-  std::shared_ptr<const RelationMap> relations;
+// One call's work as the engine sees it. The engine calls, in this order:
+//   Prepare() once, on an extraction thread (set-up that may be expensive, such as
+//     neighbourhood searches; an error fails the call);
+//   Extract(i, ...) for every i in [0, size()), on extraction threads, several at once;
+//   Accept(i, ...) once per extracted i, from the batcher thread only;
+//   Finish(status) exactly once, with OK after every Accept, or with an error instead of
+//     the Accepts still missing; from the batcher thread, or from Submit() or Shutdown().
+// The engine holds the job until Finish() returns.
+class ScoringJob {
+ public:
+  virtual ~ScoringJob() = default;
+
+  virtual absl::Status Prepare() { return absl::OkStatus(); }
+  // The number of facts; read after Prepare().
+  virtual size_t size() const = 0;
+  // Extracts fact i's enclosing subgraph into `*out` with `extractor` (the calling thread's
+  // own) and returns the model's id of the relation to score it with. Thread-safe for
+  // distinct i.
+  virtual absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
+                                          EnclosingSubgraph* out) = 0;
+  // The map from the job's graph relation ids to the model's.
+  virtual const RelationMap& relations() const = 0;
+  virtual void Accept(size_t i, const FactScore& score) = 0;
+  virtual void Finish(absl::Status status) = 0;
+  // Heap bytes the job holds, for admission (read after Submit and after Prepare).
+  virtual size_t MemoryBytes() const = 0;
+  // Fact i as a user would recognise it, for error messages.
+  virtual std::string Describe(size_t i) const = 0;
+};
+
+// What the engine holds now, for metrics.
+struct EngineLoad {
+  int64_t calls = 0;              // calls admitted and not finished
+  int64_t pending_subgraphs = 0;  // facts admitted and not yet scored
+  int64_t queued_subgraphs = 0;   // extracted, waiting for the model
+  int64_t held_bytes = 0;         // what admission compares with max_queued_bytes
 };
 
 class InferenceEngine {
@@ -92,61 +179,72 @@ class InferenceEngine {
   // Starts the extraction threads and the batcher. `observer` may be null.
   InferenceEngine(const GrailModel& model, const EngineOptions& options,
                   EngineObserver* observer = nullptr);
-  // Stops the threads; requests still waiting fail with UNAVAILABLE.
+  // Shuts down (see Shutdown()).
   ~InferenceEngine();
   InferenceEngine(const InferenceEngine&) = delete;
   InferenceEngine& operator=(const InferenceEngine&) = delete;
 
-  // Scores `facts` on `graph`; result i belongs to facts[i]. Blocks until every fact is
-  // scored or `cancelled()` returns true (it is polled while waiting), in which case the
-  // status is `cancelled_status`'s result. Errors: INVALID_ARGUMENT for a fact the
-  // extraction or the model refuses (head == tail, id outside the graph); UNAVAILABLE after
-  // Shutdown().
-  absl::StatusOr<std::vector<FactScore>> Score(
-      const ScoringGraph& graph, absl::Span<const ScoringFact> facts,
-      const std::function<bool()>& cancelled,
-      const std::function<absl::Status()>& cancelled_status);
+  // Admits `job` or refuses it. `known_size` is the job's size if the caller knows it
+  // before Prepare() (0 otherwise); admission counts it at once. Refusals, and UNAVAILABLE
+  // after Shutdown(), call job->Finish() before Submit returns.
+  void Submit(std::shared_ptr<ScoringJob> job, std::shared_ptr<CallControl> control,
+              size_t known_size);
 
-  // Refuses new work, fails waiting requests with UNAVAILABLE and joins the threads.
-  // Idempotent.
+  // Refuses new work, finishes every job still held with UNAVAILABLE and joins the
+  // threads. Idempotent.
   void Shutdown();
 
+  EngineLoad Load() const;
   const EngineOptions& options() const { return options_; }
+  EngineObserver& observer() const { return *observer_; }
 
  private:
-  struct Request;
-  // A contiguous range of one request's facts for one extraction thread.
-  struct ExtractionTask {
-    std::shared_ptr<Request> request;
-    size_t begin = 0, end = 0;
-  };
-  // One extracted subgraph waiting for the model.
-  struct QueuedSubgraph {
-    std::shared_ptr<Request> request;
-    size_t index = 0;
-    EnclosingSubgraph subgraph;
-    std::chrono::steady_clock::time_point queued_at;
-  };
+  struct Call;
+  struct QueuedSubgraph;
 
   void ExtractionLoop();
   void BatcherLoop();
-  // Runs one batch and hands the scores to their requests.
-  void RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch,
-                std::chrono::steady_clock::time_point now);
+  // The next call an extraction thread should work on, in round-robin order, or null.
+  std::shared_ptr<Call> NextExtractionWork() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes calls that are complete, failed, expired or cancelled from the schedule and
+  // moves them to `*finished`; returns the nearest deadline among the calls left.
+  EngineClock::time_point CollectFinished(EngineClock::time_point now,
+                                          std::vector<std::shared_ptr<Call>>* finished)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fills `*batch` from the calls' queues by deficit round-robin.
+  void FormBatch(std::vector<QueuedSubgraph>* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs one forward and hands the scores to their calls.
+  void RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch);
+  // Calls Finish() on each call with its outcome and reports dropped work.
+  void FinishCalls(std::vector<std::shared_ptr<Call>>& calls);
+  // Fails `call` with `status` unless it already has an outcome; the batcher finishes it.
+  void Fail(Call& call, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HasQueueRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Wake();
 
   const GrailModel& model_;
   const EngineOptions options_;
   EngineObserver default_observer_;
   EngineObserver* const observer_;
+  // Deficit round-robin quantum, in subgraph cost units (nodes + edges).
+  const int64_t quantum_;
 
-  std::mutex mu_;
-  std::condition_variable extraction_ready_;  // tasks_ non-empty or stopping_
-  std::condition_variable batch_ready_;       // queue_ changed or stopping_
-  std::condition_variable queue_space_;       // queue_ shrank or stopping_
-  std::deque<ExtractionTask> tasks_;
-  std::deque<QueuedSubgraph> queue_;
-  int extracting_ = 0;  // tasks taken by extraction threads and not finished
-  bool stopping_ = false;
+  mutable absl::Mutex mu_;
+  absl::CondVar extraction_ready_;  // work to extract may have appeared, or stopping_
+  absl::CondVar batcher_ready_;     // subgraphs queued, a call to finish, or stopping_
+  // Calls admitted and not finished, in round-robin order.
+  std::vector<std::shared_ptr<Call>> calls_ ABSL_GUARDED_BY(mu_);
+  size_t extraction_cursor_ ABSL_GUARDED_BY(mu_) = 0;  // next call extraction looks at
+  size_t batch_cursor_ ABSL_GUARDED_BY(mu_) = 0;       // next call the batcher serves
+  int64_t pending_subgraphs_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t queued_subgraphs_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t queued_cost_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int extracting_ ABSL_GUARDED_BY(mu_) = 0;  // slices taken by extraction threads
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Forwards since freed memory was last returned to the kernel, and when that was.
+  int64_t forwards_since_release_ ABSL_GUARDED_BY(mu_) = 0;
+  EngineClock::time_point last_release_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::thread> extraction_threads_;
   std::thread batcher_;

@@ -1,16 +1,382 @@
 #include "server/link_predictor.h"
 
 #include <algorithm>
-#include <numeric>
+#include <cmath>
+#include <optional>
+#include <queue>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace grail {
+namespace {
 
-LinkPredictor::LinkPredictor(const GrailModel& model, TripleStore& store, InferenceEngine& engine)
-    : model_(model), store_(store), engine_(engine) {
+// The graph's id of a relation no fact uses yet (the model may still know it).
+constexpr RelationId kNoGraphRelation = 0xffffffffu;
+
+absl::Status EntityNotFound(absl::string_view name) {
+  return absl::NotFoundError(absl::StrCat("entity \"", name, "\" is not in the graph"));
+}
+
+absl::StatusOr<EntityId> FindEntity(const GraphSnapshot& graph, const std::string& name) {
+  std::optional<EntityId> id = graph.FindEntity(name);
+  if (!id) return EntityNotFound(name);
+  return *id;
+}
+
+// Scores a list of facts given by id: ScoreTriplet(s).
+class FactScoringJob final : public ScoringJob {
+ public:
+  struct Fact {
+    EntityId head = 0;
+    RelationId graph_relation = kNoGraphRelation;
+    EntityId tail = 0;
+    int32_t model_relation = 0;
+  };
+
+  FactScoringJob(std::shared_ptr<const GraphSnapshot> graph,
+                 std::shared_ptr<const RelationMap> relations, std::vector<Fact> facts,
+                 LinkPredictor::ScoreCallback done)
+      : graph_(std::move(graph)),
+        relations_(std::move(relations)),
+        facts_(std::move(facts)),
+        results_(facts_.size()),
+        done_(std::move(done)) {}
+
+  size_t size() const override { return facts_.size(); }
+  absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
+                                  EnclosingSubgraph* out) override {
+    const Fact& f = facts_[i];
+    absl::Status status = extractor.Extract(*graph_, f.head, f.graph_relation, f.tail,
+                                            /*hide_target_fact=*/false, out);
+    if (!status.ok()) return status;
+    return f.model_relation;
+  }
+  const RelationMap& relations() const override { return *relations_; }
+  void Accept(size_t i, const FactScore& score) override { results_[i] = score; }
+  void Finish(absl::Status status) override {
+    if (!status.ok()) return done_(std::move(status));
+    done_(ScoredFacts{std::move(results_), graph_->sequence()});
+  }
+  size_t MemoryBytes() const override {
+    return sizeof(*this) + facts_.capacity() * sizeof(Fact) +
+           results_.capacity() * sizeof(FactScore);
+  }
+  std::string Describe(size_t i) const override {
+    const Fact& f = facts_[i];
+    return absl::StrCat("(\"", graph_->EntityName(f.head), "\", ",
+                        f.graph_relation == kNoGraphRelation
+                            ? "relation"
+                            : absl::StrCat("\"", graph_->RelationName(f.graph_relation), "\""),
+                        ", \"", graph_->EntityName(f.tail), "\")");
+  }
+
+ private:
+  const std::shared_ptr<const GraphSnapshot> graph_;
+  const std::shared_ptr<const RelationMap> relations_;
+  const std::vector<Fact> facts_;
+  std::vector<FactScore> results_;
+  LinkPredictor::ScoreCallback done_;
+};
+
+// A ranked candidate; best first is: higher score, then lower id. NaN ranks last.
+struct Candidate {
+  float score = 0;
+  EntityId id = 0;
+  bool known_fact = false;
+};
+bool Better(const Candidate& a, const Candidate& b) {
+  const bool a_nan = std::isnan(a.score), b_nan = std::isnan(b.score);
+  if (a_nan != b_nan) return b_nan;
+  if (!a_nan && a.score != b.score) return a.score > b.score;
+  return a.id < b.id;
+}
+
+// The best `k` candidates seen (all of them for k = 0), in O(k) memory.
+class TopCandidates {
+ public:
+  explicit TopCandidates(uint32_t k) : k_(k) {}
+  void Add(const Candidate& c) {
+    if (k_ == 0) {
+      all_.push_back(c);
+      return;
+    }
+    if (heap_.size() < k_) {
+      heap_.push(c);
+    } else if (Better(c, heap_.top())) {
+      heap_.pop();
+      heap_.push(c);
+    }
+  }
+  // Best first.
+  std::vector<Candidate> TakeSorted() {
+    std::vector<Candidate> out = std::move(all_);
+    while (!heap_.empty()) {
+      out.push_back(heap_.top());
+      heap_.pop();
+    }
+    std::sort(out.begin(), out.end(), Better);
+    return out;
+  }
+  size_t MemoryBytes() const { return (std::max<size_t>(k_, all_.capacity())) * sizeof(Candidate); }
+
+ private:
+  struct Worse {  // the heap's top is the worst candidate kept
+    bool operator()(const Candidate& a, const Candidate& b) const { return Better(a, b); }
+  };
+  const uint32_t k_;
+  std::priority_queue<Candidate, std::vector<Candidate>, Worse> heap_;
+  std::vector<Candidate> all_;
+};
+
+// Ranks candidates for (fixed, r, ?) or (?, r, fixed): RankTails / RankHeads.
+class RankingJob final : public ScoringJob {
+ public:
+  struct Setup {
+    std::shared_ptr<const GraphSnapshot> graph;
+    std::shared_ptr<const RelationMap> relations;
+    ExtractionConfig extraction;
+    RankLimits limits;
+    EngineObserver* observer = nullptr;
+    bool rank_tails = true;
+    EntityId fixed = 0;
+    std::string relation_name;
+    RelationId graph_relation = kNoGraphRelation;
+    int32_t model_relation = 0;
+    std::vector<std::string> candidates;  // empty: every entity
+    uint32_t top_k = 0;
+    bool filter_known_facts = false;
+  };
+
+  RankingJob(Setup setup, LinkPredictor::RankCallback done)
+      : s_(std::move(setup)), top_(s_.top_k), done_(std::move(done)) {}
+
+  absl::Status Prepare() override {
+    const GraphSnapshot& graph = *s_.graph;
+    if (!s_.candidates.empty()) {
+      // An explicit list: every candidate is scored on its own subgraph.
+      absl::flat_hash_set<EntityId> seen;
+      for (const std::string& name : s_.candidates) {
+        absl::StatusOr<EntityId> id = FindEntity(graph, name);
+        if (!id.ok()) return id.status();
+        if (*id != s_.fixed && seen.insert(*id).second) near_.push_back(*id);
+      }
+      s_.candidates = std::vector<std::string>();  // not needed any more
+      if (near_.size() > s_.limits.max_rank_subgraphs) {
+        return Refuse("max_rank_subgraphs",
+                      absl::StrCat("ranking ", near_.size(), " candidates; the limit is ",
+                                   s_.limits.max_rank_subgraphs,
+                                   " (--max-rank-subgraphs); split the list over several calls"));
+      }
+    } else if (s_.extraction.enclosing) {
+      absl::Status status = SplitNearAndFar();
+      if (!status.ok()) return status;
+    } else {
+      // The "no enclosing" ablation keeps both neighbourhoods whole: no candidate shares.
+      if (graph.num_entities() - 1 > s_.limits.max_rank_subgraphs) {
+        return Refuse("max_rank_subgraphs",
+                      absl::StrCat("ranking every entity with a model without enclosing "
+                                   "subgraphs scores ",
+                                   graph.num_entities() - 1,
+                                   " candidates on their own subgraphs; "
+                                   "the limit is ",
+                                   s_.limits.max_rank_subgraphs,
+                                   " (--max-rank-subgraphs); pass options.candidates to rank a "
+                                   "list of entities instead"));
+      }
+      for (EntityId e = 0; e < graph.num_entities(); ++e) {
+        if (e != s_.fixed) near_.push_back(e);
+      }
+    }
+    if (s_.filter_known_facts && s_.graph_relation != kNoGraphRelation) {
+      size_t write = 0;
+      for (EntityId c : near_) {
+        if (graph.HasFact(Head(c), s_.graph_relation, Tail(c))) {
+          ++filtered_;
+        } else {
+          near_[write++] = c;
+        }
+      }
+      near_.resize(write);
+    }
+    if (s_.top_k == 0 && near_.size() + far_count_ > s_.limits.max_rank_results) {
+      return Refuse("max_rank_results",
+                    absl::StrCat("ranking every entity would return ", near_.size() + far_count_,
+                                 " candidates; the limit is ", s_.limits.max_rank_results,
+                                 " (--max-rank-results); set options.top_k"));
+    }
+    fixed_neighbourhood_.emplace(TargetNeighbourhood::Expand(graph, s_.fixed, s_.extraction));
+    return absl::OkStatus();
+  }
+
+  size_t size() const override { return near_.size() + (far_count_ > 0 ? 1 : 0); }
+
+  absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
+                                  EnclosingSubgraph* out) override {
+    const EntityId c = CandidateAt(i);
+    absl::Status status = extractor.Extract(*s_.graph, Head(c), s_.graph_relation, Tail(c),
+                                            *fixed_neighbourhood_, out);
+    if (!status.ok()) return status;
+    return s_.model_relation;
+  }
+
+  const RelationMap& relations() const override { return *s_.relations; }
+
+  void Accept(size_t i, const FactScore& score) override {
+    if (i < near_.size()) {
+      top_.Add({score.score, near_[i], score.known_fact});
+    } else {
+      shared_score_ = score.score;
+    }
+  }
+
+  void Finish(absl::Status status) override {
+    if (!status.ok()) return done_(std::move(status));
+    done_(Result());
+  }
+
+  size_t MemoryBytes() const override {
+    size_t bytes = sizeof(*this) + near_.capacity() * sizeof(EntityId) +
+                   not_far_.capacity() * sizeof(EntityId) + top_.MemoryBytes();
+    for (const std::string& c : s_.candidates) bytes += sizeof(std::string) + c.capacity();
+    if (fixed_neighbourhood_) bytes += fixed_neighbourhood_->MemoryBytes();
+    return bytes;
+  }
+
+  std::string Describe(size_t i) const override {
+    const std::string fixed = absl::StrCat("\"", s_.graph->EntityName(s_.fixed), "\"");
+    const std::string other = absl::StrCat("\"", s_.graph->EntityName(CandidateAt(i)), "\"");
+    return absl::StrCat("(", s_.rank_tails ? fixed : other, ", \"", s_.relation_name, "\", ",
+                        s_.rank_tails ? other : fixed, ")");
+  }
+
+ private:
+  EntityId Head(EntityId candidate) const { return s_.rank_tails ? s_.fixed : candidate; }
+  EntityId Tail(EntityId candidate) const { return s_.rank_tails ? candidate : s_.fixed; }
+  EntityId CandidateAt(size_t i) const { return i < near_.size() ? near_[i] : representative_; }
+
+  absl::Status Refuse(absl::string_view limit, std::string message) const {
+    if (s_.observer != nullptr) s_.observer->OnCallRejected(limit);
+    return absl::ResourceExhaustedError(std::move(message));
+  }
+
+  // Every entity but the fixed one is a candidate. Those within k + 1 hops of the fixed
+  // entity, and those with self-loops, are "near": each is scored on its own subgraph.
+  // Every other ("far") candidate has the same trivial enclosing subgraph, so the far ones
+  // share the score of one of them, the representative.
+  absl::Status SplitNearAndFar() {
+    const GraphSnapshot& graph = *s_.graph;
+    const int reach = TrivialSubgraphDistance(s_.extraction) - 1;
+    std::optional<std::vector<EntityId>> within =
+        EntitiesWithinHops(graph, s_.fixed, reach, size_t{s_.limits.max_rank_subgraphs} + 1);
+    if (!within.has_value()) {
+      return Refuse(
+          "max_rank_subgraphs",
+          absl::StrCat("ranking every entity would score more than ", s_.limits.max_rank_subgraphs,
+                       " candidates on their own enclosing subgraphs (the entities "
+                       "within ",
+                       reach, " hops of \"", graph.EntityName(s_.fixed), "\"); the limit is ",
+                       s_.limits.max_rank_subgraphs,
+                       " (--max-rank-subgraphs); pass options.candidates to rank a "
+                       "list of entities instead"));
+    }
+    const absl::Span<const EntityId> loops = graph.SelfLoopEntities();
+    not_far_.reserve(within->size() + loops.size());
+    std::set_union(within->begin(), within->end(), loops.begin(), loops.end(),
+                   std::back_inserter(not_far_));
+    not_far_.erase(std::remove(not_far_.begin(), not_far_.end(), s_.fixed), not_far_.end());
+    if (not_far_.size() > s_.limits.max_rank_subgraphs) {
+      return Refuse("max_rank_subgraphs",
+                    absl::StrCat("ranking every entity would score ", not_far_.size(),
+                                 " candidates on their own enclosing subgraphs (near \"",
+                                 graph.EntityName(s_.fixed),
+                                 "\" or with self-loops); the limit "
+                                 "is ",
+                                 s_.limits.max_rank_subgraphs,
+                                 " (--max-rank-subgraphs); pass options.candidates to rank a "
+                                 "list of entities instead"));
+    }
+    near_ = not_far_;
+    far_count_ = graph.num_entities() - 1 - not_far_.size();
+    if (far_count_ > 0) representative_ = FarCursor(this).Next();
+    return absl::OkStatus();
+  }
+
+  // Walks the far candidates in id order: every entity not in not_far_ and not the fixed
+  // one. O(top_k + not_far_) for the first top_k.
+  class FarCursor {
+   public:
+    explicit FarCursor(const RankingJob* job) : job_(job) {}
+    EntityId Next() {
+      for (;; ++id_) {
+        while (skip_ < job_->not_far_.size() && job_->not_far_[skip_] < id_) ++skip_;
+        if (id_ == job_->s_.fixed) continue;
+        if (skip_ < job_->not_far_.size() && job_->not_far_[skip_] == id_) continue;
+        return id_++;
+      }
+    }
+
+   private:
+    const RankingJob* job_;
+    EntityId id_ = 0;
+    size_t skip_ = 0;
+  };
+
+  Ranking Result() {
+    const GraphSnapshot& graph = *s_.graph;
+    Ranking ranking;
+    ranking.graph_sequence = graph.sequence();
+    ranking.candidates_scored = static_cast<uint32_t>(near_.size() + far_count_);
+    ranking.candidates_filtered = filtered_;
+    ranking.candidates_shared_score = static_cast<uint32_t>(far_count_);
+    const std::vector<Candidate> best = top_.TakeSorted();
+    const size_t total = best.size() + far_count_;
+    const size_t keep = s_.top_k == 0 ? total : std::min<size_t>(s_.top_k, total);
+    ranking.ranked.reserve(keep);
+    // Merge the near candidates (sorted) with the far ones (one score, id order).
+    FarCursor far(this);
+    uint64_t far_left = far_count_;
+    std::optional<Candidate> next_far;
+    size_t b = 0;
+    while (ranking.ranked.size() < keep) {
+      if (!next_far && far_left > 0) {
+        next_far = Candidate{shared_score_, far.Next(), false};
+        --far_left;
+      }
+      Candidate c;
+      if (b < best.size() && (!next_far || Better(best[b], *next_far))) {
+        c = best[b++];
+      } else {
+        c = *next_far;
+        next_far.reset();
+      }
+      uint32_t rank = static_cast<uint32_t>(ranking.ranked.size() + 1);
+      if (!ranking.ranked.empty() && ranking.ranked.back().score == c.score) {
+        rank = ranking.ranked.back().rank;
+      }
+      ranking.ranked.push_back(RankedEntity{graph.EntityName(c.id), c.score, rank, c.known_fact});
+    }
+    return ranking;
+  }
+
+  Setup s_;
+  std::vector<EntityId> near_;     // candidates scored on their own subgraphs
+  std::vector<EntityId> not_far_;  // sorted: candidates that do not share the trivial score
+  uint64_t far_count_ = 0;
+  EntityId representative_ = 0;  // the far candidate whose score all far ones share
+  uint32_t filtered_ = 0;
+  std::optional<TargetNeighbourhood> fixed_neighbourhood_;
+  TopCandidates top_;
+  float shared_score_ = 0;
+  LinkPredictor::RankCallback done_;
+};
+
+}  // namespace
+
+LinkPredictor::LinkPredictor(const GrailModel& model, TripleStore& store, InferenceEngine& engine,
+                             const RankLimits& limits)
+    : model_(model), store_(store), engine_(engine), limits_(limits) {
   for (size_t m = 0; m < model_.relations().size(); ++m) {
     model_relations_.emplace(model_.relations()[m], static_cast<int32_t>(m));
   }
@@ -38,104 +404,59 @@ absl::StatusOr<int32_t> LinkPredictor::ModelRelation(const std::string& relation
   return it->second;
 }
 
-absl::StatusOr<EntityId> LinkPredictor::FindEntity(const GraphSnapshot& snapshot,
-                                                   const std::string& name) const {
-  std::optional<EntityId> id = snapshot.FindEntity(name);
-  if (!id) return absl::NotFoundError(absl::StrCat("entity \"", name, "\" is not in the graph"));
-  return *id;
-}
-
-absl::StatusOr<ScoredFacts> LinkPredictor::Score(absl::Span<const NamedTriple> facts,
-                                                 const Cancellation& cancellation) const {
+void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallControl> control,
+                          ScoreCallback done) const {
   const View view = CurrentView();
-  std::vector<ScoringFact> scoring(facts.size());
+  std::vector<FactScoringJob::Fact> scoring(facts.size());
   for (size_t i = 0; i < facts.size(); ++i) {
     const NamedTriple& f = facts[i];
     absl::StatusOr<int32_t> model_relation = ModelRelation(f.relation);
-    if (!model_relation.ok()) return model_relation.status();
+    if (!model_relation.ok()) return done(model_relation.status());
     absl::StatusOr<EntityId> head = FindEntity(*view.snapshot, f.head);
-    if (!head.ok()) return head.status();
+    if (!head.ok()) return done(head.status());
     absl::StatusOr<EntityId> tail = FindEntity(*view.snapshot, f.tail);
-    if (!tail.ok()) return tail.status();
+    if (!tail.ok()) return done(tail.status());
     if (*head == *tail) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "head and tail are the same entity (\"", f.head, "\"); GraIL scores pairs of entities"));
+      return done(absl::InvalidArgumentError(absl::StrCat(
+          "head and tail are the same entity (\"", f.head, "\"); GraIL scores pairs of entities")));
     }
     const std::optional<RelationId> graph_relation = view.snapshot->FindRelation(f.relation);
-    scoring[i] =
-        ScoringFact{*head, graph_relation.value_or(kNoGraphRelation), *tail, *model_relation};
+    scoring[i] = FactScoringJob::Fact{*head, graph_relation.value_or(kNoGraphRelation), *tail,
+                                      *model_relation};
   }
-  absl::StatusOr<std::vector<FactScore>> scores =
-      engine_.Score(ScoringGraph{view.snapshot, view.relations}, scoring, cancellation.cancelled,
-                    cancellation.status);
-  if (!scores.ok()) return scores.status();
-  return ScoredFacts{*std::move(scores), view.snapshot->sequence()};
+  const size_t size = scoring.size();
+  engine_.Submit(std::make_shared<FactScoringJob>(view.snapshot, view.relations, std::move(scoring),
+                                                  std::move(done)),
+                 std::move(control), size);
 }
 
-absl::StatusOr<Ranking> LinkPredictor::Rank(const RankQuery& query,
-                                            const Cancellation& cancellation) const {
+void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
+                         RankCallback done) const {
   const View view = CurrentView();
-  const GraphSnapshot& graph = *view.snapshot;
   absl::StatusOr<int32_t> model_relation = ModelRelation(query.relation);
-  if (!model_relation.ok()) return model_relation.status();
-  absl::StatusOr<EntityId> fixed = FindEntity(graph, query.fixed);
-  if (!fixed.ok()) return fixed.status();
-  const RelationId graph_relation = graph.FindRelation(query.relation).value_or(kNoGraphRelation);
+  if (!model_relation.ok()) return done(model_relation.status());
+  absl::StatusOr<EntityId> fixed = FindEntity(*view.snapshot, query.fixed);
+  if (!fixed.ok()) return done(fixed.status());
 
-  std::vector<EntityId> candidates;
-  if (query.candidates.empty()) {
-    candidates.resize(graph.num_entities());
-    std::iota(candidates.begin(), candidates.end(), EntityId{0});
-  } else {
-    absl::flat_hash_set<EntityId> seen;
-    for (const std::string& name : query.candidates) {
-      absl::StatusOr<EntityId> id = FindEntity(graph, name);
-      if (!id.ok()) return id.status();
-      if (seen.insert(*id).second) candidates.push_back(*id);
-    }
-  }
-
-  Ranking ranking;
-  ranking.graph_sequence = graph.sequence();
-  std::vector<ScoringFact> scoring;
-  scoring.reserve(candidates.size());
-  for (EntityId c : candidates) {
-    if (c == *fixed) continue;
-    const EntityId head = query.rank_tails ? *fixed : c;
-    const EntityId tail = query.rank_tails ? c : *fixed;
-    if (query.filter_known_facts && graph_relation != kNoGraphRelation &&
-        graph.HasFact(head, graph_relation, tail)) {
-      ++ranking.candidates_filtered;
-      continue;
-    }
-    scoring.push_back(ScoringFact{head, graph_relation, tail, *model_relation});
-  }
-  ranking.candidates_scored = static_cast<uint32_t>(scoring.size());
-
-  absl::StatusOr<std::vector<FactScore>> scores =
-      engine_.Score(ScoringGraph{view.snapshot, view.relations}, scoring, cancellation.cancelled,
-                    cancellation.status);
-  if (!scores.ok()) return scores.status();
-
-  // Best first; equal scores in id order, so the answer is deterministic.
-  std::vector<size_t> order(scoring.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  auto candidate = [&](size_t i) { return query.rank_tails ? scoring[i].tail : scoring[i].head; };
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const float sa = (*scores)[a].score, sb = (*scores)[b].score;
-    return sa != sb ? sa > sb : candidate(a) < candidate(b);
-  });
-  const size_t keep = query.top_k == 0 ? order.size() : std::min<size_t>(query.top_k, order.size());
-  ranking.ranked.reserve(keep);
-  for (size_t k = 0; k < keep; ++k) {
-    const size_t i = order[k];
-    const FactScore& s = (*scores)[i];
-    uint32_t rank = static_cast<uint32_t>(k + 1);
-    if (k > 0 && (*scores)[order[k - 1]].score == s.score) rank = ranking.ranked.back().rank;
-    ranking.ranked.push_back(
-        RankedEntity{graph.EntityName(candidate(i)), s.score, rank, s.known_fact});
-  }
-  return ranking;
+  RankingJob::Setup setup;
+  setup.graph = view.snapshot;
+  setup.relations = view.relations;
+  setup.extraction = model_.config().extraction();
+  setup.limits = limits_;
+  setup.observer = &engine_.observer();
+  setup.rank_tails = query.rank_tails;
+  setup.fixed = *fixed;
+  setup.relation_name = query.relation;
+  setup.graph_relation = view.snapshot->FindRelation(query.relation).value_or(kNoGraphRelation);
+  setup.model_relation = *model_relation;
+  setup.candidates = std::move(query.candidates);
+  setup.top_k = query.top_k;
+  setup.filter_known_facts = query.filter_known_facts;
+  // An explicit list's size is known now (an upper bound: duplicates and the fixed entity
+  // drop out); a ranking over every entity learns its size in Prepare().
+  const size_t known_size = setup.candidates.size();
+  engine_.Submit(std::make_shared<RankingJob>(std::move(setup), std::move(done)),
+                 std::move(control), known_size);
 }
 
 }  // namespace grail

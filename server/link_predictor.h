@@ -6,6 +6,18 @@
 // starts after a chunk was acknowledged sees it. Relations are matched to the model's
 // vocabulary by name (the store numbers relations in order of first appearance).
 //
+// Calls are asynchronous: each hands its work to the InferenceEngine and returns; `done` is
+// called exactly once with the outcome, either before the call returns (errors found at
+// once) or later from an engine thread. No thread waits meanwhile.
+//
+// Ranking every entity is exact and costs what the graph near the fixed entity costs, not
+// what the whole graph does: a candidate at undirected distance k + 2 or more from the fixed
+// entity has the trivial enclosing subgraph (the two targets and the target edge, see
+// TrivialSubgraphDistance), so all such candidates share one score, computed once per call
+// on one of them; the fixed entity's own k-hop search is done once per call and reused for
+// every candidate; the candidates near it are scored on their own subgraphs, and only the
+// best top_k are kept.
+//
 // Thread safety: every method may be called from any number of threads.
 #ifndef GRAIL_SERVER_LINK_PREDICTOR_H_
 #define GRAIL_SERVER_LINK_PREDICTOR_H_
@@ -26,13 +38,6 @@
 #include "storage/triple_store.h"
 
 namespace grail {
-
-// How a caller stops waiting: `cancelled` is polled; once it returns true the call returns
-// `status()` (e.g. DEADLINE_EXCEEDED) and its remaining work is dropped.
-struct Cancellation {
-  std::function<bool()> cancelled = [] { return false; };
-  std::function<absl::Status()> status = [] { return absl::CancelledError("cancelled"); };
-};
 
 struct ScoredFacts {
   std::vector<FactScore> scores;  // one per input fact, in order
@@ -57,26 +62,43 @@ struct RankedEntity {
 
 struct Ranking {
   std::vector<RankedEntity> ranked;  // best first, at most top_k
-  uint32_t candidates_scored = 0;
+  uint32_t candidates_scored = 0;    // candidates ranked (shared score included)
   uint32_t candidates_filtered = 0;
+  // Candidates that got the score of the trivial enclosing subgraph, computed once.
+  uint32_t candidates_shared_score = 0;
   uint64_t graph_sequence = 0;
+};
+
+struct RankLimits {
+  // Candidates one ranking may score on their own enclosing subgraphs (an explicit list,
+  // or, over every entity, those within k + 1 hops of the fixed entity).
+  uint32_t max_rank_subgraphs = 100000;
+  // Entries one ranking over every entity may return when top_k is 0.
+  uint32_t max_rank_results = 1000000;
 };
 
 class LinkPredictor {
  public:
+  using ScoreCallback = std::function<void(absl::StatusOr<ScoredFacts>)>;
+  using RankCallback = std::function<void(absl::StatusOr<Ranking>)>;
+
   // `model`, `store` and `engine` must outlive the predictor; the engine must run `model`.
-  LinkPredictor(const GrailModel& model, TripleStore& store, InferenceEngine& engine);
+  LinkPredictor(const GrailModel& model, TripleStore& store, InferenceEngine& engine,
+                const RankLimits& limits = RankLimits());
 
   // Scores each fact. Errors: NOT_FOUND naming an unknown entity; INVALID_ARGUMENT naming
-  // a relation outside the model's vocabulary, or for head == tail; the cancellation's
-  // status if cancelled.
-  absl::StatusOr<ScoredFacts> Score(absl::Span<const NamedTriple> facts,
-                                    const Cancellation& cancellation) const;
+  // a relation outside the model's vocabulary, or for head == tail; RESOURCE_EXHAUSTED
+  // from admission or for a subgraph too large for one forward; DEADLINE_EXCEEDED or
+  // CANCELLED as `control` says.
+  void Score(std::vector<NamedTriple> facts, std::shared_ptr<CallControl> control,
+             ScoreCallback done) const;
 
-  // Ranks candidates for the query's open slot by score, best first. Every score equals
-  // what Score() returns for the completed fact. Candidates are deduplicated and the fixed
-  // entity itself is left out. Errors as Score().
-  absl::StatusOr<Ranking> Rank(const RankQuery& query, const Cancellation& cancellation) const;
+  // Ranks candidates for the query's open slot by score, best first, equal scores in id
+  // order. Every score equals what Score() returns for the completed fact (up to the last
+  // bits of a float: see the proto). Candidates are deduplicated and the fixed entity
+  // itself is left out. Errors as Score(), and RESOURCE_EXHAUSTED beyond the RankLimits,
+  // saying how to narrow the call.
+  void Rank(RankQuery query, std::shared_ptr<CallControl> control, RankCallback done) const;
 
   // Adds a chunk to the store (see TripleStore::AddChunk); visible to every call that
   // starts after it returns.
@@ -86,6 +108,8 @@ class LinkPredictor {
 
   const GrailModel& model() const { return model_; }
   TripleStore& store() const { return store_; }
+  InferenceEngine& engine() const { return engine_; }
+  const RankLimits& limits() const { return limits_; }
 
  private:
   // The latest snapshot and the map from its relation ids to the model's.
@@ -96,11 +120,11 @@ class LinkPredictor {
   View CurrentView() const;
   // The model's id of `relation`, or INVALID_ARGUMENT naming it.
   absl::StatusOr<int32_t> ModelRelation(const std::string& relation) const;
-  absl::StatusOr<EntityId> FindEntity(const GraphSnapshot& snapshot, const std::string& name) const;
 
   const GrailModel& model_;
   TripleStore& store_;
   InferenceEngine& engine_;
+  const RankLimits limits_;
   absl::flat_hash_map<std::string, int32_t> model_relations_;
 
   // Relation names only ever get appended, so a map built for the first n relations stays

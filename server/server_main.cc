@@ -44,12 +44,29 @@ ABSL_FLAG(int, metrics_port, 9090,
           "HTTP port of /metrics, /healthz and /readyz (0: pick one; -1: off)");
 ABSL_FLAG(std::string, device, "cpu", "where the model runs: cpu or cuda[:N]");
 ABSL_FLAG(int, max_batch_size, 256, "subgraphs per model forward (dynamic batching)");
+ABSL_FLAG(int, max_batch_nodes, 65536,
+          "nodes per model forward; a subgraph with more is refused (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int, max_batch_edges, 262144,
+          "edges per model forward; a subgraph with more is refused (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int, max_queue_delay_us, 2000,
           "longest a queued subgraph waits for its batch to fill, in microseconds");
 ABSL_FLAG(int, extraction_threads, 0, "threads extracting subgraphs (0: one per core)");
 ABSL_FLAG(int, compute_threads, 0, "threads inside one model forward (0: one per core)");
 ABSL_FLAG(int, max_request_triples, 10000, "most triples in one ScoreTriplets call");
 ABSL_FLAG(int, max_candidates, 100000, "most explicit candidates in one RankTails/RankHeads call");
+ABSL_FLAG(int, max_rank_subgraphs, 100000,
+          "most candidates one RankTails/RankHeads scores on their own subgraphs (over every "
+          "entity: those within k+1 hops of the fixed entity; the rest share one score)");
+ABSL_FLAG(int, max_rank_results, 1000000,
+          "most entries one ranking over every entity returns when top_k is 0");
+ABSL_FLAG(int, max_calls_in_flight, 1000,
+          "KnowledgeGraph calls and AddTriples streams served at once; beyond, RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_pending_subgraphs, 1000000,
+          "facts admitted and not yet scored, over all calls; a call beyond is refused "
+          "(RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int64_t, max_queued_bytes, 1073741824,
+          "bytes held by admitted scoring work (fact lists, per-call search state, subgraphs "
+          "waiting for the model); a call arriving beyond is refused (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int, max_chunk_facts, 100000, "most facts in one AddTriples chunk");
 ABSL_FLAG(int, max_name_bytes, 1024, "longest entity or relation name, in bytes");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest gRPC message received or sent, in bytes");
@@ -128,10 +145,18 @@ int Run() {
   engine_options.max_queue_delay =
       std::chrono::microseconds(std::max(0, absl::GetFlag(FLAGS_max_queue_delay_us)));
   engine_options.extraction_threads = or_cores(absl::GetFlag(FLAGS_extraction_threads));
+  engine_options.max_batch_nodes = std::max(2, absl::GetFlag(FLAGS_max_batch_nodes));
+  engine_options.max_batch_edges = std::max(1, absl::GetFlag(FLAGS_max_batch_edges));
+  engine_options.max_pending_subgraphs = absl::GetFlag(FLAGS_max_pending_subgraphs);
+  engine_options.max_queued_bytes = absl::GetFlag(FLAGS_max_queued_bytes);
   ServiceLimits limits;
   limits.max_request_triples = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_request_triples));
   limits.max_candidates = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_candidates));
   limits.max_chunk_facts = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_chunk_facts));
+  limits.max_calls_in_flight = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_calls_in_flight));
+  RankLimits rank_limits;
+  rank_limits.max_rank_subgraphs = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_rank_subgraphs));
+  rank_limits.max_rank_results = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_rank_results));
   const int compute_threads = or_cores(absl::GetFlag(FLAGS_compute_threads));
 
   Log("start",
@@ -142,11 +167,18 @@ int Run() {
           JsonField("metrics_port", absl::GetFlag(FLAGS_metrics_port)), ",",
           JsonField("device", absl::GetFlag(FLAGS_device)), ",",
           JsonField("max_batch_size", engine_options.max_batch_size), ",",
+          JsonField("max_batch_nodes", engine_options.max_batch_nodes), ",",
+          JsonField("max_batch_edges", engine_options.max_batch_edges), ",",
           JsonField("max_queue_delay_us", engine_options.max_queue_delay.count()), ",",
           JsonField("extraction_threads", engine_options.extraction_threads), ",",
           JsonField("compute_threads", compute_threads), ",",
           JsonField("max_request_triples", limits.max_request_triples), ",",
           JsonField("max_candidates", limits.max_candidates), ",",
+          JsonField("max_rank_subgraphs", rank_limits.max_rank_subgraphs), ",",
+          JsonField("max_rank_results", rank_limits.max_rank_results), ",",
+          JsonField("max_calls_in_flight", limits.max_calls_in_flight), ",",
+          JsonField("max_pending_subgraphs", engine_options.max_pending_subgraphs), ",",
+          JsonField("max_queued_bytes", engine_options.max_queued_bytes), ",",
           JsonField("max_chunk_facts", limits.max_chunk_facts), ",",
           JsonField("max_name_bytes", absl::GetFlag(FLAGS_max_name_bytes)), ",",
           JsonField("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)), ",",
@@ -154,7 +186,7 @@ int Run() {
           JsonBool("sync_writes", absl::GetFlag(FLAGS_sync_writes)), ",",
           JsonField("drain_seconds", absl::GetFlag(FLAGS_drain_seconds))));
 
-  KeepFreedMemoryForReuse();
+  UseServingAllocator();
   SetComputeThreads(compute_threads);
 
   ServerMetrics metrics(GRAIL_VERSION);
@@ -203,8 +235,8 @@ int Run() {
   absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(data_dir, store_options);
   if (!store.ok()) return Fail("opening the store", store.status());
   InferenceEngine engine(**model, engine_options, &metrics);
-  LinkPredictor predictor(**model, **store, engine);
-  metrics.Attach(predictor);
+  LinkPredictor predictor(**model, **store, engine, rank_limits);
+  metrics.Attach(predictor, service);
   service.Activate(&predictor, ServedModelInfo{model_path, GRAIL_VERSION},
                    static_cast<uint32_t>(engine_options.max_batch_size));
   health->SetServingStatus(true);

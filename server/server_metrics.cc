@@ -67,6 +67,8 @@ struct ServerMetrics::Instruments {
   Counter* entities_created = nullptr;
   Counter* duplicates = nullptr;
   Histogram* chunk_seconds = nullptr;
+  std::array<Counter*, 2> dropped{};  // by DropReason
+  CounterFamily* rejected = nullptr;
   std::unique_ptr<MetricsHttpServer> http;
 };
 
@@ -122,6 +124,50 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
                                          "Time to validate, store durably and index one chunk.",
                                          LatencyBucketsSeconds()))
                          ->WithLabels();
+
+  CounterFamily* dropped = Must(r.AddCounter(
+      "grail_dropped_subgraphs_total",
+      "Facts of calls that ended by deadline or cancellation before they were scored (dropped "
+      "before extraction or before the forward), by reason.",
+      {"reason"}));
+  m.dropped[static_cast<int>(DropReason::kDeadline)] = &dropped->WithLabels({"deadline"});
+  m.dropped[static_cast<int>(DropReason::kCancelled)] = &dropped->WithLabels({"cancelled"});
+  m.rejected = Must(r.AddCounter(
+      "grail_rejected_calls_total",
+      "Calls refused with RESOURCE_EXHAUSTED, by the limit (flag) they reached.", {"limit"}));
+  for (const char* limit :
+       {"max_calls_in_flight", "max_pending_subgraphs", "max_queued_bytes", "max_rank_subgraphs",
+        "max_rank_results", "max_batch_nodes", "max_batch_edges"}) {
+    m.rejected->WithLabels({limit});  // every series exists from the start, at 0
+  }
+
+  // What the scheduler holds, read at scrape time.
+  auto engine_gauge = [this](const char* name, const char* help,
+                             std::function<double(const EngineLoad&)> read) {
+    Must(instruments_->registry.AddCallbackGauge(
+        name, help, [this, read = std::move(read)]() -> std::optional<double> {
+          const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
+          if (predictor == nullptr) return std::nullopt;
+          return read(predictor->engine().Load());
+        }));
+  };
+  engine_gauge("grail_scoring_calls", "Scoring calls admitted by the engine and not finished.",
+               [](const EngineLoad& l) { return static_cast<double>(l.calls); });
+  engine_gauge("grail_pending_subgraphs",
+               "Facts admitted and not yet scored, summed over calls (--max-pending-subgraphs).",
+               [](const EngineLoad& l) { return static_cast<double>(l.pending_subgraphs); });
+  engine_gauge("grail_queued_subgraphs", "Extracted subgraphs waiting for a model forward.",
+               [](const EngineLoad& l) { return static_cast<double>(l.queued_subgraphs); });
+  engine_gauge("grail_queued_bytes", "Bytes held by admitted scoring work (--max-queued-bytes).",
+               [](const EngineLoad& l) { return static_cast<double>(l.held_bytes); });
+  Must(instruments_->registry.AddCallbackGauge(
+      "grail_calls_in_flight",
+      "KnowledgeGraph calls and streams in progress (--max-calls-in-flight).",
+      [this]() -> std::optional<double> {
+        const KnowledgeGraphService* service = service_.load(std::memory_order_acquire);
+        if (service == nullptr) return std::nullopt;
+        return static_cast<double>(service->calls_in_flight());
+      }));
 
   // The graph, read at scrape time from the latest snapshot.
   auto graph_gauge = [this](const char* name, const char* help,
@@ -181,8 +227,9 @@ int ServerMetrics::http_port() const {
   return instruments_->http != nullptr ? instruments_->http->port() : -1;
 }
 
-void ServerMetrics::Attach(const LinkPredictor& predictor) {
+void ServerMetrics::Attach(const LinkPredictor& predictor, const KnowledgeGraphService& service) {
   predictor_.store(&predictor, std::memory_order_release);
+  service_.store(&service, std::memory_order_release);
 }
 
 std::string ServerMetrics::Render() const { return instruments_->registry.Render(); }
@@ -193,7 +240,8 @@ void ServerMetrics::OnSubgraphExtracted(int nodes, int edges, double seconds) {
   instruments_->extraction_seconds->Observe(seconds);
 }
 
-void ServerMetrics::OnBatch(int size, double oldest_wait_seconds, double forward_seconds) {
+void ServerMetrics::OnBatch(int size, int64_t nodes, int64_t edges, double oldest_wait_seconds,
+                            double forward_seconds) {
   instruments_->batches->Increment();
   instruments_->batch_size->Observe(size);
   instruments_->queue_wait->Observe(oldest_wait_seconds);
@@ -212,6 +260,16 @@ void ServerMetrics::OnCall(absl::string_view method, int grpc_code, double secon
   counter->Increment();
   instruments_->latency[m]->Observe(seconds);
 }
+
+void ServerMetrics::OnWorkDropped(DropReason reason, int64_t subgraphs) {
+  instruments_->dropped[static_cast<int>(reason)]->Increment(subgraphs);
+}
+
+void ServerMetrics::OnCallRejected(absl::string_view limit) {
+  instruments_->rejected->WithLabels({std::string(limit)}).Increment();
+}
+
+void ServerMetrics::OnServiceLimit(absl::string_view limit) { OnCallRejected(limit); }
 
 void ServerMetrics::OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {
   instruments_->chunks->Increment();

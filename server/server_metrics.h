@@ -12,6 +12,10 @@
 //   grail_graph_entities, grail_graph_relations, grail_graph_facts, grail_graph_sequence
 //   grail_facts_ingested_total, grail_ingest_chunks_total, grail_entities_created_total
 //   grail_duplicate_facts_total
+//   grail_dropped_subgraphs_total{reason}          facts of calls ended by deadline/cancel
+//   grail_rejected_calls_total{limit}              calls refused with RESOURCE_EXHAUSTED
+//   grail_calls_in_flight, grail_scoring_calls, grail_pending_subgraphs,
+//   grail_queued_subgraphs, grail_queued_bytes     what the service and its engine hold
 //   grail_ingest_chunk_duration_seconds            histogram
 //   grail_model_info{format,device,hops,layers,dim,relations,fingerprint}  gauge, always 1
 //   grail_build_info{version}                      gauge, always 1
@@ -45,24 +49,30 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   // The bound port, or -1 if the endpoint is off.
   int http_port() const;
 
-  // From now on the graph gauges read `predictor`'s store and the model info describes
-  // its model; `predictor` must outlive the metrics' HTTP endpoint.
-  void Attach(const LinkPredictor& predictor);
+  // From now on the graph gauges read `predictor`'s store, the load gauges its engine and
+  // `service`, and the model info describes its model; both must outlive the metrics' HTTP
+  // endpoint.
+  void Attach(const LinkPredictor& predictor, const KnowledgeGraphService& service);
 
   // The exposition text, as GET /metrics returns it.
   std::string Render() const;
 
   // EngineObserver
   void OnSubgraphExtracted(int nodes, int edges, double seconds) override;
-  void OnBatch(int size, double oldest_wait_seconds, double forward_seconds) override;
+  void OnBatch(int size, int64_t nodes, int64_t edges, double oldest_wait_seconds,
+               double forward_seconds) override;
+  void OnWorkDropped(DropReason reason, int64_t subgraphs) override;
+  void OnCallRejected(absl::string_view limit) override;
   // ServiceObserver
   void OnCall(absl::string_view method, int grpc_code, double seconds) override;
   void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) override;
+  void OnServiceLimit(absl::string_view limit) override;
 
  private:
   struct Instruments;
   std::unique_ptr<Instruments> instruments_;
   std::atomic<const LinkPredictor*> predictor_{nullptr};
+  std::atomic<const KnowledgeGraphService*> service_{nullptr};
 };
 
 }  // namespace grail

@@ -144,7 +144,8 @@ TEST_F(ClientCommandTest, RankHeadsHonoursTopKAndFilterKnown) {
   EXPECT_THAT(run.out, HasSubstr("{\"rank\":2,"));
   EXPECT_THAT(run.out, Not(HasSubstr("{\"rank\":3,")));
   EXPECT_THAT(run.out, Not(HasSubstr("\"entity\":\"a\"")));
-  EXPECT_THAT(run.out, HasSubstr("\"candidates_scored\":4,\"candidates_filtered\":1,"));
+  EXPECT_THAT(run.out, HasSubstr("\"candidates_scored\":4,\"candidates_filtered\":1,"
+                                 "\"candidates_shared_score\":3,"));
 }
 
 TEST_F(ClientCommandTest, StatsPrintsJsonWithTheGraphSize) {

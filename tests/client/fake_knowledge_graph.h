@@ -193,6 +193,8 @@ class FakeKnowledgeGraph final : public kg::v1::KnowledgeGraph::Service {
       return x.score() > y.score() || (x.score() == y.score() && x.entity() < y.entity());
     });
     response->set_candidates_scored(ranked.size());
+    // The client prints what the server says; any recognisable number does.
+    response->set_candidates_shared_score(options.candidates().empty() ? 3 : 0);
     for (size_t i = 0; i < ranked.size(); ++i) {
       if (options.top_k() > 0 && i >= options.top_k()) break;
       ranked[i].set_rank(i + 1);

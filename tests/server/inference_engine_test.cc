@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/fact_scoring.h"
@@ -17,6 +20,8 @@
 
 namespace grail {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Batched matrix products round differently for different batch shapes, so a score may
 // differ from the same fact's score in another batch in the last bits of a float.
@@ -26,15 +31,85 @@ bool SameScore(float a, float b) {
 
 class RecordingObserver : public EngineObserver {
  public:
-  void OnSubgraphExtracted(int nodes, int edges, double seconds) override { ++extracted; }
-  void OnBatch(int size, double wait, double seconds) override {
+  void OnSubgraphExtracted(int nodes, int edges, double seconds) override {
+    ++extracted;
+    if (on_extracted) on_extracted();
+  }
+  void OnBatch(int size, int64_t nodes, int64_t edges, double wait, double seconds) override {
     std::lock_guard<std::mutex> lock(mu);
     batch_sizes.push_back(size);
+    batch_edges.push_back(edges);
+    ++batches;
   }
+  void OnWorkDropped(DropReason reason, int64_t subgraphs) override {
+    (reason == DropReason::kDeadline ? dropped_by_deadline : dropped_by_cancel) += subgraphs;
+  }
+  void OnCallRejected(absl::string_view limit) override {
+    std::lock_guard<std::mutex> lock(mu);
+    rejected.emplace_back(limit);
+  }
+
   std::atomic<int> extracted{0};
+  std::atomic<int> batches{0};
+  std::atomic<int64_t> dropped_by_deadline{0}, dropped_by_cancel{0};
+  std::function<void()> on_extracted;
   std::mutex mu;
   std::vector<int> batch_sizes;
+  std::vector<int64_t> batch_edges;
+  std::vector<std::string> rejected;
 };
+
+// Facts of a StaticGraph (graph ids are model ids); the outcome arrives on a future. An
+// optional gate holds Prepare() until opened, so a test can keep a call pending.
+class TestJob final : public ScoringJob {
+ public:
+  TestJob(std::shared_ptr<const StaticGraph> graph, std::vector<Triple> facts)
+      : graph_(std::move(graph)), facts_(std::move(facts)), results_(facts_.size()) {}
+
+  absl::Status Prepare() override {
+    if (gate_ != nullptr) gate_->WaitForNotification();
+    return absl::OkStatus();
+  }
+  size_t size() const override { return facts_.size(); }
+  absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
+                                  EnclosingSubgraph* out) override {
+    const Triple& t = facts_[i];
+    absl::Status status = extractor.Extract(*graph_, t.head, t.relation, t.tail, false, out);
+    if (!status.ok()) return status;
+    return static_cast<int32_t>(t.relation);
+  }
+  const RelationMap& relations() const override { return identity_; }
+  void Accept(size_t i, const FactScore& score) override { results_[i] = score; }
+  void Finish(absl::Status status) override {
+    finish_order = next_finish.fetch_add(1);
+    batches_at_finish = observer != nullptr ? observer->batches.load() : 0;
+    if (status.ok()) {
+      outcome_.set_value(std::move(results_));
+    } else {
+      outcome_.set_value(std::move(status));
+    }
+  }
+  size_t MemoryBytes() const override { return memory_bytes; }
+  std::string Describe(size_t i) const override { return absl::StrCat("test fact ", i); }
+
+  absl::StatusOr<std::vector<FactScore>> Wait() { return outcome_.get_future().get(); }
+
+  void set_gate(absl::Notification* gate) { gate_ = gate; }
+  size_t memory_bytes = 1000;
+  RecordingObserver* observer = nullptr;
+  int finish_order = -1;
+  int batches_at_finish = 0;
+  static std::atomic<int> next_finish;
+
+ private:
+  std::shared_ptr<const StaticGraph> graph_;
+  std::vector<Triple> facts_;
+  std::vector<FactScore> results_;
+  const RelationMap identity_;
+  absl::Notification* gate_ = nullptr;
+  std::promise<absl::StatusOr<std::vector<FactScore>>> outcome_;
+};
+std::atomic<int> TestJob::next_finish{0};
 
 class InferenceEngineTest : public ::testing::Test {
  protected:
@@ -59,21 +134,19 @@ class InferenceEngineTest : public ::testing::Test {
     }
   }
 
-  ScoringGraph Graph() const {
-    return ScoringGraph{graph_, std::make_shared<const RelationMap>(RelationMap{0, 1, 2})};
+  std::shared_ptr<TestJob> Job(std::vector<Triple> facts) const {
+    return std::make_shared<TestJob>(graph_, std::move(facts));
   }
-  static std::vector<ScoringFact> ToScoring(const std::vector<Triple>& facts) {
-    std::vector<ScoringFact> out;
-    for (const Triple& t : facts) {
-      out.push_back(ScoringFact{t.head, t.relation, t.tail, static_cast<int32_t>(t.relation)});
-    }
+  std::vector<Triple> Repeated(size_t n) const {
+    std::vector<Triple> out;
+    while (out.size() < n) out.push_back(queries_[out.size() % queries_.size()]);
     return out;
   }
+  static std::shared_ptr<CallControl> NoDeadline() { return std::make_shared<CallControl>(); }
   static absl::StatusOr<std::vector<FactScore>> ScoreAll(InferenceEngine& engine,
-                                                         const ScoringGraph& graph,
-                                                         const std::vector<ScoringFact>& facts) {
-    return engine.Score(
-        graph, facts, [] { return false; }, [] { return absl::CancelledError("cancelled"); });
+                                                         std::shared_ptr<TestJob> job) {
+    engine.Submit(job, NoDeadline(), job->size());
+    return job->Wait();
   }
 
   std::shared_ptr<StaticGraph> graph_;
@@ -90,17 +163,16 @@ TEST_F(InferenceEngineTest, ConcurrentCallersGetTheOfflineScorersScores) {
   options.max_batch_size = 16;
   options.extraction_threads = 2;
   InferenceEngine engine(*model_, options, &observer);
-  const std::vector<ScoringFact> facts = ToScoring(queries_);
   std::atomic<int> mismatches{0}, failures{0};
   std::vector<std::thread> callers;
   for (int c = 0; c < 6; ++c) {
     callers.emplace_back([&, c] {
       // Each caller scores a different slice, several times.
       for (int round = 0; round < 3; ++round) {
-        const size_t begin = (c * 13 + round * 5) % facts.size();
-        const size_t end = std::min(facts.size(), begin + 10 + c * 7);
-        std::vector<ScoringFact> slice(facts.begin() + begin, facts.begin() + end);
-        absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Graph(), slice);
+        const size_t begin = (c * 13 + round * 5) % queries_.size();
+        const size_t end = std::min(queries_.size(), begin + 10 + c * 7);
+        std::vector<Triple> slice(queries_.begin() + begin, queries_.begin() + end);
+        absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Job(slice));
         if (!scores.ok() || scores->size() != slice.size()) {
           ++failures;
           continue;
@@ -128,7 +200,7 @@ TEST_F(InferenceEngineTest, ReportsSubgraphSizesAndWhetherTheFactIsKnown) {
   const Triple known = graph_->OutEdges(0).empty() ? Triple{0, 0, 1}
                                                    : Triple{0, graph_->OutEdges(0)[0].relation,
                                                             graph_->OutEdges(0)[0].entity};
-  absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Graph(), ToScoring({known}));
+  absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Job({known}));
   ASSERT_TRUE(scores.ok());
   EXPECT_EQ((*scores)[0].known_fact, graph_->HasFact(known.head, known.relation, known.tail));
   SubgraphExtractor extractor(model_->config().extraction());
@@ -141,64 +213,233 @@ TEST_F(InferenceEngineTest, ReportsSubgraphSizesAndWhetherTheFactIsKnown) {
 
 TEST_F(InferenceEngineTest, AFactTheExtractionRefusesFailsItsCallOnly) {
   InferenceEngine engine(*model_, EngineOptions{});
-  std::vector<ScoringFact> facts = ToScoring(queries_);
+  std::vector<Triple> facts = queries_;
   facts[7].tail = facts[7].head;
-  absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Graph(), facts);
+  absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Job(facts));
   EXPECT_EQ(scores.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(scores.status().message(), ::testing::HasSubstr("fact 7"));
-  EXPECT_TRUE(ScoreAll(engine, Graph(), ToScoring(queries_)).ok());
+  EXPECT_THAT(scores.status().message(), HasSubstr("fact 7"));
+  EXPECT_TRUE(ScoreAll(engine, Job(queries_)).ok());
 }
 
-TEST_F(InferenceEngineTest, CancelledCallReturnsItsStatusAndTheEngineGoesOn) {
-  InferenceEngine engine(*model_, EngineOptions{});
-  std::vector<ScoringFact> many;
-  for (int k = 0; k < 50; ++k) {
-    const std::vector<ScoringFact> facts = ToScoring(queries_);
-    many.insert(many.end(), facts.begin(), facts.end());
-  }
-  absl::StatusOr<std::vector<FactScore>> cancelled = engine.Score(
-      Graph(), many, [] { return true; }, [] { return absl::DeadlineExceededError("too late"); });
-  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(ScoreAll(engine, Graph(), ToScoring(queries_)).ok());
+// The engine's fairness: a call of one fact, submitted while a large call is being scored,
+// is finished first, after at most about one forward of the large call (its queue is not
+// served first). Counts, not times.
+TEST_F(InferenceEngineTest, ASmallCallWaitsBehindAtMostAboutOneBatchOfALargeOne) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_size = 16;
+  options.extraction_threads = 2;
+  InferenceEngine engine(*model_, options, &observer);
+  std::shared_ptr<TestJob> large = Job(Repeated(4000));
+  large->observer = &observer;
+  engine.Submit(large, NoDeadline(), large->size());
+  while (observer.batches.load() < 2) std::this_thread::yield();
+  const int batches_before = observer.batches.load();
+  std::shared_ptr<TestJob> small = Job({queries_[3]});
+  small->observer = &observer;
+  engine.Submit(small, NoDeadline(), 1);
+  ASSERT_TRUE(small->Wait().ok());
+  ASSERT_TRUE(large->Wait().ok());
+  EXPECT_LT(small->finish_order, large->finish_order);
+  // The forward under way when it arrived, possibly the one already formed, then its own.
+  EXPECT_LE(small->batches_at_finish - batches_before, 3);
+  EXPECT_GE(large->batches_at_finish - small->batches_at_finish, 200);  // 4000 / 16 - 3...
+}
+
+// Two large calls submitted together are interleaved: each progresses, neither waits for
+// the other to finish.
+TEST_F(InferenceEngineTest, ConcurrentLargeCallsShareTheForwards) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_size = 16;
+  InferenceEngine engine(*model_, options, &observer);
+  std::shared_ptr<TestJob> first = Job(Repeated(2000));
+  std::shared_ptr<TestJob> second = Job(Repeated(2000));
+  first->observer = second->observer = &observer;
+  engine.Submit(first, NoDeadline(), first->size());
+  engine.Submit(second, NoDeadline(), second->size());
+  ASSERT_TRUE(first->Wait().ok());
+  ASSERT_TRUE(second->Wait().ok());
+  const int total = observer.batches.load();
+  // Served one after the other, the first would end after half the forwards.
+  EXPECT_GT(std::min(first->batches_at_finish, second->batches_at_finish), total * 3 / 4);
+}
+
+TEST_F(InferenceEngineTest, ExpiredDeadlineDropsTheWorkAndCountsIt) {
+  RecordingObserver observer;
+  InferenceEngine engine(*model_, EngineOptions{}, &observer);
+  std::shared_ptr<TestJob> job = Job(Repeated(500));
+  engine.Submit(job, std::make_shared<CallControl>(EngineClock::now() - std::chrono::seconds(1)),
+                job->size());
+  absl::StatusOr<std::vector<FactScore>> outcome = job->Wait();
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kDeadlineExceeded);
+  // Dropped before extraction: nothing of it was extracted or run.
+  EXPECT_EQ(observer.extracted.load(), 0);
+  EXPECT_EQ(observer.dropped_by_deadline.load(), 500);
+  EXPECT_TRUE(ScoreAll(engine, Job(queries_)).ok());
+  EXPECT_EQ(engine.Load().pending_subgraphs, 0);
+}
+
+TEST_F(InferenceEngineTest, ADeadlinePassingMidwayFinishesTheCallAtOnce) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_size = 16;
+  options.extraction_threads = 1;
+  InferenceEngine engine(*model_, options, &observer);
+  std::shared_ptr<TestJob> job = Job(Repeated(60000));
+  engine.Submit(job,
+                std::make_shared<CallControl>(EngineClock::now() + std::chrono::milliseconds(50)),
+                job->size());
+  EXPECT_EQ(job->Wait().status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GT(observer.dropped_by_deadline.load(), 0);
+  EXPECT_LT(observer.extracted.load(), 60000);
+  EXPECT_EQ(engine.Load().calls, 0);
 }
 
 TEST_F(InferenceEngineTest, CancellingStopsTheRemainingWork) {
   RecordingObserver observer;
   EngineOptions options;
   options.max_batch_size = 16;
-  options.max_queued_subgraphs = 64;  // extraction cannot run far ahead of the model
   options.extraction_threads = 1;
   InferenceEngine engine(*model_, options, &observer);
-  std::vector<ScoringFact> many;
-  while (many.size() < 60000) {
-    const std::vector<ScoringFact> facts = ToScoring(queries_);
-    many.insert(many.end(), facts.begin(), facts.end());
+  auto control = std::make_shared<CallControl>();
+  observer.on_extracted = [&] {
+    if (observer.extracted.load() == 1) control->Cancel();
+  };
+  std::shared_ptr<TestJob> job = Job(Repeated(60000));
+  engine.Submit(job, control, job->size());
+  EXPECT_EQ(job->Wait().status().code(), absl::StatusCode::kCancelled);
+  observer.on_extracted = nullptr;
+  EXPECT_LT(observer.extracted.load(), 1000);
+  EXPECT_GT(observer.dropped_by_cancel.load(), 59000);
+  EXPECT_TRUE(ScoreAll(engine, Job(queries_)).ok());
+}
+
+TEST_F(InferenceEngineTest, AdmissionRefusesWorkBeyondThePendingLimitAndKeepsServing) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_pending_subgraphs = 100;
+  InferenceEngine engine(*model_, options, &observer);
+  absl::Notification gate;
+  std::shared_ptr<TestJob> held = Job(Repeated(80));
+  held->set_gate(&gate);  // pending until the gate opens
+  engine.Submit(held, NoDeadline(), held->size());
+  EXPECT_EQ(engine.Load().pending_subgraphs, 80);
+
+  std::shared_ptr<TestJob> refused = Job(Repeated(30));
+  engine.Submit(refused, NoDeadline(), refused->size());
+  absl::StatusOr<std::vector<FactScore>> outcome = refused->Wait();
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(outcome.status().message(), HasSubstr("--max-pending-subgraphs"));
+  {
+    std::lock_guard<std::mutex> lock(observer.mu);
+    EXPECT_THAT(observer.rejected, ::testing::ElementsAre("max_pending_subgraphs"));
   }
-  std::atomic<bool> cancel{false};
-  std::thread canceller([&] {
-    while (observer.extracted.load() == 0) std::this_thread::yield();
-    cancel = true;
-  });
-  absl::StatusOr<std::vector<FactScore>> cancelled = engine.Score(
-      Graph(), many, [&] { return cancel.load(); }, [] { return absl::CancelledError("gone"); });
-  canceller.join();
-  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
-  // Once a later call is answered, the engine has dropped the cancelled call's queue.
-  ASSERT_TRUE(ScoreAll(engine, Graph(), ToScoring(queries_)).ok());
-  EXPECT_LT(observer.extracted.load(), static_cast<int>(many.size()) / 2);
+  // A call whose size is only known after Prepare() is checked then.
+  std::shared_ptr<TestJob> unknown_size = Job(Repeated(30));
+  engine.Submit(unknown_size, NoDeadline(), /*known_size=*/0);
+  EXPECT_EQ(unknown_size->Wait().status().code(), absl::StatusCode::kResourceExhausted);
+
+  gate.Notify();
+  EXPECT_TRUE(held->Wait().ok());
+  EXPECT_TRUE(ScoreAll(engine, Job(Repeated(30))).ok());
+  EXPECT_EQ(engine.Load().pending_subgraphs, 0);
+}
+
+TEST_F(InferenceEngineTest, AdmissionRefusesACallBeyondTheQueuedBytes) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_queued_bytes = 1 << 20;
+  InferenceEngine engine(*model_, options, &observer);
+  std::shared_ptr<TestJob> big = Job(queries_);
+  big->memory_bytes = 2 << 20;
+  engine.Submit(big, NoDeadline(), big->size());
+  absl::StatusOr<std::vector<FactScore>> outcome = big->Wait();
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(outcome.status().message(), HasSubstr("--max-queued-bytes"));
+  EXPECT_TRUE(ScoreAll(engine, Job(queries_)).ok());
+}
+
+TEST_F(InferenceEngineTest, ForwardsCloseAtTheirEdgeBudget) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_edges = 60;
+  InferenceEngine engine(*model_, options, &observer);
+  // Subgraphs that fit, each on its own, in 60 edges.
+  SubgraphExtractor extractor(model_->config().extraction());
+  std::vector<Triple> fitting;
+  for (const Triple& q : queries_) {
+    EnclosingSubgraph s;
+    ASSERT_TRUE(extractor.Extract(*graph_, q.head, q.relation, q.tail, false, &s).ok());
+    if (s.num_edges() <= 60) fitting.push_back(q);
+  }
+  ASSERT_GT(fitting.size(), 20u);
+  ASSERT_TRUE(ScoreAll(engine, Job(fitting)).ok());
+  std::lock_guard<std::mutex> lock(observer.mu);
+  EXPECT_GT(observer.batch_edges.size(), 1u);
+  for (int64_t edges : observer.batch_edges) EXPECT_LE(edges, 60);
+}
+
+TEST_F(InferenceEngineTest, ASubgraphLargerThanOneForwardFailsItsCallWithTheLimit) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_edges = 3;
+  InferenceEngine engine(*model_, options, &observer);
+  SubgraphExtractor extractor(model_->config().extraction());
+  Triple large{}, small{};
+  bool found_large = false, found_small = false;
+  for (uint32_t h = 0; h < 50 && !(found_large && found_small); ++h) {
+    for (uint32_t t = 0; t < 50; ++t) {
+      if (h == t) continue;
+      EnclosingSubgraph s;
+      ASSERT_TRUE(extractor.Extract(*graph_, h, 0, t, false, &s).ok());
+      if (s.num_edges() > 3 && !found_large) large = {h, 0, t}, found_large = true;
+      if (s.num_edges() <= 3 && !found_small) small = {h, 0, t}, found_small = true;
+    }
+  }
+  ASSERT_TRUE(found_large && found_small);
+  absl::StatusOr<std::vector<FactScore>> refused = ScoreAll(engine, Job({small, large}));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("test fact 1"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max-batch-edges=3"));
+  EXPECT_TRUE(ScoreAll(engine, Job({small})).ok());
+}
+
+TEST_F(InferenceEngineTest, ExtractionRunsAtMostAboutTwoForwardsAhead) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_size = 8;
+  options.extraction_threads = 2;
+  InferenceEngine engine(*model_, options, &observer);
+  std::atomic<int64_t> most_queued{0};
+  observer.on_extracted = [&] {
+    const int64_t queued = engine.Load().queued_subgraphs;
+    int64_t seen = most_queued.load();
+    while (queued > seen && !most_queued.compare_exchange_weak(seen, queued)) {
+    }
+  };
+  std::vector<std::shared_ptr<TestJob>> jobs;
+  for (int c = 0; c < 5; ++c) {
+    jobs.push_back(Job(Repeated(600)));
+    engine.Submit(jobs.back(), NoDeadline(), jobs.back()->size());
+  }
+  for (auto& job : jobs) EXPECT_TRUE(job->Wait().ok());
+  observer.on_extracted = nullptr;
+  // Two forwards of 8, plus what the two threads hold in their hands (a slice each).
+  EXPECT_LE(most_queued.load(), 2 * 8 + 2 * 8);
+  EXPECT_GT(most_queued.load(), 0);
 }
 
 TEST_F(InferenceEngineTest, AfterShutdownCallsAreUnavailable) {
   InferenceEngine engine(*model_, EngineOptions{});
   engine.Shutdown();
   engine.Shutdown();  // idempotent
-  EXPECT_EQ(ScoreAll(engine, Graph(), ToScoring(queries_)).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ScoreAll(engine, Job(queries_)).status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(InferenceEngineTest, NoFactsNoWork) {
   InferenceEngine engine(*model_, EngineOptions{});
-  absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Graph(), {});
+  absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Job({}));
   ASSERT_TRUE(scores.ok());
   EXPECT_TRUE(scores->empty());
 }
