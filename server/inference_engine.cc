@@ -36,8 +36,11 @@ constexpr std::chrono::seconds kReleaseInterval{1};
 }  // namespace
 
 absl::Status CallControl::StoppedStatus() const {
-  if (cancelled()) return absl::CancelledError("the client cancelled the call");
-  return absl::DeadlineExceededError("the call's deadline passed before scoring finished");
+  // gRPC cancels a call whose deadline passed, too: the deadline is the reason then.
+  if (Clock::now() >= deadline_) {
+    return absl::DeadlineExceededError("the call's deadline passed before scoring finished");
+  }
+  return absl::CancelledError("the client cancelled the call");
 }
 
 void CallControl::Cancel() {
@@ -391,7 +394,7 @@ Clock::time_point InferenceEngine::CollectFinished(Clock::time_point now,
 void InferenceEngine::FinishCalls(std::vector<std::shared_ptr<Call>>& calls) {
   for (std::shared_ptr<Call>& call : calls) {
     call->control->SetWaker(nullptr);
-    if (!call->outcome.ok() && call->dropped > 0) {
+    if (!call->outcome.ok()) {
       if (absl::IsDeadlineExceeded(call->outcome)) {
         observer_->OnWorkDropped(DropReason::kDeadline, call->dropped);
       } else if (absl::IsCancelled(call->outcome)) {

@@ -91,7 +91,8 @@ class EngineObserver {
   virtual void OnBatch(int size, int64_t nodes, int64_t edges, double oldest_wait_seconds,
                        double forward_seconds) {}
   // A call ended by its deadline or its cancellation; `subgraphs` of its facts were never
-  // scored (neither extracted nor run through the model, or thrown away after).
+  // scored (neither extracted nor run through the model, or thrown away after; 0 if it
+  // ended before its size was known).
   virtual void OnWorkDropped(DropReason reason, int64_t subgraphs) {}
   // A call refused because of `limit` (a flag's name without dashes, e.g.
   // "max_pending_subgraphs").

@@ -68,6 +68,7 @@ struct ServerMetrics::Instruments {
   Counter* duplicates = nullptr;
   Histogram* chunk_seconds = nullptr;
   std::array<Counter*, 2> dropped{};  // by DropReason
+  std::array<Counter*, 2> dropped_calls{};
   CounterFamily* rejected = nullptr;
   std::unique_ptr<MetricsHttpServer> http;
 };
@@ -132,6 +133,13 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
       {"reason"}));
   m.dropped[static_cast<int>(DropReason::kDeadline)] = &dropped->WithLabels({"deadline"});
   m.dropped[static_cast<int>(DropReason::kCancelled)] = &dropped->WithLabels({"cancelled"});
+  CounterFamily* dropped_calls =
+      Must(r.AddCounter("grail_dropped_calls_total",
+                        "Scoring calls ended by deadline or cancellation, by reason.", {"reason"}));
+  m.dropped_calls[static_cast<int>(DropReason::kDeadline)] =
+      &dropped_calls->WithLabels({"deadline"});
+  m.dropped_calls[static_cast<int>(DropReason::kCancelled)] =
+      &dropped_calls->WithLabels({"cancelled"});
   m.rejected = Must(r.AddCounter(
       "grail_rejected_calls_total",
       "Calls refused with RESOURCE_EXHAUSTED, by the limit (flag) they reached.", {"limit"}));
@@ -262,6 +270,7 @@ void ServerMetrics::OnCall(absl::string_view method, int grpc_code, double secon
 }
 
 void ServerMetrics::OnWorkDropped(DropReason reason, int64_t subgraphs) {
+  instruments_->dropped_calls[static_cast<int>(reason)]->Increment();
   instruments_->dropped[static_cast<int>(reason)]->Increment(subgraphs);
 }
 

@@ -12,7 +12,8 @@
 //   grail_graph_entities, grail_graph_relations, grail_graph_facts, grail_graph_sequence
 //   grail_facts_ingested_total, grail_ingest_chunks_total, grail_entities_created_total
 //   grail_duplicate_facts_total
-//   grail_dropped_subgraphs_total{reason}          facts of calls ended by deadline/cancel
+//   grail_dropped_calls_total{reason}              calls ended by deadline/cancellation
+//   grail_dropped_subgraphs_total{reason}          and their facts never scored
 //   grail_rejected_calls_total{limit}              calls refused with RESOURCE_EXHAUSTED
 //   grail_calls_in_flight, grail_scoring_calls, grail_pending_subgraphs,
 //   grail_queued_subgraphs, grail_queued_bytes     what the service and its engine hold

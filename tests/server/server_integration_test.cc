@@ -569,6 +569,202 @@ TEST_F(ServerTest, ClientBinaryScoresAddsAndReportsRejectedLines) {
   EXPECT_THAT(stats.out, HasSubstr("\"format\":\"grail-kg-model/1\""));
 }
 
+// Scheduling on the real server: a graph on which a ranking over every entity is a large
+// call (every entity is within k + 1 hops of every other, so each candidate gets its own
+// subgraph), plus isolated pairs far from everything, which share one score.
+class ServerSchedulingTest : public ::testing::Test {
+ protected:
+  static constexpr int kDenseEntities = 1500;
+  static constexpr int kIsolatedPairs = 200;
+
+  static void SetUpTestSuite() {
+    dir_ = new ScopedTempDir();
+    GrailConfig config;
+    config.hops = 2;
+    absl::StatusOr<std::unique_ptr<GrailModel>> model =
+        GrailModel::Create(config, kRelations, /*seed=*/17);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE((*model)->Save(dir_->Sub("model.pt")).ok());
+    graph_ = new std::vector<NamedTriple>(RandomGraph(kDenseEntities, 9000, 23));
+    for (int i = 0; i < kIsolatedPairs; ++i) {
+      graph_->push_back({absl::StrCat("far", 2 * i), "r0", absl::StrCat("far", 2 * i + 1)});
+    }
+  }
+  static void TearDownTestSuite() {
+    delete graph_;
+    delete dir_;
+  }
+
+  // Starts a server with `flags` on a fresh store and loads the graph.
+  void StartServer(std::vector<std::string> flags) {
+    flags.push_back("--model=" + dir_->Sub("model.pt"));
+    flags.push_back("--data-dir=" + store_.Sub("store"));
+    ASSERT_TRUE(server_.Start(flags, store_.Sub("server.log")));
+    channel_ = grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials());
+    stub_ = KnowledgeGraph::NewStub(channel_);
+    std::vector<std::vector<NamedTriple>> chunks;
+    for (size_t i = 0; i < graph_->size(); i += 2000) {
+      chunks.emplace_back(graph_->begin() + i,
+                          graph_->begin() + std::min(graph_->size(), i + 2000));
+    }
+    const AddOutcome added = AddChunks(*stub_, chunks);
+    ASSERT_TRUE(added.status.ok()) << added.status.error_message();
+  }
+
+  // The value of the first series of /metrics matching `series` (a regex), or -1.
+  double Metric(const std::string& series) {
+    httplib::Client client("127.0.0.1", server_.metrics_port());
+    httplib::Result scrape = client.Get("/metrics");
+    std::smatch m;
+    if (!scrape || !std::regex_search(scrape->body, m, std::regex("\n" + series + " (\\S+)"))) {
+      return -1;
+    }
+    return std::stod(m[1]);
+  }
+
+  static kg::v1::RankTailsRequest RankEveryTail(const std::string& head) {
+    kg::v1::RankTailsRequest request;
+    request.set_head(head);
+    request.set_relation("r1");
+    request.mutable_options()->set_top_k(10);
+    return request;
+  }
+
+  static ScopedTempDir* dir_;
+  static std::vector<NamedTriple>* graph_;
+  ScopedTempDir store_;
+  ServerProcess server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<KnowledgeGraph::Stub> stub_;
+};
+ScopedTempDir* ServerSchedulingTest::dir_ = nullptr;
+std::vector<NamedTriple>* ServerSchedulingTest::graph_ = nullptr;
+
+TEST_F(ServerSchedulingTest, AScoreSentWhileALargeRankingRunsCompletesBeforeIt) {
+  // Small forwards make the ranking many forwards long.
+  ASSERT_NO_FATAL_FAILURE(StartServer({"--max-batch-size=4", "--max-queue-delay-us=0"}));
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::atomic<int> finished{0};
+    int ranking_order = -1, score_order = -1;
+    grpc::Status ranking_status;
+    kg::v1::RankResponse ranking;
+    const double extracted_before = Metric("grail_subgraph_nodes_count");
+    std::thread ranker([&] {
+      grpc::ClientContext context;
+      ranking_status = stub_->RankTails(&context, RankEveryTail("e1"), &ranking);
+      ranking_order = finished++;
+    });
+    // Once the server is extracting the ranking's subgraphs, it has certainly received it.
+    while (finished.load() == 0 && Metric("grail_subgraph_nodes_count") < extracted_before + 20) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const bool ranking_in_progress = finished.load() == 0;
+    kg::v1::ScoreTripletResponse score;
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto({"e2", "r0", "e3"});
+    const grpc::Status score_status = stub_->ScoreTriplet(&context, request, &score);
+    score_order = finished++;
+    ranker.join();
+    ASSERT_TRUE(score_status.ok()) << score_status.error_message();
+    ASSERT_TRUE(ranking_status.ok()) << ranking_status.error_message();
+    EXPECT_GT(ranking.candidates_scored(), static_cast<uint32_t>(kDenseEntities));
+    if (!ranking_in_progress) continue;  // this machine ranked too fast to tell; again
+    EXPECT_LT(score_order, ranking_order);
+    return;
+  }
+  FAIL() << "the ranking always finished before the score was sent";
+}
+
+TEST_F(ServerSchedulingTest, RankingEveryTailSharesOneScoreAmongFarCandidates) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({}));
+  grpc::ClientContext context;
+  kg::v1::RankTailsRequest request = RankEveryTail("far0");
+  request.mutable_options()->set_top_k(0);
+  kg::v1::RankResponse response;
+  ASSERT_TRUE(stub_->RankTails(&context, request, &response).ok());
+  // far0's only neighbour is far1: every other entity is far.
+  const uint32_t entities = kDenseEntities + 2 * kIsolatedPairs;
+  EXPECT_EQ(response.candidates_scored(), entities - 1);
+  EXPECT_EQ(response.candidates_shared_score(), entities - 2);
+  ASSERT_EQ(response.ranked_size(), static_cast<int>(entities - 1));
+  // Each far candidate's score is what ScoreTriplet says for it.
+  for (const std::string tail : {"e7", "far5", "e1400"}) {
+    const auto it = std::find_if(response.ranked().begin(), response.ranked().end(),
+                                 [&](const kg::v1::RankedEntity& r) { return r.entity() == tail; });
+    ASSERT_NE(it, response.ranked().end()) << tail;
+    grpc::ClientContext score_context;
+    kg::v1::ScoreTripletRequest score_request;
+    *score_request.mutable_triple() = ToProto({"far0", "r1", tail});
+    kg::v1::ScoreTripletResponse score;
+    ASSERT_TRUE(stub_->ScoreTriplet(&score_context, score_request, &score).ok());
+    EXPECT_TRUE(SameScore(it->score(), score.score())) << tail;
+    EXPECT_EQ(score.subgraph_nodes(), 2u);
+  }
+}
+
+TEST_F(ServerSchedulingTest, OverloadIsRefusedWithTheLimitAndTheServerKeepsServing) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({"--max-calls-in-flight=1", "--max-batch-size=4"}));
+  bool refused = false;
+  for (int attempt = 0; attempt < 5 && !refused; ++attempt) {
+    std::atomic<bool> ranking_done{false};
+    std::thread ranker([&] {
+      grpc::ClientContext context;
+      kg::v1::RankResponse ranking;
+      EXPECT_TRUE(stub_->RankTails(&context, RankEveryTail("e1"), &ranking).ok());
+      ranking_done = true;
+    });
+    while (!ranking_done.load() && Metric("grail_calls_in_flight") < 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto({"e2", "r0", "e3"});
+    kg::v1::ScoreTripletResponse score;
+    const grpc::Status status = stub_->ScoreTriplet(&context, request, &score);
+    const bool ranking_was_running = !ranking_done.load();
+    ranker.join();
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      EXPECT_THAT(status.error_message(), HasSubstr("--max-calls-in-flight"));
+      refused = true;
+    } else {
+      // Admitted only if the ranking was over by then.
+      EXPECT_FALSE(ranking_was_running) << status.error_message();
+    }
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_GE(Metric("grail_rejected_calls_total\\{limit=\"max_calls_in_flight\"\\}"), 1);
+  grpc::ClientContext context;
+  kg::v1::ScoreTripletRequest request;
+  *request.mutable_triple() = ToProto({"e2", "r0", "e3"});
+  kg::v1::ScoreTripletResponse score;
+  EXPECT_TRUE(stub_->ScoreTriplet(&context, request, &score).ok());
+  EXPECT_EQ(HealthStatus(channel_), 1);
+}
+
+TEST_F(ServerSchedulingTest, WorkOfAnExpiredDeadlineIsDroppedAndCounted) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({"--max-batch-size=4"}));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(10));
+  kg::v1::RankResponse ranking;
+  EXPECT_EQ(stub_->RankTails(&context, RankEveryTail("e1"), &ranking).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The server ends the call at its deadline too; its count follows within moments.
+  double dropped = 0;
+  for (int i = 0; i < 1000 && dropped <= 0; ++i) {
+    dropped = Metric("grail_dropped_calls_total\\{reason=\"deadline\"\\}");
+    if (dropped <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(dropped, 1);
+  EXPECT_EQ(Metric("grail_dropped_calls_total\\{reason=\"cancelled\"\\}"), 0);
+  EXPECT_EQ(Metric("grail_scoring_calls"), 0);
+  kg::v1::ScoreTripletResponse score;
+  grpc::ClientContext score_context;
+  kg::v1::ScoreTripletRequest request;
+  *request.mutable_triple() = ToProto({"e2", "r0", "e3"});
+  EXPECT_TRUE(stub_->ScoreTriplet(&score_context, request, &score).ok());
+}
+
 // Servers of their own: restart, drain, limits, start-up errors.
 class ServerLifecycleTest : public ::testing::Test {
  protected:
