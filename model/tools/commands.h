@@ -11,6 +11,8 @@ int RunSubgraphCommand();
 int RunWordNetCommand();
 // `split --triples FILE --out DIR [--seed S] ...`
 int RunSplitCommand();
+// `synth --out DIR [--entities N] [--facts M] [--relations R] [--exponent A] [--seed S]`
+int RunSynthCommand();
 
 }  // namespace grail
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "model/inductive_split.h"
+#include "model/synthetic_graph.h"
 #include "model/tools/commands.h"
 #include "model/wordnet.h"
 #include "storage/triple_file.h"
@@ -25,7 +26,8 @@ ABSL_FLAG(std::string, triples, "", "split: triple file holding the whole graph"
 ABSL_FLAG(std::string, name, "",
           "split: name of the pair, written as OUT/NAME and OUT/NAME_ind (default: the name of "
           "the directory holding --triples, or \"split\")");
-ABSL_FLAG(uint64_t, seed, 0, "split: random seed; the same seed and input give the same files");
+ABSL_FLAG(uint64_t, seed, 0,
+          "split, synth: random seed; the same seed and input give the same files");
 // Defaults come from InductiveSplitOptions, which documents why they are what they are.
 ABSL_FLAG(int, train_roots, grail::InductiveSplitOptions{}.train.roots,
           "split: root entities drawn for the train graph");
@@ -39,6 +41,14 @@ ABSL_FLAG(double, valid_fraction, grail::InductiveSplitOptions{}.valid_fraction,
           "split: fraction of each graph's facts held out as valid");
 ABSL_FLAG(double, test_fraction, grail::InductiveSplitOptions{}.test_fraction,
           "split: fraction of each graph's facts held out as test");
+
+ABSL_FLAG(uint32_t, entities, grail::SyntheticGraphOptions{}.entities,
+          "synth: entities (each has at least one fact)");
+ABSL_FLAG(uint64_t, facts, grail::SyntheticGraphOptions{}.facts, "synth: distinct facts");
+ABSL_FLAG(uint32_t, relations, grail::SyntheticGraphOptions{}.relations, "synth: relations");
+ABSL_FLAG(double, exponent, grail::SyntheticGraphOptions{}.exponent,
+          "synth: entity i's weight is (i+1)^-exponent; degrees then have a power-law tail of "
+          "exponent 1 + 1/exponent");
 
 namespace grail {
 namespace {
@@ -132,6 +142,35 @@ int RunSplitCommand() {
 
   PrintSplitGraphSummary(name, split->train_graph);
   PrintSplitGraphSummary(absl::StrCat(name, "_ind"), split->test_graph);
+  return 0;
+}
+
+int RunSynthCommand() {
+  const std::string out_dir = absl::GetFlag(FLAGS_out);
+  if (out_dir.empty()) {
+    std::fprintf(stderr, "synth needs --out DIR\n");
+    return 2;
+  }
+  SyntheticGraphOptions options;
+  options.entities = absl::GetFlag(FLAGS_entities);
+  options.facts = absl::GetFlag(FLAGS_facts);
+  options.relations = absl::GetFlag(FLAGS_relations);
+  options.exponent = absl::GetFlag(FLAGS_exponent);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<std::vector<NamedTriple>> triples = GenerateSyntheticGraph(options);
+  if (!triples.ok()) return Fail(triples.status());
+  std::error_code error;
+  std::filesystem::create_directories(out_dir, error);
+  if (error) {
+    return Fail(absl::PermissionDeniedError(
+        absl::StrCat("cannot create directory ", out_dir, ": ", error.message())));
+  }
+  const std::string path = absl::StrCat(out_dir, "/triples.txt");
+  absl::Status status = WriteTripleFile(path, *triples);
+  if (!status.ok()) return Fail(status);
+  std::fprintf(stderr, "synth: %u entities, %u relations, %zu facts (seed %llu) -> %s\n",
+               options.entities, options.relations, triples->size(),
+               static_cast<unsigned long long>(options.seed), path.c_str());
   return 0;
 }
 

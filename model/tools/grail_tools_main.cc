@@ -1,4 +1,4 @@
-// grail-tools: data preparation and inspection (subgraph, wordnet, split).
+// grail-tools: data preparation and inspection (subgraph, wordnet, split, synth).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -13,7 +13,9 @@ int main(int argc, char** argv) {
       "  subgraph --graph FILE --head H --relation R --tail T [--hops K]\n"
       "           [--max-nodes-per-hop N] [--no-enclosing]   print an enclosing subgraph as JSON\n"
       "  wordnet  --out DIR [--wordnet-dir DIR]              WordNet 3.0 -> DIR/triples.txt\n"
-      "  split    --triples FILE --out DIR [--seed S] ...    inductive train/test graph pair");
+      "  split    --triples FILE --out DIR [--seed S] ...    inductive train/test graph pair\n"
+      "  synth    --out DIR [--entities N] [--facts M] [--relations R] [--exponent A] [--seed S]\n"
+      "                                                      power-law graph -> DIR/triples.txt");
   const std::vector<std::string> positional = grail::ParseCommandLine(argc, argv);
   if (positional.size() != 2) {
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   if (command == "subgraph") return grail::RunSubgraphCommand();
   if (command == "wordnet") return grail::RunWordNetCommand();
   if (command == "split") return grail::RunSplitCommand();
+  if (command == "synth") return grail::RunSynthCommand();
   std::fprintf(stderr, "unknown command '%s'\n%s\n", command.c_str(),
                absl::ProgramUsageMessage().data());
   return 2;
