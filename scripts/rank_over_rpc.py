@@ -3,7 +3,8 @@
 
 For each fact (h, r, t) of FILE: rank-tails h r over every entity of the served graph with
 known facts filtered out (the "filtered" setting of link prediction; the held-out fact is not
-in the graph), and likewise rank-heads r t. The fact's rank is where t (or h) lands.
+in the graph), and likewise rank-heads r t. The fact's rank is where t (or h) lands; ties count as the mean of the optimistic and the
+pessimistic rank.
 
   scripts/rank_over_rpc.py --client build/bin/grail-client --target HOST:PORT FILE \
       [--limit N] [--examples K]
@@ -24,9 +25,14 @@ def rank(client, target, command, args):
 
 
 def position(result, entity):
+    """The entity's rank, ties counted as the paper's protocol does: the mean of the
+    optimistic rank (the server's, ties share the better one) and the pessimistic one (after
+    every candidate with the same score). Distant candidates share one exact score, so ties
+    are common."""
     for r in result["ranked"]:
         if r["entity"] == entity:
-            return r["rank"]
+            pessimistic = sum(1 for other in result["ranked"] if other["score"] >= r["score"])
+            return (r["rank"] + pessimistic) / 2
     return None
 
 

@@ -315,13 +315,15 @@ void InferenceEngine::ExtractionLoop() {
         break;
       }
       const EnclosingSubgraph& s = item.subgraph;
-      if (s.num_nodes() > options_.max_batch_nodes || s.num_edges() > options_.max_batch_edges) {
-        observer_->OnCallRejected(s.num_nodes() > options_.max_batch_nodes ? "max_batch_nodes"
-                                                                           : "max_batch_edges");
+      if (s.num_nodes() > options_.max_subgraph_nodes ||
+          s.num_edges() > options_.max_subgraph_edges) {
+        observer_->OnCallRejected(s.num_nodes() > options_.max_subgraph_nodes
+                                      ? "max_subgraph_nodes"
+                                      : "max_subgraph_edges");
         error = absl::ResourceExhaustedError(absl::StrCat(
             call->job->Describe(i), ": the enclosing subgraph has ", s.num_nodes(), " nodes and ",
-            s.num_edges(), " edges, more than one model forward may hold (--max-batch-nodes=",
-            options_.max_batch_nodes, ", --max-batch-edges=", options_.max_batch_edges,
+            s.num_edges(), " edges, more than the server scores (--max-subgraph-nodes=",
+            options_.max_subgraph_nodes, ", --max-subgraph-edges=", options_.max_subgraph_edges,
             "); serve a model trained with a per-hop cap (grail-train --max-nodes-per-hop) or "
             "raise the limits"));
         break;

@@ -17,11 +17,14 @@
 //     that has expired or been cancelled are dropped before extraction and before the
 //     forward, and the batcher wakes for the nearest deadline to finish such calls with
 //     DEADLINE_EXCEEDED / CANCELLED at once.
-//   * Bounded memory. A forward closes at `max_batch_size` subgraphs or when the next
-//     subgraph would take it past `max_batch_nodes` / `max_batch_edges`; a single subgraph
-//     larger than that fails its call with RESOURCE_EXHAUSTED. Extraction runs at most about
-//     two forwards ahead of the model (one per call), so extracted subgraphs waiting for the
-//     model are bounded whatever the number of calls.
+//   * Short forwards. A forward closes at `max_batch_size` subgraphs or when the next
+//     subgraph would take it past `max_batch_nodes` / `max_batch_edges` (a larger subgraph
+//     runs alone). The budget is what bounds a newcomer's wait behind a large call, so it
+//     is small: a few milliseconds of model time.
+//   * Bounded memory. A subgraph larger than `max_subgraph_nodes` / `max_subgraph_edges`
+//     fails its call with RESOURCE_EXHAUSTED. Extraction runs at most about two forwards
+//     ahead of the model (one per call), so extracted subgraphs waiting for the model are
+//     bounded whatever the number of calls.
 //   * Admission. A call is refused at once with RESOURCE_EXHAUSTED, naming the limit, when
 //     the subgraphs admitted and not yet scored would exceed `max_pending_subgraphs` or the
 //     memory held by admitted work exceeds `max_queued_bytes`.
@@ -64,9 +67,11 @@ namespace grail {
 using EngineClock = std::chrono::steady_clock;
 
 struct EngineOptions {
-  int max_batch_size = 256;      // subgraphs per forward
-  int max_batch_nodes = 65536;   // nodes per forward (a larger subgraph is refused)
-  int max_batch_edges = 262144;  // edges per forward (a larger subgraph is refused)
+  int max_batch_size = 256;         // subgraphs per forward
+  int max_batch_nodes = 4096;       // nodes per forward (a larger subgraph runs alone)
+  int max_batch_edges = 8192;       // edges per forward (a larger subgraph runs alone)
+  int max_subgraph_nodes = 65536;   // a larger subgraph fails its call
+  int max_subgraph_edges = 262144;  // a larger subgraph fails its call
   std::chrono::microseconds max_queue_delay{2000};
   int extraction_threads = 2;
   // Admission: subgraphs admitted and not yet scored, summed over calls.
@@ -94,7 +99,7 @@ class EngineObserver {
   // scored (neither extracted nor run through the model, or thrown away after; 0 if it
   // ended before its size was known).
   virtual void OnWorkDropped(DropReason reason, int64_t subgraphs) {}
-  // A call refused because of `limit` (a flag's name without dashes, e.g.
+  // A call refused because of `limit` (a flag's name with underscores, e.g.
   // "max_pending_subgraphs").
   virtual void OnCallRejected(absl::string_view limit) {}
 };

@@ -337,19 +337,21 @@ class RankingJob final : public ScoringJob {
     // Merge the near candidates (sorted) with the far ones (one score, id order).
     FarCursor far(this);
     uint64_t far_left = far_count_;
-    std::optional<Candidate> next_far;
+    Candidate next_far{shared_score_, 0, false};
+    bool has_far = false;  // next_far holds the next far candidate not yet ranked
     size_t b = 0;
     while (ranking.ranked.size() < keep) {
-      if (!next_far && far_left > 0) {
-        next_far = Candidate{shared_score_, far.Next(), false};
+      if (!has_far && far_left > 0) {
+        next_far.id = far.Next();
+        has_far = true;
         --far_left;
       }
       Candidate c;
-      if (b < best.size() && (!next_far || Better(best[b], *next_far))) {
+      if (b < best.size() && (!has_far || Better(best[b], next_far))) {
         c = best[b++];
       } else {
-        c = *next_far;
-        next_far.reset();
+        c = next_far;
+        has_far = false;
       }
       uint32_t rank = static_cast<uint32_t>(ranking.ranked.size() + 1);
       if (!ranking.ranked.empty() && ranking.ranked.back().score == c.score) {

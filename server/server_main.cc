@@ -44,10 +44,18 @@ ABSL_FLAG(int, metrics_port, 9090,
           "HTTP port of /metrics, /healthz and /readyz (0: pick one; -1: off)");
 ABSL_FLAG(std::string, device, "cpu", "where the model runs: cpu or cuda[:N]");
 ABSL_FLAG(int, max_batch_size, 256, "subgraphs per model forward (dynamic batching)");
-ABSL_FLAG(int, max_batch_nodes, 65536,
-          "nodes per model forward; a subgraph with more is refused (RESOURCE_EXHAUSTED)");
-ABSL_FLAG(int, max_batch_edges, 262144,
-          "edges per model forward; a subgraph with more is refused (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int, max_batch_nodes, 4096,
+          "nodes per model forward (a larger subgraph runs alone); small forwards keep a call "
+          "from waiting long behind another's");
+ABSL_FLAG(int, max_batch_edges, 8192,
+          "edges per model forward (a larger subgraph runs alone); small forwards keep a call "
+          "from waiting long behind another's");
+ABSL_FLAG(int, max_subgraph_nodes, 65536,
+          "nodes of the largest enclosing subgraph scored; a call needing a larger one fails "
+          "with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_subgraph_edges, 262144,
+          "edges of the largest enclosing subgraph scored; a call needing a larger one fails "
+          "with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_queue_delay_us, 2000,
           "longest a queued subgraph waits for its batch to fill, in microseconds");
 ABSL_FLAG(int, extraction_threads, 0, "threads extracting subgraphs (0: one per core)");
@@ -147,6 +155,8 @@ int Run() {
   engine_options.extraction_threads = or_cores(absl::GetFlag(FLAGS_extraction_threads));
   engine_options.max_batch_nodes = std::max(2, absl::GetFlag(FLAGS_max_batch_nodes));
   engine_options.max_batch_edges = std::max(1, absl::GetFlag(FLAGS_max_batch_edges));
+  engine_options.max_subgraph_nodes = std::max(2, absl::GetFlag(FLAGS_max_subgraph_nodes));
+  engine_options.max_subgraph_edges = std::max(1, absl::GetFlag(FLAGS_max_subgraph_edges));
   engine_options.max_pending_subgraphs = absl::GetFlag(FLAGS_max_pending_subgraphs);
   engine_options.max_queued_bytes = absl::GetFlag(FLAGS_max_queued_bytes);
   ServiceLimits limits;
@@ -169,6 +179,8 @@ int Run() {
           JsonField("max_batch_size", engine_options.max_batch_size), ",",
           JsonField("max_batch_nodes", engine_options.max_batch_nodes), ",",
           JsonField("max_batch_edges", engine_options.max_batch_edges), ",",
+          JsonField("max_subgraph_nodes", engine_options.max_subgraph_nodes), ",",
+          JsonField("max_subgraph_edges", engine_options.max_subgraph_edges), ",",
           JsonField("max_queue_delay_us", engine_options.max_queue_delay.count()), ",",
           JsonField("extraction_threads", engine_options.extraction_threads), ",",
           JsonField("compute_threads", compute_threads), ",",

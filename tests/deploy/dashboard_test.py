@@ -175,6 +175,9 @@ class DashboardTest(unittest.TestCase):
             "grail_graph_entities", "grail_graph_facts",
             "grail_subgraph_nodes_bucket", "grail_forward_seconds_bucket",
             "process_cpu_seconds_total", "process_resident_memory_bytes",
+            # scheduling: refusals by limit, work dropped by deadline/cancellation, load
+            "grail_rejected_calls_total", "grail_dropped_calls_total",
+            "grail_dropped_subgraphs_total", "grail_calls_in_flight", "grail_pending_subgraphs",
         }
         self.assertEqual(wanted - used, set())
         self.assertTrue(any('code!="OK"' in e.replace(" ", "") for e in self.exprs),

@@ -380,10 +380,10 @@ TEST_F(InferenceEngineTest, ForwardsCloseAtTheirEdgeBudget) {
   for (int64_t edges : observer.batch_edges) EXPECT_LE(edges, 60);
 }
 
-TEST_F(InferenceEngineTest, ASubgraphLargerThanOneForwardFailsItsCallWithTheLimit) {
+TEST_F(InferenceEngineTest, ASubgraphAboveTheSizeLimitFailsItsCallNamingTheLimit) {
   RecordingObserver observer;
   EngineOptions options;
-  options.max_batch_edges = 3;
+  options.max_subgraph_edges = 3;
   InferenceEngine engine(*model_, options, &observer);
   SubgraphExtractor extractor(model_->config().extraction());
   Triple large{}, small{};
@@ -401,8 +401,28 @@ TEST_F(InferenceEngineTest, ASubgraphLargerThanOneForwardFailsItsCallWithTheLimi
   absl::StatusOr<std::vector<FactScore>> refused = ScoreAll(engine, Job({small, large}));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.status().message(), HasSubstr("test fact 1"));
-  EXPECT_THAT(refused.status().message(), HasSubstr("--max-batch-edges=3"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max-subgraph-edges=3"));
   EXPECT_TRUE(ScoreAll(engine, Job({small})).ok());
+  std::lock_guard<std::mutex> lock(observer.mu);
+  EXPECT_THAT(observer.rejected, ::testing::ElementsAre("max_subgraph_edges"));
+}
+
+TEST_F(InferenceEngineTest, ASubgraphLargerThanTheBatchBudgetRunsAlone) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_edges = 3;
+  InferenceEngine engine(*model_, options, &observer);
+  SubgraphExtractor extractor(model_->config().extraction());
+  std::vector<Triple> large;
+  for (const Triple& q : queries_) {
+    EnclosingSubgraph s;
+    ASSERT_TRUE(extractor.Extract(*graph_, q.head, q.relation, q.tail, false, &s).ok());
+    if (s.num_edges() > 3) large.push_back(q);
+  }
+  ASSERT_GT(large.size(), 3u);
+  ASSERT_TRUE(ScoreAll(engine, Job(large)).ok());
+  std::lock_guard<std::mutex> lock(observer.mu);
+  EXPECT_THAT(observer.batch_sizes, ::testing::Each(1));
 }
 
 TEST_F(InferenceEngineTest, ExtractionRunsAtMostAboutTwoForwardsAhead) {

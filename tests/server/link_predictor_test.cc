@@ -205,7 +205,9 @@ void CheckRanking(const LinkPredictor& predictor, const RankQuery& query,
     for (const RankedEntity& r : ranking->ranked) kept[r.entity] = true;
     const float last = alone[ranking->ranked.back().entity];
     for (const auto& [name, score] : alone) {
-      if (!kept.contains(name)) EXPECT_LE(score, last + Tolerance(last)) << name;
+      if (!kept.contains(name)) {
+        EXPECT_LE(score, last + Tolerance(last)) << name;
+      }
     }
   }
 }
