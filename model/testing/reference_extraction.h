@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "model/enclosing_subgraph.h"
 #include "storage/graph_view.h"
@@ -88,6 +89,16 @@ inline ReferenceSubgraph ReferenceExtract(const GraphView& graph, EntityId u, Re
   }
   if (!target_present) result.edges.insert({u, r, v});
   return result;
+}
+
+// Undirected hop distances from `root` to every entity of the graph (-1: unreachable).
+inline std::vector<int> ReferenceDistances(const GraphView& graph, EntityId root) {
+  std::vector<int> dist(graph.num_entities(), -1);
+  for (const auto& [e, d] :
+       reference_internal::Bfs(graph, root, graph.num_entities(), nullptr, graph.num_entities())) {
+    dist[e] = d;
+  }
+  return dist;
 }
 
 }  // namespace grail

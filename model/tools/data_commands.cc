@@ -58,6 +58,21 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// Writes `triples` to OUT_DIR/triples.txt, creating the directory; returns the file's path.
+absl::StatusOr<std::string> WriteTriplesInto(const std::string& out_dir,
+                                             const std::vector<NamedTriple>& triples) {
+  std::error_code error;
+  std::filesystem::create_directories(out_dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create directory ", out_dir, ": ", error.message()));
+  }
+  const std::string path = absl::StrCat(out_dir, "/triples.txt");
+  absl::Status status = WriteTripleFile(path, triples);
+  if (!status.ok()) return status;
+  return path;
+}
+
 // One line per graph: distinct entities and relations over all three parts, and facts.
 void PrintSplitGraphSummary(const std::string& name, const SplitGraph& graph) {
   absl::flat_hash_set<absl::string_view> entities;
@@ -88,15 +103,8 @@ int RunWordNetCommand() {
   absl::StatusOr<std::vector<NamedTriple>> triples = ConvertWordNet(dict_dir);
   if (!triples.ok()) return Fail(triples.status());
 
-  std::error_code error;
-  std::filesystem::create_directories(out_dir, error);
-  if (error) {
-    return Fail(absl::PermissionDeniedError(
-        absl::StrCat("cannot create directory ", out_dir, ": ", error.message())));
-  }
-  const std::string path = absl::StrCat(out_dir, "/triples.txt");
-  absl::Status status = WriteTripleFile(path, *triples);
-  if (!status.ok()) return Fail(status);
+  absl::StatusOr<std::string> path = WriteTriplesInto(out_dir, *triples);
+  if (!path.ok()) return Fail(path.status());
 
   absl::flat_hash_set<absl::string_view> entities;
   absl::flat_hash_set<absl::string_view> relations;
@@ -106,7 +114,7 @@ int RunWordNetCommand() {
     relations.insert(t.relation);
   }
   std::fprintf(stderr, "wordnet: %zu entities, %zu relations, %zu facts -> %s\n", entities.size(),
-               relations.size(), triples->size(), path.c_str());
+               relations.size(), triples->size(), path->c_str());
   return 0;
 }
 
@@ -159,18 +167,11 @@ int RunSynthCommand() {
   options.seed = absl::GetFlag(FLAGS_seed);
   absl::StatusOr<std::vector<NamedTriple>> triples = GenerateSyntheticGraph(options);
   if (!triples.ok()) return Fail(triples.status());
-  std::error_code error;
-  std::filesystem::create_directories(out_dir, error);
-  if (error) {
-    return Fail(absl::PermissionDeniedError(
-        absl::StrCat("cannot create directory ", out_dir, ": ", error.message())));
-  }
-  const std::string path = absl::StrCat(out_dir, "/triples.txt");
-  absl::Status status = WriteTripleFile(path, *triples);
-  if (!status.ok()) return Fail(status);
+  absl::StatusOr<std::string> path = WriteTriplesInto(out_dir, *triples);
+  if (!path.ok()) return Fail(path.status());
   std::fprintf(stderr, "synth: %u entities, %u relations, %zu facts (seed %llu) -> %s\n",
                options.entities, options.relations, triples->size(),
-               static_cast<unsigned long long>(options.seed), path.c_str());
+               static_cast<unsigned long long>(options.seed), path->c_str());
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "model/testing/reference_extraction.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
+#include "tests/testing/subgraph_expectations.h"
 
 namespace grail {
 namespace {
@@ -336,34 +337,6 @@ StaticGraph RandomGraphWithHub(SeededRandom& rng, uint32_t n, uint32_t* relation
   return StaticGraph(n, facts);
 }
 
-// Undirected hop distances from `root` over the whole graph (-1: unreachable).
-std::vector<int> Distances(const GraphView& graph, EntityId root) {
-  std::vector<int> dist(graph.num_entities(), -1);
-  std::vector<EntityId> queue = {root};
-  dist[root] = 0;
-  for (size_t i = 0; i < queue.size(); ++i) {
-    for (absl::Span<const Neighbor> edges : {graph.OutEdges(queue[i]), graph.InEdges(queue[i])}) {
-      for (const Neighbor& n : edges) {
-        if (dist[n.entity] >= 0) continue;
-        dist[n.entity] = dist[queue[i]] + 1;
-        queue.push_back(n.entity);
-      }
-    }
-  }
-  return dist;
-}
-
-void ExpectSameSubgraph(const EnclosingSubgraph& a, const EnclosingSubgraph& b) {
-  EXPECT_EQ(a.nodes, b.nodes);
-  EXPECT_EQ(a.dist_u, b.dist_u);
-  EXPECT_EQ(a.dist_v, b.dist_v);
-  EXPECT_EQ(a.edge_src, b.edge_src);
-  EXPECT_EQ(a.edge_dst, b.edge_dst);
-  EXPECT_EQ(a.edge_relation, b.edge_relation);
-  EXPECT_EQ(a.target_edge, b.target_edge);
-  EXPECT_EQ(a.target_in_graph, b.target_in_graph);
-}
-
 TEST(TargetNeighbourhoodTest, ExtractionWithTheFixedSideGivenIsIdentical) {
   SeededRandom rng(7);
   int checked = 0;
@@ -439,7 +412,7 @@ TEST(TrivialSubgraphTest, PairsAtDistanceKPlusTwoOrMoreKeepOnlyTheTargetsAndTheT
     config.max_nodes_per_hop = rng.Uniform(3) == 0 ? 1 + static_cast<int>(rng.Uniform(3)) : 0;
     SubgraphExtractor extractor(config);
     const EntityId u = static_cast<EntityId>(rng.Uniform(n));
-    const std::vector<int> dist = Distances(graph, u);
+    const std::vector<int> dist = ReferenceDistances(graph, u);
     for (EntityId v = 0; v < n; ++v) {
       if (v == u) continue;
       EnclosingSubgraph out;
@@ -471,7 +444,7 @@ TEST(TrivialSubgraphTest, EntitiesWithinHopsIsTheBallAndStopsAtItsLimit) {
     const StaticGraph graph = RandomGraphWithHub(rng, n, &relations);
     const EntityId root = static_cast<EntityId>(rng.Uniform(n));
     const int hops = static_cast<int>(rng.Uniform(5));
-    const std::vector<int> dist = Distances(graph, root);
+    const std::vector<int> dist = ReferenceDistances(graph, root);
     std::vector<EntityId> expected;
     for (EntityId e = 0; e < n; ++e) {
       if (dist[e] >= 0 && dist[e] <= hops) expected.push_back(e);

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/seeded_random.h"
+#include "model/testing/reference_extraction.h"
 #include "tests/testing/temp_dir.h"
 
 namespace grail {
@@ -79,23 +80,6 @@ std::vector<NamedTriple> RandomGraph(SeededRandom& rng, uint32_t n) {
     facts.push_back({Name(e), kRelations[rng.Uniform(3)], Name(e)});
   }
   return facts;
-}
-
-// Undirected hop distances from `root` (-1: unreachable).
-std::vector<int> Distances(const GraphView& graph, EntityId root) {
-  std::vector<int> dist(graph.num_entities(), -1);
-  std::vector<EntityId> queue = {root};
-  dist[root] = 0;
-  for (size_t i = 0; i < queue.size(); ++i) {
-    for (absl::Span<const Neighbor> edges : {graph.OutEdges(queue[i]), graph.InEdges(queue[i])}) {
-      for (const Neighbor& nb : edges) {
-        if (dist[nb.entity] >= 0) continue;
-        dist[nb.entity] = dist[queue[i]] + 1;
-        queue.push_back(nb.entity);
-      }
-    }
-  }
-  return dist;
 }
 
 struct ServingStack {
@@ -165,7 +149,7 @@ void CheckRanking(const LinkPredictor& predictor, const RankQuery& query,
 
   // Far candidates (k + 2 hops or more, no self-loop) share one score.
   if (config.enclosing) {
-    const std::vector<int> dist = Distances(*graph, fixed);
+    const std::vector<int> dist = ReferenceDistances(*graph, fixed);
     const absl::Span<const EntityId> loops = graph->SelfLoopEntities();
     uint32_t far = 0;
     for (EntityId c = 0; c < graph->num_entities(); ++c) {

@@ -11,6 +11,7 @@
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
 #include "storage/triple_store.h"
+#include "tests/testing/subgraph_expectations.h"
 #include "tests/testing/temp_dir.h"
 
 namespace grail {
@@ -26,17 +27,6 @@ std::vector<NamedTriple> HubbyGraph(uint64_t seed) {
     if (rng() % 20 == 0) facts.push_back(facts[rng() % facts.size()]);
   }
   return facts;
-}
-
-void ExpectSameSubgraph(const EnclosingSubgraph& a, const EnclosingSubgraph& b) {
-  EXPECT_EQ(a.nodes, b.nodes);
-  EXPECT_EQ(a.dist_u, b.dist_u);
-  EXPECT_EQ(a.dist_v, b.dist_v);
-  EXPECT_EQ(a.edge_src, b.edge_src);
-  EXPECT_EQ(a.edge_dst, b.edge_dst);
-  EXPECT_EQ(a.edge_relation, b.edge_relation);
-  EXPECT_EQ(a.target_edge, b.target_edge);
-  EXPECT_EQ(a.target_in_graph, b.target_in_graph);
 }
 
 // Extracts the same queries from both graphs under several configurations; returns the
