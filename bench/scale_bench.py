@@ -190,12 +190,16 @@ def prepare(out):
 
 
 def queries_for(server, graph, out, name):
-    """The graph's facts whose relation the model knows (so every query is valid)."""
+    """The graph's facts whose relation the model knows and whose ends differ (so every
+    query is valid)."""
     path = out / "data" / f"{name}.queries.txt"
     if not path.exists():
         relations = set(server.client("stats")["model"]["relations"])
         with open(graph) as src, open(path, "w") as dst:
-            dst.writelines(line for line in src if line.split("\t")[1] in relations)
+            for line in src:
+                head, relation, tail = line.rstrip("\n").split("\t")
+                if relation in relations and head != tail:  # a pair, as GraIL scores
+                    dst.write(line)
     return path
 
 

@@ -19,6 +19,8 @@ double SecondsBetween(Clock::time_point start, Clock::time_point end) {
 // that a call arriving behind a large one gets an extraction thread soon; large enough
 // that taking a slice (one lock) costs little next to extracting it.
 constexpr size_t kExtractionSlice = 8;
+// A slice of large subgraphs is cut short after this long.
+constexpr std::chrono::microseconds kExtractionSliceTime{1000};
 
 // Approximate heap bytes of an extracted subgraph, for admission.
 int64_t SubgraphBytes(const EnclosingSubgraph& s) {
@@ -302,11 +304,27 @@ void InferenceEngine::ExtractionLoop() {
 
     extracted.clear();
     absl::Status error;
+    const Clock::time_point slice_start = Clock::now();
+    bool may_yield = true;
     for (size_t i = begin; i < end; ++i) {
       if (call->failed.load(std::memory_order_acquire) || call->control->Stopped(Clock::now())) {
         break;  // dropped before extraction; the batcher finishes the call
       }
       const Clock::time_point start = Clock::now();
+      if (may_yield && i > begin && start - slice_start > kExtractionSliceTime) {
+        // Large subgraphs: hand the rest of the slice back so that other calls get their
+        // turn, unless a later slice of this call was taken meanwhile (facts are handed out
+        // in order, so then this thread finishes its slice).
+        absl::MutexLock lock(&mu_);
+        may_yield = false;
+        if (call->next == end) {
+          call->next = i;
+          call->extracting -= end - i;
+          end = i;
+          extraction_ready_.Signal();
+          break;
+        }
+      }
       QueuedSubgraph item;
       absl::StatusOr<int32_t> relation = call->job->Extract(i, extractor, &item.subgraph);
       if (!relation.ok()) {
