@@ -68,8 +68,8 @@ using EngineClock = std::chrono::steady_clock;
 
 struct EngineOptions {
   int max_batch_size = 256;         // subgraphs per forward
-  int max_batch_nodes = 2048;       // nodes per forward (a larger subgraph runs alone)
-  int max_batch_edges = 4096;       // edges per forward (a larger subgraph runs alone)
+  int max_batch_nodes = 4096;       // nodes per forward (a larger subgraph runs alone)
+  int max_batch_edges = 8192;       // edges per forward (a larger subgraph runs alone)
   int max_subgraph_nodes = 65536;   // a larger subgraph fails its call
   int max_subgraph_edges = 262144;  // a larger subgraph fails its call
   std::chrono::microseconds max_queue_delay{2000};

@@ -44,10 +44,10 @@ ABSL_FLAG(int, metrics_port, 9090,
           "HTTP port of /metrics, /healthz and /readyz (0: pick one; -1: off)");
 ABSL_FLAG(std::string, device, "cpu", "where the model runs: cpu or cuda[:N]");
 ABSL_FLAG(int, max_batch_size, 256, "subgraphs per model forward (dynamic batching)");
-ABSL_FLAG(int, max_batch_nodes, 2048,
+ABSL_FLAG(int, max_batch_nodes, 4096,
           "nodes per model forward (a larger subgraph runs alone); small forwards keep a call "
           "from waiting long behind another's");
-ABSL_FLAG(int, max_batch_edges, 4096,
+ABSL_FLAG(int, max_batch_edges, 8192,
           "edges per model forward (a larger subgraph runs alone); small forwards keep a call "
           "from waiting long behind another's");
 ABSL_FLAG(int, max_subgraph_nodes, 65536,
