@@ -35,8 +35,12 @@ COPY --from=build /src/build/bin/grail-server /src/build/bin/grail-client \
      /src/build/bin/grail-train /src/build/bin/grail-eval /src/build/bin/grail-tools \
      /usr/local/bin/
 
+# GRAIL_HOST=0.0.0.0: reachable through the container's published ports. On a network that
+# is not trusted, also set GRAIL_TLS_CERT/GRAIL_TLS_KEY and GRAIL_AUTH_TOKENS (files mounted
+# into the container; deploy/README.md, "TLS and tokens"); the server warns without them.
 ENV GRAIL_MODEL=/models/model.pt \
     GRAIL_DATA_DIR=/data \
+    GRAIL_HOST=0.0.0.0 \
     GRAIL_PORT=50051 \
     GRAIL_METRICS_PORT=9090 \
     GRAIL_DRAIN_SECONDS=20

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "client/channel.h"
 #include "client/json_object.h"
 #include "client/load_generator.h"
 #include "client/rpc_status.h"
@@ -35,6 +37,14 @@
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051", "the server, HOST:PORT");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA bundle: connect over TLS, trusting server certificates it signed");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate, for mutual TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name the server's certificate must carry, if not the target's host");
+ABSL_FLAG(std::string, token, "",
+          "bearer token sent with every call (default: the environment's GRAIL_TOKEN)");
 ABSL_FLAG(int64_t, deadline_ms, 30000,
           "deadline of each call in milliseconds (add: longest wait for an acknowledgement); "
           "0: none");
@@ -67,7 +77,8 @@ constexpr int kExitUsage = 2;
 
 constexpr const char kUsage[] =
     R"(usage: grail-client [--target HOST:PORT] [--deadline-ms MS] [--json] [--wait-for-ready]
-                    COMMAND ARGS...
+                    [--tls-ca FILE [--tls-cert FILE --tls-key FILE] [--tls-server-name N]]
+                    [--token T]  COMMAND ARGS...
 
 commands:
   score H R T
@@ -87,6 +98,9 @@ commands:
       Streams a triple file into the graph in chunks of N facts (default 1000), at most W
       unacknowledged. Prints a summary: chunks_acknowledged, facts_added,
       duplicate_facts, entities_created, ..., facts_per_second.
+  health
+      Asks the standard health service (grpc.health.v1) whether the server is serving.
+      Prints SERVING, NOT_SERVING or UNKNOWN; exit status 0 only for SERVING (for probes).
   stats
       Prints the graph's and the model's statistics as one JSON object (entities,
       relations, facts, graph_sequence, model, limits).
@@ -95,6 +109,8 @@ commands:
       Load generator: N threads issue M requests drawn from FILE's facts. Prints
       throughput, latency percentiles (ms) and outcomes by status code.
 
+TLS: --tls-ca turns it on; --tls-cert and --tls-key add a client certificate (mutual TLS).
+A bearer token (--token, or GRAIL_TOKEN in the environment) goes with every call.
 Flags may come anywhere after the program name; `--` ends them. Exit status: 0 success,
 1 an RPC or input error (printed as `error: STATUS_CODE: message`), 2 a usage error.
 )";
@@ -419,6 +435,15 @@ int RunAdd(const Session& session, const std::vector<std::string>& args) {
   return report.ok() ? kExitOk : kExitError;
 }
 
+int RunHealth(const Session& session, const std::vector<std::string>& args) {
+  const int64_t deadline_ms = session.call.deadline_ms > 0 ? session.call.deadline_ms : 30000;
+  absl::StatusOr<int> health = CheckHealth(session.channel, std::chrono::milliseconds(deadline_ms));
+  if (!health.ok()) return PrintError(health.status());
+  const char* name = *health == 1 ? "SERVING" : *health == 2 ? "NOT_SERVING" : "UNKNOWN";
+  PrintLine(session.json ? JsonObject().Add("status", name).str() : name);
+  return *health == 1 ? kExitOk : kExitError;
+}
+
 int RunStats(const Session& session, const std::vector<std::string>& args) {
   kg::v1::GetStatsResponse response;
   grpc::ClientContext context;
@@ -563,6 +588,7 @@ const Command kCommands[] = {
      [](const Session& s, const std::vector<std::string>& a) { return RunRank(s, false, a); }},
     {"add", 1, "add FILE", RunAdd},
     {"stats", 0, "stats", RunStats},
+    {"health", 0, "health", RunHealth},
     {"load", 0, "load --triples FILE", RunLoadCommand},
 };
 
@@ -600,8 +626,26 @@ int Main(int argc, char** argv) {
   // Ranking every entity of a large graph can exceed gRPC's default 4 MiB; the server has
   // its own limit on what it sends.
   channel_args.SetMaxReceiveMessageSize(-1);
-  session.channel =
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), channel_args);
+  ChannelOptions channel_options;
+  channel_options.target = target;
+  channel_options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  channel_options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  channel_options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  channel_options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  channel_options.token = absl::GetFlag(FLAGS_token);
+  if (channel_options.token.empty()) {
+    if (const char* from_environment = std::getenv("GRAIL_TOKEN")) {
+      channel_options.token = from_environment;
+    }
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      MakeChannel(channel_options, channel_args);
+  if (!channel.ok()) {
+    return channel.status().code() == absl::StatusCode::kInvalidArgument
+               ? PrintUsageError(std::string(channel.status().message()))
+               : PrintError(channel.status());
+  }
+  session.channel = *std::move(channel);
   session.stub = kg::v1::KnowledgeGraph::NewStub(session.channel);
   const int code = command->run(session, args);
   std::fflush(stdout);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -106,11 +107,14 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
             grpc::CallbackServerContext* context)
       : service_(service),
         method_(method),
+        context_(context),
         control_(std::make_shared<CallControl>(SteadyDeadline(context->deadline()))) {
     service_->in_flight_.fetch_add(1, std::memory_order_relaxed);
   }
 
   const std::shared_ptr<CallControl>& control() const { return control_; }
+  grpc::CallbackServerContext* context() const { return context_; }
+  absl::string_view method() const { return method_; }
 
   // Ends the call. Exactly once.
   void Reply(const grpc::Status& status) {
@@ -129,6 +133,7 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
  private:
   KnowledgeGraphService* const service_;
   const absl::string_view method_;
+  grpc::CallbackServerContext* const context_;
   const Clock::time_point start_ = Clock::now();
   const std::shared_ptr<CallControl> control_;
 };
@@ -141,7 +146,8 @@ class KnowledgeGraphService::AddTriplesCall final
   AddTriplesCall(KnowledgeGraphService* service, grpc::CallbackServerContext* context)
       : service_(service), context_(context) {
     service_->in_flight_.fetch_add(1, std::memory_order_relaxed);
-    const grpc::Status admitted = service_->Admit(&predictor_);
+    const grpc::Status admitted =
+        service_->Admit(context_, "AddTriples", Scope::kWrite, &predictor_);
     if (!admitted.ok()) {
       End(admitted);
       return;
@@ -249,9 +255,11 @@ class KnowledgeGraphService::AddTriplesCall final
   std::vector<NamedTriple> facts_;
 };
 
-KnowledgeGraphService::KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer)
+KnowledgeGraphService::KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer,
+                                             const AccessTokens* tokens)
     : limits_(limits),
       observer_(observer != nullptr ? observer : &default_observer_),
+      tokens_(tokens),
       writer_(std::make_unique<ChunkWriter>()) {}
 
 KnowledgeGraphService::~KnowledgeGraphService() = default;
@@ -263,7 +271,19 @@ void KnowledgeGraphService::Activate(LinkPredictor* predictor, const ServedModel
   predictor_.store(predictor, std::memory_order_release);
 }
 
-grpc::Status KnowledgeGraphService::Admit(LinkPredictor** predictor) const {
+grpc::Status KnowledgeGraphService::Admit(grpc::CallbackServerContext* context,
+                                          absl::string_view method, Scope needed,
+                                          LinkPredictor** predictor) const {
+  if (tokens_ != nullptr) {
+    std::optional<absl::string_view> authorization;
+    const auto& metadata = context->client_metadata();
+    if (auto it = metadata.find("authorization"); it != metadata.end()) {
+      authorization = absl::string_view(it->second.data(), it->second.size());
+    }
+    AccessDecision decision = tokens_->Check(authorization, needed);
+    observer_->OnAccess(method, decision.outcome, decision.token_name);
+    if (!decision.status.ok()) return ToGrpc(decision.status);
+  }
   *predictor = predictor_.load(std::memory_order_acquire);
   if (*predictor == nullptr) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -286,7 +306,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
     kg::v1::ScoreTripletResponse* response) {
   auto* call = new UnaryCall(this, "ScoreTriplet", context);
   LinkPredictor* predictor;
-  grpc::Status status = Admit(&predictor);
+  grpc::Status status = Admit(context, call->method(), Scope::kRead, &predictor);
   if (status.ok()) status = ValidateTriple(request->triple(), "triple");
   if (!status.ok()) {
     call->Reply(status);
@@ -306,7 +326,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplets(
     kg::v1::ScoreTripletsResponse* response) {
   auto* call = new UnaryCall(this, "ScoreTriplets", context);
   LinkPredictor* predictor;
-  grpc::Status status = Admit(&predictor);
+  grpc::Status status = Admit(context, call->method(), Scope::kRead, &predictor);
   if (status.ok() && static_cast<uint32_t>(request->triples_size()) > limits_.max_request_triples) {
     status =
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -339,7 +359,7 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
                                  const kg::v1::RankOptions& options,
                                  kg::v1::RankResponse* response) {
   LinkPredictor* predictor;
-  grpc::Status status = Admit(&predictor);
+  grpc::Status status = Admit(call->context(), call->method(), Scope::kRead, &predictor);
   if (!status.ok()) return call->Reply(status);
   if (query.fixed.empty()) {
     return call->Reply(InvalidArgument(query.rank_tails ? "head is empty" : "tail is empty"));
@@ -413,7 +433,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::GetStats(grpc::CallbackServerCo
                                                           kg::v1::GetStatsResponse* response) {
   auto* call = new UnaryCall(this, "GetStats", context);
   LinkPredictor* predictor;
-  const grpc::Status status = Admit(&predictor);
+  const grpc::Status status = Admit(context, call->method(), Scope::kRead, &predictor);
   if (!status.ok()) {
     call->Reply(status);
     return call;

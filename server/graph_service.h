@@ -26,6 +26,7 @@
 
 #include "absl/strings/string_view.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "server/access_tokens.h"
 #include "server/link_predictor.h"
 
 namespace grail {
@@ -47,6 +48,10 @@ class ServiceObserver {
   virtual void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {}
   // A call refused at once because `limit` (e.g. "max_calls_in_flight") was reached.
   virtual void OnServiceLimit(absl::string_view limit) {}
+  // A call's credentials checked (only with access tokens): `outcome` is
+  // AccessDecision::outcome, `token_name` empty for an unknown or missing token.
+  virtual void OnAccess(absl::string_view method, absl::string_view outcome,
+                        absl::string_view token_name) {}
 };
 
 // Static facts about the served model, for GetStats.
@@ -57,8 +62,11 @@ struct ServedModelInfo {
 
 class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackService {
  public:
-  // `observer` may be null.
-  KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer);
+  // `observer` may be null. With `tokens` (which must outlive the service) every
+  // KnowledgeGraph call needs a bearer token: read for scoring, ranking and GetStats, write
+  // for AddTriples; without, calls are not authenticated.
+  KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer,
+                        const AccessTokens* tokens = nullptr);
   // Stops the chunk writer (after the grpc::Server has shut down).
   ~KnowledgeGraphService() override;
 
@@ -95,9 +103,11 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackServi
   class AddTriplesCall;
   class ChunkWriter;
 
-  // The predictor, or UNAVAILABLE while loading, or RESOURCE_EXHAUSTED beyond the calls
-  // in flight (the caller has counted itself in already).
-  grpc::Status Admit(LinkPredictor** predictor) const;
+  // The predictor; or UNAUTHENTICATED / PERMISSION_DENIED when the call's token is missing,
+  // unknown or lacks `needed`; or UNAVAILABLE while loading; or RESOURCE_EXHAUSTED beyond
+  // the calls in flight (the caller has counted itself in already).
+  grpc::Status Admit(grpc::CallbackServerContext* context, absl::string_view method, Scope needed,
+                     LinkPredictor** predictor) const;
   // Validates a ranking request and starts it; `call` is finished either way.
   void Rank(UnaryCall* call, RankQuery query, const kg::v1::RankOptions& options,
             kg::v1::RankResponse* response);
@@ -105,6 +115,7 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackServi
   const ServiceLimits limits_;
   ServiceObserver default_observer_;
   ServiceObserver* const observer_;
+  const AccessTokens* const tokens_;
   std::atomic<LinkPredictor*> predictor_{nullptr};
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};

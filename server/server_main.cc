@@ -6,10 +6,11 @@
 // health service answering NOT_SERVING, then the model is loaded and the graph index is
 // rebuilt from the store, then health turns SERVING. SIGTERM or SIGINT drains: health
 // turns NOT_SERVING, gRPC refuses new calls, calls received get --drain-seconds to finish,
-// the store is flushed, and the process exits 0. Every flag can also be set through the
-// environment as GRAIL_<FLAG> (e.g. GRAIL_DATA_DIR); the command line wins.
+// the store is flushed, and the process exits 0. SIGHUP re-reads --auth-tokens. Every flag can also
+// be set through the environment as GRAIL_<FLAG> (e.g. GRAIL_DATA_DIR); the command line wins.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -18,27 +19,36 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/command_line.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
 #include "model/grail_model.h"
 #include "model/json_text.h"
+#include "server/access_tokens.h"
 #include "server/graph_service.h"
 #include "server/inference_engine.h"
 #include "server/link_predictor.h"
 #include "server/server_metrics.h"
+#include "server/transport_security.h"
 #include "storage/triple_store.h"
 
 ABSL_FLAG(std::string, model, "", "the model file written by grail-train (required)");
 ABSL_FLAG(std::string, data_dir, "",
           "directory of the RocksDB triple store; created if empty (required)");
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to listen on (gRPC and metrics)");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "address to listen on (gRPC and metrics); 0.0.0.0 for every interface (with "
+          "--tls-cert and --auth-tokens when the network is not trusted)");
 ABSL_FLAG(int, port, 50051, "gRPC port (0: pick a free one)");
 ABSL_FLAG(int, metrics_port, 9090,
           "HTTP port of /metrics, /healthz and /readyz (0: pick one; -1: off)");
@@ -85,6 +95,19 @@ ABSL_FLAG(bool, sync_writes, false,
           "fsync every AddTriples chunk before acknowledging it (survives machine crashes, not "
           "just process crashes)");
 ABSL_FLAG(int, drain_seconds, 20, "on SIGTERM, how long calls in flight get to finish");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain: serve gRPC over TLS (with --tls-key); rotated files are "
+          "picked up within --tls-reload-seconds");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: mutual TLS, every client must present a certificate it signed");
+ABSL_FLAG(int, tls_reload_seconds, 10, "how often the TLS files are checked for changes");
+ABSL_FLAG(std::string, auth_tokens, "",
+          "file of bearer tokens, lines 'TOKEN SCOPE [NAME]' (scopes read < write < admin): "
+          "every KnowledgeGraph call then needs 'authorization: Bearer TOKEN'; re-read when it "
+          "changes and on SIGHUP");
+ABSL_FLAG(bool, reflection, true,
+          "serve gRPC server reflection (the API's schema, for grpcurl and the like)");
 ABSL_FLAG(std::string, ready_file, "",
           "once serving, write {\"port\":P,\"metrics_port\":M} to this file (for scripts and "
           "tests that start the server on port 0)");
@@ -137,7 +160,25 @@ int Fail(absl::string_view what, const absl::Status& status) {
   return 1;
 }
 
+// Drops server reflection's plugin from a ServerBuilder.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& plugin) {
+                                    return plugin->name() == "proto_server_reflection";
+                                  }),
+                   plugins->end());
+  }
+};
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
+}
+
 int Run() {
+  std::string last_token_error;
   const std::string model_path = absl::GetFlag(FLAGS_model);
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   if (model_path.empty() || data_dir.empty()) {
@@ -210,14 +251,49 @@ int Run() {
     if (!started.ok()) return Fail("starting the metrics endpoint", started);
   }
 
+  // Transport security and access tokens, checked before anything listens.
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  const ServerTlsFiles tls{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                           absl::GetFlag(FLAGS_tls_client_ca),
+                           absl::GetFlag(FLAGS_tls_reload_seconds)};
+  const bool use_tls = !tls.cert.empty() || !tls.key.empty() || !tls.client_ca.empty();
+  if (use_tls) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> made = MakeTlsServerCredentials(tls);
+    if (!made.ok()) return Fail("reading the TLS files", made.status());
+    credentials = *std::move(made);
+  }
+  std::unique_ptr<AccessTokens> tokens;
+  if (!absl::GetFlag(FLAGS_auth_tokens).empty()) {
+    absl::StatusOr<std::unique_ptr<AccessTokens>> opened =
+        AccessTokens::Open(absl::GetFlag(FLAGS_auth_tokens));
+    if (!opened.ok()) return Fail("reading the token file", opened.status());
+    tokens = *std::move(opened);
+    metrics.OnTokensLoaded(true, tokens->names().size());
+  }
+  Log("security",
+      absl::StrCat(JsonBool("tls", use_tls), ",", JsonBool("mutual_tls", !tls.client_ca.empty()),
+                   ",", JsonField("tokens", tokens ? tokens->names().size() : 0), ",",
+                   JsonBool("reflection", absl::GetFlag(FLAGS_reflection))));
+  const std::string host = absl::GetFlag(FLAGS_host);
+  if ((!use_tls || tokens == nullptr) && !IsLoopback(host)) {
+    std::vector<std::string> missing;
+    if (!use_tls) missing.push_back("TLS (--tls-cert, --tls-key)");
+    if (tokens == nullptr) missing.push_back("bearer tokens (--auth-tokens)");
+    Log("warning", JsonField("message", absl::StrCat("listening on ", host, " without ",
+                                                     absl::StrJoin(missing, " or "),
+                                                     ": whoever reaches the port can call it")));
+  }
+
   // gRPC first, answering health checks with NOT_SERVING while we load.
-  KnowledgeGraphService service(limits, &metrics);
+  KnowledgeGraphService service(limits, &metrics, tokens.get());
   grpc::EnableDefaultHealthCheckService(true);
+  // Linking the reflection library registers its plugin for every ServerBuilder (a static
+  // initialiser); --reflection=false takes it out of this builder again.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!absl::GetFlag(FLAGS_reflection)) builder.SetOption(std::make_unique<WithoutReflection>());
   int port = 0;
-  builder.AddListeningPort(absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)),
-                           grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_port)), credentials, &port);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.RegisterService(&service);
@@ -274,13 +350,35 @@ int Run() {
     std::rename(temporary.c_str(), ready_file.c_str());
   }
 
-  // Wait for SIGTERM/SIGINT (blocked in every thread since main's start).
+  // Wait for SIGTERM/SIGINT (blocked in every thread since main's start). Meanwhile, re-read
+  // the token file when it changes (checked every second) or on SIGHUP.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  for (;;) {
+    const timespec second{1, 0};
+    signal_number = sigtimedwait(&signals, nullptr, &second);
+    if (signal_number == SIGTERM || signal_number == SIGINT) break;
+    if (tokens == nullptr) continue;
+    const absl::StatusOr<bool> reloaded = tokens->Reload(/*force=*/signal_number == SIGHUP);
+    if (!reloaded.ok()) {
+      // Logged and counted once per change of the file, not every second.
+      if (reloaded.status().message() != last_token_error) {
+        last_token_error = std::string(reloaded.status().message());
+        metrics.OnTokensLoaded(false, 0);
+        Log("tokens_not_reloaded",
+            absl::StrCat(JsonField("error", reloaded.status().ToString()), ",",
+                         JsonField("tokens_in_use", tokens->names().size())));
+      }
+    } else if (*reloaded) {
+      last_token_error.clear();
+      metrics.OnTokensLoaded(true, tokens->names().size());
+      Log("tokens_reloaded", JsonField("tokens", tokens->names().size()));
+    }
+  }
 
   const Clock::time_point drain_start = Clock::now();
   Log("draining",
@@ -316,6 +414,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 

@@ -70,6 +70,9 @@ struct ServerMetrics::Instruments {
   std::array<Counter*, 2> dropped{};  // by DropReason
   std::array<Counter*, 2> dropped_calls{};
   CounterFamily* rejected = nullptr;
+  CounterFamily* auth = nullptr;
+  CounterFamily* token_reloads = nullptr;
+  Gauge* tokens = nullptr;
   std::unique_ptr<MetricsHttpServer> http;
 };
 
@@ -148,6 +151,21 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
         "max_rank_results", "max_subgraph_nodes", "max_subgraph_edges"}) {
     m.rejected->WithLabels({limit});  // every series exists from the start, at 0
   }
+  m.auth = Must(r.AddCounter("grail_auth_requests_total",
+                             "KnowledgeGraph calls whose bearer token was checked, by the token's "
+                             "name (never its secret; \"\" when none or an unknown one was sent), "
+                             "method and outcome (ok, missing, malformed, unknown, "
+                             "insufficient_scope).",
+                             {"token", "method", "outcome"}));
+  m.token_reloads = Must(r.AddCounter(
+      "grail_auth_token_reloads_total",
+      "Re-reads of the --auth-tokens file after it changed or on SIGHUP, by result (ok, error: "
+      "the tokens in use stay).",
+      {"result"}));
+  m.token_reloads->WithLabels({"ok"});
+  m.token_reloads->WithLabels({"error"});
+  m.tokens = &Must(r.AddGauge("grail_auth_tokens", "Bearer tokens in use (0: no authentication)."))
+                  ->WithLabels();
 
   // What the scheduler holds, read at scrape time.
   auto engine_gauge = [this](const char* name, const char* help,
@@ -279,6 +297,18 @@ void ServerMetrics::OnCallRejected(absl::string_view limit) {
 }
 
 void ServerMetrics::OnServiceLimit(absl::string_view limit) { OnCallRejected(limit); }
+
+void ServerMetrics::OnAccess(absl::string_view method, absl::string_view outcome,
+                             absl::string_view token_name) {
+  instruments_->auth
+      ->WithLabels({std::string(token_name), std::string(method), std::string(outcome)})
+      .Increment();
+}
+
+void ServerMetrics::OnTokensLoaded(bool ok, size_t tokens) {
+  instruments_->token_reloads->WithLabels({ok ? "ok" : "error"}).Increment();
+  if (ok) instruments_->tokens->Set(static_cast<double>(tokens));
+}
 
 void ServerMetrics::OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {
   instruments_->chunks->Increment();

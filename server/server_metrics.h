@@ -15,6 +15,8 @@
 //   grail_dropped_calls_total{reason}              calls ended by deadline/cancellation
 //   grail_dropped_subgraphs_total{reason}          and their facts never scored
 //   grail_rejected_calls_total{limit}              calls refused with RESOURCE_EXHAUSTED
+//   grail_auth_requests_total{token,method,outcome} bearer-token checks, by token name
+//   grail_auth_token_reloads_total{result}, grail_auth_tokens   the --auth-tokens file
 //   grail_calls_in_flight, grail_scoring_calls, grail_pending_subgraphs,
 //   grail_queued_subgraphs, grail_queued_bytes     what the service and its engine hold
 //   grail_ingest_chunk_duration_seconds            histogram
@@ -68,6 +70,11 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   void OnCall(absl::string_view method, int grpc_code, double seconds) override;
   void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) override;
   void OnServiceLimit(absl::string_view limit) override;
+  void OnAccess(absl::string_view method, absl::string_view outcome,
+                absl::string_view token_name) override;
+
+  // The --auth-tokens file was (re)read: `ok` with `tokens` in use, or not (the old ones stay).
+  void OnTokensLoaded(bool ok, size_t tokens);
 
  private:
   struct Instruments;

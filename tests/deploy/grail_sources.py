@@ -172,6 +172,23 @@ def train_tiny_model(bin_dir, work):
     return model
 
 
+def make_tls_files(work):
+    """A CA and a server certificate it signed for localhost / 127.0.0.1 (openssl, P-256);
+    returns the paths (ca, cert, key)."""
+    work = Path(work)
+    ext = work / "server.ext"
+    ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run = lambda args: subprocess.run(["openssl", *args], check=True, capture_output=True,
+                                      cwd=work, timeout=60)
+    run(["req", "-x509", *curve, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+         "-subj", "/CN=deploy-test-ca"])
+    run(["req", *curve, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"])
+    run(["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+         "-CAcreateserial", "-out", "server.crt", "-days", "1", "-extfile", str(ext)])
+    return str(work / "ca.crt"), str(work / "server.crt"), str(work / "server.key")
+
+
 class Server:
     """grail-server started with exactly `env` (plus PATH) as its environment."""
 

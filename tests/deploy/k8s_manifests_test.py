@@ -9,6 +9,7 @@ grail-server is started with exactly the ConfigMap's environment to show it take
 import os
 import posixpath
 import re
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -68,7 +69,9 @@ class K8sManifestsTest(unittest.TestCase):
         return default if text is None else grail_sources.parse_flag_value(kind, text)
 
     def test_kustomization_lists_every_manifest(self):
-        files = {name for name, doc in self.docs if doc["kind"] != "Kustomization"}
+        # *.example.yaml are templates applied by hand (secrets), never by kustomize.
+        files = {name for name, doc in self.docs
+                 if doc["kind"] != "Kustomization" and not name.endswith(".example.yaml")}
         self.assertEqual(set(self.kustomization["resources"]), files)
         images = {i["name"] for i in self.kustomization.get("images", [])}
         spec = self.pod["spec"]
@@ -105,17 +108,53 @@ class K8sManifestsTest(unittest.TestCase):
         self.assertEqual(int(annotations["prometheus.io/port"]), self.ports["metrics"])
         self.assertEqual(annotations.get("prometheus.io/path", "/metrics"), "/metrics")
 
-    def test_probes_are_grpc_health_checks_on_the_grpc_port(self):
+    def probe_command(self, kind):
+        return self.container[kind]["exec"]["command"]
+
+    def test_probes_are_grpc_health_checks_over_tls_on_the_grpc_port(self):
         for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
             with self.subTest(probe=kind):
                 probe = self.container[kind]
-                self.assertEqual(probe["grpc"]["port"], self.ports["grpc"])
-                self.assertNotIn("service", probe["grpc"])  # the server's overall status
-                self.assertFalse({"httpGet", "tcpSocket", "exec"} & probe.keys())
+                self.assertFalse({"httpGet", "tcpSocket", "grpc"} & probe.keys())
+                command = self.probe_command(kind)
+                self.assertEqual(command[0], "grail-client")
+                self.assertEqual(command[-1], "health")
+                self.assertIn(f"--target=localhost:{self.ports['grpc']}", command)
+                ca = next(a.split("=", 1)[1] for a in command if a.startswith("--tls-ca="))
+                self.assertEqual(posixpath.dirname(ca),
+                                 posixpath.dirname(self.setting("tls_cert")),
+                                 "the probe trusts a CA from another place than the cert's")
+                # The client's own deadline ends before the kubelet gives up on the probe.
+                deadline = next(int(a.split("=", 1)[1]) for a in command
+                                if a.startswith("--deadline-ms="))
+                self.assertLess(deadline, probe.get("timeoutSeconds", 1) * 1000)
         # Loading the model and rebuilding the index of a large graph takes minutes.
         self.assertGreaterEqual(probe_seconds(self.container["startupProbe"]), 300)
         self.assertGreater(probe_seconds(self.container["livenessProbe"]),
                            self.container["livenessProbe"].get("timeoutSeconds", 1))
+
+    def test_tls_and_tokens_come_from_mounted_secrets(self):
+        secrets = {d["metadata"]["name"]: d for name, d in self.docs
+                   if d["kind"] == "Secret" and name == "secrets.example.yaml"}
+        volumes = {v["name"]: v for v in self.pod["spec"]["volumes"]}
+        mounts = {m["mountPath"]: m for m in self.container["volumeMounts"]}
+        for flag in ("tls_cert", "tls_key", "auth_tokens"):
+            with self.subTest(flag=flag):
+                path = self.setting(flag)
+                self.assertTrue(path, f"the ConfigMap does not set --{flag.replace('_', '-')}")
+                mount = mounts.get(posixpath.dirname(path))
+                self.assertIsNotNone(mount, f"{path} is not in a mounted directory")
+                self.assertTrue(mount.get("readOnly"))
+                self.assertNotIn("subPath", mount, "subPath mounts never see Secret updates")
+                volume = volumes[mount["name"]]
+                secret = secrets.get(volume["secret"]["secretName"])
+                self.assertIsNotNone(secret, "the Secret is not in secrets.example.yaml")
+                self.assertIn(posixpath.basename(path), secret["stringData"])
+        # The probes' CA is in the TLS Secret too.
+        ca = next(a.split("=", 1)[1] for a in self.probe_command("readinessProbe")
+                  if a.startswith("--tls-ca="))
+        volume = volumes[mounts[posixpath.dirname(ca)]["name"]]
+        self.assertIn(posixpath.basename(ca), secrets[volume["secret"]["secretName"]]["stringData"])
 
     def test_grace_period_covers_prestop_and_drain(self):
         drain = self.setting("drain_seconds")
@@ -213,26 +252,43 @@ class K8sManifestsTest(unittest.TestCase):
                 self.assertGreater(threads, 0, "0 counts the node's cores, not the pod's")
                 self.assertLessEqual(threads, max(1, round(cores)))
 
-    def test_real_server_starts_with_the_configmap(self):
+    def test_real_server_starts_with_the_configmap_and_the_probe_passes(self):
         if BIN_DIR is None:
             self.skipTest("no --bin-dir")
         with tempfile.TemporaryDirectory() as work:
             model = grail_sources.train_tiny_model(BIN_DIR, work)
+            ca, cert, key = grail_sources.make_tls_files(work)
+            tokens = os.path.join(work, "tokens")
+            with open(tokens, "w") as f:
+                f.write("deploy-test-token-0123456789 read probe-test\n")
             env = dict(self.env)
             # Where this machine can put them; everything else exactly as the ConfigMap says.
             env.update({"GRAIL_MODEL": str(model), "GRAIL_DATA_DIR": os.path.join(work, "store"),
-                        "GRAIL_PORT": "0", "GRAIL_METRICS_PORT": "0", "GRAIL_HOST": "127.0.0.1"})
+                        "GRAIL_PORT": "0", "GRAIL_METRICS_PORT": "0", "GRAIL_HOST": "127.0.0.1",
+                        "GRAIL_TLS_CERT": cert, "GRAIL_TLS_KEY": key,
+                        "GRAIL_AUTH_TOKENS": tokens})
             server = grail_sources.Server(BIN_DIR, env, work)
             try:
-                server.wait_ready()
+                port = server.wait_ready()["port"]
                 started = server.start_event()
+                # The readiness probe's command, with this machine's port and CA path.
+                command = [os.path.join(BIN_DIR, "grail-client")]
+                for arg in self.probe_command("readinessProbe")[1:]:
+                    if arg.startswith("--target="):
+                        arg = f"--target=localhost:{port}"
+                    elif arg.startswith("--tls-ca="):
+                        arg = f"--tls-ca={ca}"
+                    command.append(arg)
+                probe = subprocess.run(command, capture_output=True, text=True, timeout=30)
             finally:
                 code = server.stop()
             self.assertEqual(code, 0, server.log_text())
+            self.assertEqual((probe.returncode, probe.stdout), (0, "SERVING\n"), probe.stderr)
             for variable, text in self.env.items():
                 flag = grail_sources.flag_of_env(variable, self.flags)
                 if variable in ("GRAIL_MODEL", "GRAIL_DATA_DIR", "GRAIL_PORT",
-                                "GRAIL_METRICS_PORT", "GRAIL_HOST") or flag not in started:
+                                "GRAIL_METRICS_PORT", "GRAIL_HOST", "GRAIL_TLS_CERT",
+                                "GRAIL_TLS_KEY", "GRAIL_AUTH_TOKENS") or flag not in started:
                     continue
                 with self.subTest(variable=variable):
                     expected = grail_sources.parse_flag_value(self.flags[flag][0], text)

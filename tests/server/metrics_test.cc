@@ -3,12 +3,17 @@
 // and Prometheus' own linter (promtool) on a registry with every kind of metric.
 #include "server/metrics.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -450,6 +455,136 @@ TEST(MetricsHttpTest, ServesMetricsHealthAndReadiness) {
   server.Stop();
   EXPECT_EQ(server.port(), -1);
   EXPECT_FALSE(Get(port, "/healthz"));
+}
+
+// A TCP connection to 127.0.0.1:port (closed when destroyed), or fd -1.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) close(fd_);
+  }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+  bool Send(const std::string& bytes) {
+    return fd_ >= 0 && send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+                           static_cast<ssize_t>(bytes.size());
+  }
+  // Everything the server sends until it closes the connection, or until nothing has come
+  // for `wait` (a bound, not a timing assertion).
+  // `closed`: whether it ended because the server closed the connection.
+  std::string ReadAll(std::chrono::seconds wait = std::chrono::seconds(30),
+                      bool* closed = nullptr) {
+    timeval bound{static_cast<time_t>(wait.count()), 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
+    std::string out;
+    char buffer[4096];
+    for (;;) {
+      const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+      if (closed != nullptr) *closed = n == 0 || (n < 0 && errno == ECONNRESET);
+      if (n <= 0) break;
+      out.append(buffer, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  bool open() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+TEST(MetricsHttpTest, ProbesAnswerWhileIdleAndSlowConnectionsAreOpen) {
+  MetricsRegistry registry;
+  for (int i = 0; i < 200; ++i) {  // a /metrics response of some size
+    absl::StatusOr<GaugeFamily*> gauge = registry.AddGauge(absl::StrCat("filler_", i), "A gauge.");
+    ASSERT_TRUE(gauge.ok());
+    (*gauge)->WithLabels().Set(i);
+  }
+  MetricsHttpServer server(&registry, [] { return true; });
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  std::vector<std::unique_ptr<RawConnection>> idle, slow, unread;
+  for (int i = 0; i < 20; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(server.port()));
+    slow.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(idle.back()->open() && slow.back()->open());
+    ASSERT_TRUE(slow.back()->Send("GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+    // Asks for /metrics, many times over, and never reads the answers.
+    unread.push_back(std::make_unique<RawConnection>(server.port()));
+    std::string requests;
+    for (int r = 0; r < 50; ++r) requests += "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_TRUE(unread.back()->Send(requests));
+  }
+  // The slow ones go on trickling header bytes while the probes are made.
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    while (!done.load()) {
+      for (auto& c : slow) c->Send("X");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  for (int round = 0; round < 3; ++round) {
+    httplib::Result health = Get(server.port(), "/healthz");
+    ASSERT_TRUE(health) << httplib::to_string(health.error());
+    EXPECT_EQ(health->status, 200);
+    httplib::Result ready = Get(server.port(), "/readyz");
+    ASSERT_TRUE(ready) << httplib::to_string(ready.error());
+    EXPECT_EQ(ready->status, 200);
+    httplib::Result metrics = Get(server.port(), "/metrics");
+    ASSERT_TRUE(metrics) << httplib::to_string(metrics.error());
+    EXPECT_EQ(metrics->status, 200);
+  }
+  done.store(true);
+  trickle.join();
+}
+
+TEST(MetricsHttpTest, ConnectionsBeyondTheCapWaitForAPlace) {
+  MetricsRegistry registry;
+  MetricsHttpOptions options;
+  options.max_connections = 4;
+  options.threads = 1;  // the cap is shared out among the threads; one makes it exact
+  MetricsHttpServer server(&registry, nullptr, options);
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  std::vector<std::unique_ptr<RawConnection>> held;
+  for (int i = 0; i < options.max_connections; ++i) {
+    held.push_back(std::make_unique<RawConnection>(server.port()));
+    ASSERT_TRUE(held.back()->open());
+  }
+  // Over the cap the server takes no more connections: this one waits in the kernel's
+  // backlog, unanswered, and costs the server nothing ...
+  RawConnection extra(server.port());
+  ASSERT_TRUE(extra.Send("GET /healthz HTTP/1.0\r\n\r\n"));
+  bool closed = true;
+  EXPECT_EQ(extra.ReadAll(std::chrono::seconds(2), &closed), "");
+  EXPECT_FALSE(closed);
+  // ... until a place is free.
+  held.pop_back();
+  EXPECT_THAT(extra.ReadAll(), HasSubstr("200 OK"));
+}
+
+TEST(MetricsHttpTest, IdleConnectionsAreClosed) {
+  MetricsRegistry registry;
+  MetricsHttpOptions options;
+  options.idle_timeout_seconds = 1;
+  MetricsHttpServer server(&registry, nullptr, options);
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  RawConnection idle(server.port()), partial(server.port());
+  ASSERT_TRUE(partial.Send("GET /metrics HTTP/1.1\r\n"));
+  bool closed = false;
+  EXPECT_EQ(idle.ReadAll(std::chrono::seconds(30), &closed), "");
+  EXPECT_TRUE(closed);
+  // A request left unfinished may get a 408 or nothing; either way the server hangs up.
+  partial.ReadAll(std::chrono::seconds(30), &closed);
+  EXPECT_TRUE(closed);
 }
 
 TEST(MetricsHttpTest, ReadyWithoutCallbackAndRestartable) {

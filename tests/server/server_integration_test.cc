@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/channel.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -98,25 +99,9 @@ AddOutcome AddChunks(KnowledgeGraph::Stub& stub,
 }
 
 // The health service's answer for the whole server: 1 SERVING, 2 NOT_SERVING, -1 error.
-// HealthCheckRequest{service: ""} serialises to nothing; the response is field 1 (enum).
 int HealthStatus(const std::shared_ptr<grpc::Channel>& channel) {
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::ByteBuffer request, response;
-  grpc::Slice empty("");
-  request = grpc::ByteBuffer(&empty, 1);
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&done](grpc::Status s) { done.set_value(s); });
-  if (!done.get_future().get().ok()) return -1;
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return -1;
-  std::string bytes;
-  for (const grpc::Slice& s : slices)
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  if (bytes.size() != 2 || bytes[0] != 0x08) return -1;
-  return bytes[1];
+  absl::StatusOr<int> health = CheckHealth(channel, std::chrono::seconds(10));
+  return health.ok() ? *health : -1;
 }
 
 // Asks server reflection to list the services (ServerReflectionRequest.list_services = "",
