@@ -1,0 +1,258 @@
+"""The client: one gRPC channel, plaintext or TLS, with an optional bearer token."""
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import grpc
+
+from kg.v1 import knowledge_graph_pb2 as pb
+from kg.v1 import knowledge_graph_pb2_grpc as pb_grpc
+
+__all__ = ["AddAck", "Client", "GrailError", "RankedEntity", "Ranking", "Score"]
+
+Triple = Tuple[str, str, str]
+
+
+class GrailError(Exception):
+    """A call that failed: `code` is a grpc.StatusCode, `message` the server's words."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Score:
+    head: str
+    relation: str
+    tail: str
+    score: float
+    probability: float
+    known_fact: bool
+    subgraph_nodes: int
+    subgraph_edges: int
+    graph_sequence: int
+
+
+@dataclass(frozen=True)
+class RankedEntity:
+    rank: int
+    entity: str
+    score: float
+    known_fact: bool
+
+
+@dataclass(frozen=True)
+class Ranking:
+    ranked: List[RankedEntity]
+    candidates_scored: int
+    candidates_filtered: int
+    candidates_shared_score: int
+    graph_sequence: int
+
+
+@dataclass(frozen=True)
+class AddAck:
+    """One acknowledged AddTriples chunk: stored durably before it is acknowledged."""
+    sequence: int
+    chunk_index: int
+    facts_added: int
+    duplicate_facts: int
+    entities_created: int
+    relations_created: int
+    facts_sent: int = field(default=0)
+
+
+def _read(path: Optional[str]) -> Optional[bytes]:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds `authorization: Bearer TOKEN` to every call. An interceptor rather than call
+    credentials, which gRPC sends over TLS only: a token on a plaintext loopback channel
+    works too, as with grail-client."""
+
+    def __init__(self, token: str):
+        self._header = ("authorization", f"Bearer {token}")
+
+    def _with_token(self, details):
+        metadata = list(details.metadata or []) + [self._header]
+        return details._replace(metadata=metadata) if hasattr(details, "_replace") else \
+            _CallDetails(details.method, details.timeout, metadata, details.credentials,
+                         details.wait_for_ready, details.compression)
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._with_token(details), request)
+
+    def intercept_stream_stream(self, continuation, details, request_iterator):
+        return continuation(self._with_token(details), request_iterator)
+
+
+class _CallDetails(grpc.ClientCallDetails):
+    def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression):
+        self.method, self.timeout, self.metadata = method, timeout, metadata
+        self.credentials, self.wait_for_ready, self.compression = (credentials, wait_for_ready,
+                                                                   compression)
+
+
+class Client:
+    """A connection to grail-server.
+
+    target: "HOST:PORT". tls_ca: a PEM CA bundle file, which turns TLS on; tls_cert and
+    tls_key: a client certificate for mutual TLS; tls_server_name: the name the server's
+    certificate must carry when it is not the target's host. token: a bearer token sent
+    with every call (default: the environment's GRAIL_TOKEN). timeout: seconds per call
+    (None: no deadline).
+    """
+
+    def __init__(self, target: str, *, tls_ca: Optional[str] = None,
+                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
+                 tls_server_name: Optional[str] = None, token: Optional[str] = None,
+                 timeout: Optional[float] = 30.0):
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        if tls_cert is not None and tls_ca is None:
+            raise ValueError("tls_cert needs tls_ca (the server's CA)")
+        # Rankings of every entity can exceed gRPC's default 4 MiB.
+        options = [("grpc.max_receive_message_length", -1)]
+        if tls_ca is not None:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca), private_key=_read(tls_key),
+                certificate_chain=_read(tls_cert))
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            channel = grpc.secure_channel(target, credentials, options=options)
+        else:
+            channel = grpc.insecure_channel(target, options=options)
+        self._channel = channel
+        token = token if token is not None else os.environ.get("GRAIL_TOKEN")
+        if token:
+            channel = grpc.intercept_channel(channel, _BearerToken(token))
+        self._stub = pb_grpc.KnowledgeGraphStub(channel)
+        self._health = channel.unary_unary(
+            "/grpc.health.v1.Health/Check", request_serializer=lambda _: b"",
+            response_deserializer=lambda data: data)
+        self.timeout = timeout
+
+    # --- lifecycle ---
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _call(self, method, request):
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise GrailError(e.code(), e.details() or "") from None
+
+    # --- calls ---
+    def score(self, head: str, relation: str, tail: str) -> Score:
+        """ScoreTriplet: how likely (head, relation, tail) is."""
+        response = self._call(self._stub.ScoreTriplet, pb.ScoreTripletRequest(
+            triple=pb.Triple(head=head, relation=relation, tail=tail)))
+        return _score((head, relation, tail), response)
+
+    def score_many(self, triples: Sequence[Triple]) -> List[Score]:
+        """ScoreTriplets: many facts in one call (the server bounds how many)."""
+        request = pb.ScoreTripletsRequest(
+            triples=[pb.Triple(head=h, relation=r, tail=t) for h, r, t in triples])
+        response = self._call(self._stub.ScoreTriplets, request)
+        return [_score(t, r) for t, r in zip(triples, response.results)]
+
+    def rank_tails(self, head: str, relation: str, *, candidates: Optional[Sequence[str]] = None,
+                   top_k: int = 0, filter_known: bool = False) -> Ranking:
+        """RankTails: candidate tails best first (every entity when candidates is None)."""
+        return _ranking(self._call(self._stub.RankTails, pb.RankTailsRequest(
+            head=head, relation=relation,
+            options=_rank_options(candidates, top_k, filter_known))))
+
+    def rank_heads(self, relation: str, tail: str, *, candidates: Optional[Sequence[str]] = None,
+                   top_k: int = 0, filter_known: bool = False) -> Ranking:
+        """RankHeads: candidate heads best first (every entity when candidates is None)."""
+        return _ranking(self._call(self._stub.RankHeads, pb.RankHeadsRequest(
+            relation=relation, tail=tail,
+            options=_rank_options(candidates, top_k, filter_known))))
+
+    def add_triples(self, triples: Iterable[Triple], chunk: int = 1000) -> Iterator[AddAck]:
+        """AddTriples: streams `triples` in chunks of `chunk` facts and yields one AddAck per
+        chunk as the server acknowledges it. A rejected chunk raises GrailError naming its
+        line (lines count from 1 over the whole iterable); the chunks acknowledged before
+        it are stored."""
+        if chunk < 1:
+            raise ValueError("chunk must be at least 1")
+        sent = []  # facts per chunk sent, for AddAck.facts_sent
+
+        def requests():
+            batch, first_line, line = [], 1, 0
+            for head, relation, tail in triples:
+                line += 1
+                batch.append(pb.Triple(head=head, relation=relation, tail=tail))
+                if len(batch) == chunk:
+                    sent.append(len(batch))
+                    yield pb.AddTriplesRequest(triples=batch, first_line=first_line)
+                    batch, first_line = [], line + 1
+            if batch:
+                sent.append(len(batch))
+                yield pb.AddTriplesRequest(triples=batch, first_line=first_line)
+
+        try:
+            for ack in self._stub.AddTriples(requests(), timeout=None):
+                index = int(ack.chunk_index)
+                yield AddAck(int(ack.sequence), index, ack.facts_added, ack.duplicate_facts,
+                             ack.entities_created, ack.relations_created,
+                             sent[index] if index < len(sent) else 0)
+        except grpc.RpcError as e:
+            raise GrailError(e.code(), e.details() or "") from None
+
+    def stats(self) -> dict:
+        """GetStats: the graph's size and the model, as a dict."""
+        response = self._call(self._stub.GetStats, pb.GetStatsRequest())
+        model = response.model
+        return {
+            "entities": response.entities, "relations": response.relations,
+            "facts": response.facts, "graph_sequence": response.graph_sequence,
+            "model": {"path": model.path, "format": model.format,
+                      "relations": list(model.relations), "hops": model.hops,
+                      "layers": model.layers, "dim": model.dim, "parameters": model.parameters,
+                      "training_fingerprint": model.training_fingerprint,
+                      "device": model.device},
+            "max_batch_size": response.max_batch_size,
+            "max_chunk_facts": response.max_chunk_facts,
+            "max_request_triples": response.max_request_triples,
+            "uptime_seconds": response.uptime_seconds, "version": response.version,
+        }
+
+    def health(self) -> str:
+        """grpc.health.v1: "SERVING", "NOT_SERVING" or "UNKNOWN" (needs no token)."""
+        data = self._call(self._health, None)
+        # HealthCheckResponse: field 1, an enum; UNKNOWN (0) is sent as nothing.
+        status = data[1] if len(data) == 2 and data[0] == 0x08 else 0
+        return {1: "SERVING", 2: "NOT_SERVING"}.get(status, "UNKNOWN")
+
+
+def _score(triple: Triple, r) -> Score:
+    return Score(triple[0], triple[1], triple[2], r.score, r.probability, r.known_fact,
+                 r.subgraph_nodes, r.subgraph_edges, r.graph_sequence)
+
+
+def _rank_options(candidates, top_k, filter_known):
+    if top_k < 0:
+        raise ValueError("top_k must be at least 0")
+    return pb.RankOptions(candidates=list(candidates or []), top_k=top_k,
+                          filter_known_facts=filter_known)
+
+
+def _ranking(r) -> Ranking:
+    return Ranking([RankedEntity(e.rank, e.entity, e.score, e.known_fact) for e in r.ranked],
+                   r.candidates_scored, r.candidates_filtered, r.candidates_shared_score,
+                   r.graph_sequence)

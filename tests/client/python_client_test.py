@@ -1,0 +1,196 @@
+"""The Python client (client/python/grail_kg) against the real grail-server: every call,
+errors as GrailError with the server's code and message, the CLI printing what grail-client
+prints, and TLS with a bearer token.
+
+Run by ctest with PYTHONPATH=<build>/python (the generated stubs and a copy of the package)
+and --bin-dir <build>/bin.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+import grail_sources  # noqa: E402  (the real server and a tiny model, shared with deploy/)
+
+import grpc  # noqa: E402
+
+from grail_kg import Client, GrailError  # noqa: E402
+
+BIN_DIR = None
+GRAPH = [("a", "r1", "b"), ("b", "r2", "c"), ("c", "r1", "d"), ("d", "r2", "a"),
+         ("a", "r2", "c"), ("b", "r1", "d"), ("d", "r1", "e"), ("e", "r2", "b")]
+
+
+class ServerCase(unittest.TestCase):
+    extra_env = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.TemporaryDirectory()
+        work = cls.work.name
+        cls.model = grail_sources.train_tiny_model(BIN_DIR, work)
+        env = {"GRAIL_MODEL": str(cls.model), "GRAIL_DATA_DIR": os.path.join(work, "store"),
+               "GRAIL_PORT": "0", "GRAIL_METRICS_PORT": "-1", "GRAIL_HOST": "127.0.0.1"}
+        env.update(cls.make_env(work))
+        cls.server = grail_sources.Server(BIN_DIR, env, work)
+        cls.port = cls.server.wait_ready()["port"]
+        cls.target = f"127.0.0.1:{cls.port}"
+
+    @classmethod
+    def make_env(cls, work):
+        return {}
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        cls.work.cleanup()
+        assert code == 0, cls.server.log_text()
+
+    def grail_client(self, *args, env=None):
+        return subprocess.run([os.path.join(BIN_DIR, "grail-client"), *args],
+                              capture_output=True, text=True, timeout=60, env=env)
+
+    def python_cli(self, *args, env=None):
+        full_env = dict(os.environ if env is None else env)
+        full_env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
+        return subprocess.run([sys.executable, "-m", "grail_kg", *args], capture_output=True,
+                              text=True, timeout=60, env=full_env)
+
+
+class PlaintextTest(ServerCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        with Client(cls.target) as kg:
+            cls.acks = list(kg.add_triples(GRAPH, chunk=3))
+
+    def test_add_triples_yields_one_ack_per_chunk(self):
+        self.assertEqual([a.chunk_index for a in self.acks], [0, 1, 2])
+        self.assertEqual([a.facts_sent for a in self.acks], [3, 3, 2])
+        self.assertEqual(sum(a.facts_added for a in self.acks), len(GRAPH))
+        self.assertEqual(sum(a.entities_created for a in self.acks), 5)
+        sequences = [a.sequence for a in self.acks]
+        self.assertEqual(sequences, sorted(sequences))
+        with Client(self.target) as kg:
+            stats = kg.stats()
+        self.assertEqual((stats["entities"], stats["facts"]), (5, len(GRAPH)))
+        self.assertEqual(stats["graph_sequence"], sequences[-1])
+        self.assertEqual(sorted(stats["model"]["relations"]), ["r1", "r2"])
+
+    def test_score_is_what_grail_client_prints(self):
+        with Client(self.target) as kg:
+            score = kg.score("a", "r1", "c")
+            self.assertFalse(score.known_fact)
+            self.assertTrue(kg.score("a", "r1", "b").known_fact)
+            many = kg.score_many([("a", "r1", "c"), ("c", "r2", "e")])
+        # Batched products round differently for other batch shapes: the last bits only.
+        self.assertAlmostEqual(many[0].score, score.score, delta=1e-5 * max(1, abs(score.score)))
+        alone = kg_score_alone(self.target, ("c", "r2", "e"))
+        self.assertEqual((many[1].head, many[1].tail), ("c", "e"))
+        self.assertAlmostEqual(many[1].score, alone.score, delta=1e-5 * max(1, abs(alone.score)))
+        ours = self.python_cli("--target", self.target, "score", "a", "r1", "c")
+        theirs = self.grail_client("--target", self.target, "score", "a", "r1", "c")
+        self.assertEqual((ours.returncode, theirs.returncode), (0, 0), ours.stderr)
+        self.assertEqual(ours.stdout, theirs.stdout)
+
+    def test_rankings_match_grail_client(self):
+        with Client(self.target) as kg:
+            entities = kg.stats()["entities"]  # other tests may have added some
+            tails = kg.rank_tails("a", "r1", top_k=3)
+            heads = kg.rank_heads("r2", "c", candidates=["a", "b", "d"])
+            filtered = kg.rank_tails("a", "r1", filter_known=True)
+        self.assertEqual([e.rank for e in tails.ranked], [1, 2, 3])
+        # Every entity but the head itself (GraIL scores pairs).
+        self.assertEqual(tails.candidates_scored + tails.candidates_filtered, entities - 1)
+        scores = [e.score for e in tails.ranked]
+        self.assertEqual(scores, sorted(scores, reverse=True))
+        self.assertEqual(sorted(e.entity for e in heads.ranked), ["a", "b", "d"])
+        self.assertNotIn("b", [e.entity for e in filtered.ranked])  # (a, r1, b) is stored
+        self.assertEqual(filtered.candidates_filtered, 1)
+        theirs = json.loads(self.grail_client("--target", self.target, "--json", "--top-k", "3",
+                                              "rank-tails", "a", "r1").stdout)
+        ours = json.loads(self.python_cli("--target", self.target, "--json", "--top-k", "3",
+                                          "rank-tails", "a", "r1").stdout)
+        self.assertEqual([(e["entity"], e["score"]) for e in ours["ranked"]],
+                         [(e["entity"], e["score"]) for e in theirs["ranked"]])
+        self.assertEqual(ours["candidates_shared_score"], theirs["candidates_shared_score"])
+
+    def test_errors_carry_the_code_and_the_servers_message(self):
+        with Client(self.target) as kg:
+            with self.assertRaises(GrailError) as missing:
+                kg.score("nobody", "r1", "a")
+            self.assertEqual(missing.exception.code, grpc.StatusCode.NOT_FOUND)
+            self.assertIn("nobody", missing.exception.message)
+            # A bad chunk is rejected whole, naming its line; the chunk before it is stored.
+            acks = []
+            with self.assertRaises(GrailError) as bad:
+                for ack in kg.add_triples([("x", "r1", "y"), ("y", "r2", "z"),
+                                           ("z", "r1", ""), ("q", "r1", "x")], chunk=2):
+                    acks.append(ack)
+            self.assertEqual(bad.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("line 3", bad.exception.message)
+            self.assertEqual(len(acks), 1)
+            self.assertTrue(kg.score("x", "r1", "y").known_fact)
+            with self.assertRaises(GrailError) as unknown:
+                kg.score("q", "r1", "x")
+            self.assertEqual(unknown.exception.code, grpc.StatusCode.NOT_FOUND)
+        cli = self.python_cli("--target", self.target, "score", "nobody", "r1", "a")
+        self.assertEqual(cli.returncode, 1)
+        self.assertTrue(cli.stderr.startswith("error: NOT_FOUND: "), cli.stderr)
+
+    def test_health(self):
+        with Client(self.target) as kg:
+            self.assertEqual(kg.health(), "SERVING")
+
+
+def kg_score_alone(target, triple):
+    with Client(target) as kg:
+        return kg.score(*triple)
+
+
+class TlsAndTokenTest(ServerCase):
+    token = "python-client-token-0123456789"
+
+    @classmethod
+    def make_env(cls, work):
+        cls.ca, cert, key = grail_sources.make_tls_files(work)
+        tokens = os.path.join(work, "tokens")
+        with open(tokens, "w") as f:
+            f.write(f"{cls.token} write python\n")
+        return {"GRAIL_TLS_CERT": cert, "GRAIL_TLS_KEY": key, "GRAIL_AUTH_TOKENS": tokens}
+
+    def test_tls_with_a_token(self):
+        with Client(self.target, tls_ca=self.ca, token=self.token) as kg:
+            self.assertEqual(sum(a.facts_added for a in kg.add_triples(GRAPH)), len(GRAPH))
+            self.assertEqual(kg.stats()["facts"], len(GRAPH))
+        with Client(self.target, tls_ca=self.ca, token="") as kg:
+            with self.assertRaises(GrailError) as refused:
+                kg.stats()
+            self.assertEqual(refused.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+            self.assertEqual(kg.health(), "SERVING")  # health needs no token
+        with Client(self.target) as plaintext:
+            with self.assertRaises(GrailError) as handshake:
+                plaintext.stats()
+            self.assertEqual(handshake.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+    def test_token_from_the_environment(self):
+        env = dict(os.environ, GRAIL_TOKEN=self.token)
+        cli = self.python_cli("--target", f"localhost:{self.port}", "--tls-ca", self.ca, "stats",
+                              env=env)
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        self.assertIn('"model"', cli.stdout)
+        env.pop("GRAIL_TOKEN")
+        cli = self.python_cli("--target", f"localhost:{self.port}", "--tls-ca", self.ca, "stats",
+                              env=env)
+        self.assertEqual(cli.returncode, 1)
+        self.assertIn("UNAUTHENTICATED", cli.stderr)
+
+
+if __name__ == "__main__":
+    BIN_DIR, argv = grail_sources.split_args(sys.argv)
+    unittest.main(argv=argv, verbosity=2)
