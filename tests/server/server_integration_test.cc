@@ -724,6 +724,11 @@ TEST_F(ServerSchedulingTest, OverloadIsRefusedWithTheLimitAndTheServerKeepsServi
   }
   EXPECT_TRUE(refused);
   EXPECT_GE(Metric("grail_rejected_calls_total\\{limit=\"max_calls_in_flight\"\\}"), 1);
+  // The server keeps serving once the ranking has released its place (a moment after its
+  // client got the answer).
+  while (Metric("grail_calls_in_flight") != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   grpc::ClientContext context;
   kg::v1::ScoreTripletRequest request;
   *request.mutable_triple() = ToProto({"e2", "r0", "e3"});
