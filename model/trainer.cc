@@ -131,7 +131,8 @@ std::string FingerprintFacts(absl::Span<const NamedTriple> facts) {
 
 absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
     const IndexedTriples& train, absl::Span<const NamedTriple> valid, const TrainOptions& options,
-    const std::function<void(const EpochReport&)>& on_epoch) {
+    const std::function<void(const EpochReport&)>& on_epoch,
+    const std::function<void(const StepReport&)>& on_step) {
   absl::Status valid_options = ValidateOptions(options);
   if (!valid_options.ok()) return valid_options;
   if (train.triples.empty()) return absl::InvalidArgumentError("no training facts");
@@ -181,6 +182,7 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
                          std::cref(options), std::ref(negative_random), std::ref(queue));
     double total_loss = 0;
     int64_t seen = 0;
+    int64_t steps = 0;
     TrainingBatch batch;
     absl::Status step_error;
     while (queue.Pop(&batch)) {
@@ -196,6 +198,17 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
         optimizer.step();
         total_loss += loss.item<double>();
         seen += batch.positives;
+        ++steps;
+        if (on_step) {
+          StepReport step;
+          step.epoch = epoch;
+          step.positives_done = seen;
+          step.positives_total = static_cast<int64_t>(positives.size());
+          step.steps_done = steps;
+          step.seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          on_step(step);
+        }
       } catch (const c10::Error& e) {
         step_error =
             absl::InternalError(absl::StrCat("training step failed: ", e.what_without_backtrace()));

@@ -47,13 +47,24 @@ struct EpochReport {
   int64_t positives = 0;
 };
 
+// Progress within an epoch, after each training step.
+struct StepReport {
+  int epoch = 0;                // 1-based
+  int64_t positives_done = 0;   // this epoch so far
+  int64_t positives_total = 0;  // this epoch's positives
+  int64_t steps_done = 0;       // this epoch so far
+  double seconds = 0;           // since the epoch started
+};
+
 // Trains on `train` (its vocabularies define the model's relations) and validates on
 // `valid` (facts by name: those whose entities or relation are absent from the training
-// graph are skipped). `on_epoch` is called after every epoch. Errors: INVALID_ARGUMENT for
-// empty data or bad options.
+// graph are skipped). `on_epoch` is called after every epoch, `on_step` after every step
+// (on the calling thread; keep it cheap). Errors: INVALID_ARGUMENT for empty data or bad
+// options.
 absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
     const IndexedTriples& train, absl::Span<const NamedTriple> valid, const TrainOptions& options,
-    const std::function<void(const EpochReport&)>& on_epoch = nullptr);
+    const std::function<void(const EpochReport&)>& on_epoch = nullptr,
+    const std::function<void(const StepReport&)>& on_step = nullptr);
 
 // A fingerprint of a fact list (FNV-1a 64 over the facts in order), stored in the model.
 std::string FingerprintFacts(absl::Span<const NamedTriple> facts);

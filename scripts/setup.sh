@@ -28,8 +28,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev prometheus python3 python3-yaml yamllint
   # proves that exported models open in Python (torch.jit.load), same LibTorch 1.13
   python3-torch
-  # the Python client (client/python) and its test
-  python3-grpcio python3-protobuf
+  # the Python client (client/python) and its test; grail-train --plot
+  python3-grpcio python3-protobuf gnuplot-nox
   # the embedded default data set: WordNet 3.0
   wordnet-base
 )

@@ -1,11 +1,15 @@
 // grail-train: trains GraIL on a triple file and exports the TorchScript model.
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "common/command_line.h"
+#include "model/tools/training_progress.h"
 #include "model/trainer.h"
 #include "storage/triple_file.h"
 
@@ -36,6 +40,11 @@ ABSL_FLAG(bool, zero_without_in_edges, false,
           "a node with no in-edge in its subgraph has state 0 (the reference code's DGL "
           "behaviour) instead of ReLU(W_self h)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
+ABSL_FLAG(std::string, plot, "",
+          "after training, draw loss and valid AUC-PR per epoch into this PNG (gnuplot)");
+ABSL_FLAG(bool, progress, true,
+          "on a terminal, a progress bar with steps/s and ETA within each epoch (plain epoch "
+          "lines when stderr is not a terminal)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -94,7 +103,18 @@ int main(int argc, char** argv) {
                "grail-train: %u entities, %u relations, %zu facts; %zu valid facts; seed %llu\n",
                indexed.entities.size(), indexed.relations.size(), indexed.triples.size(),
                valid.size(), static_cast<unsigned long long>(options.seed));
-  auto report = [&options](const grail::EpochReport& r) {
+  if (!absl::GetFlag(FLAGS_plot).empty()) {
+    if (absl::Status s = grail::CheckPlotter(); !s.ok()) {  // before hours of training
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
+  const bool bar = absl::GetFlag(FLAGS_progress) && isatty(fileno(stderr));
+  grail::ProgressBar progress(stderr, options.epochs);
+  std::vector<grail::EpochReport> history;
+  auto report = [&](const grail::EpochReport& r) {
+    progress.Clear();
+    history.push_back(r);
     std::string valid_text =
         r.valid_auc_pr
             ? absl::StrFormat("  valid_auc_pr %.4f%s", *r.valid_auc_pr, r.best ? " (best)" : "")
@@ -102,8 +122,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "epoch %d/%d  loss %.4f%s  %.1f s\n", r.epoch, options.epochs, r.loss,
                  valid_text.c_str(), r.seconds);
   };
+  auto step = [&progress](const grail::StepReport& s) { progress.Step(s); };
   absl::StatusOr<std::unique_ptr<grail::GrailModel>> model =
-      grail::TrainGrail(indexed, valid, options, report);
+      bar ? grail::TrainGrail(indexed, valid, options, report, step)
+          : grail::TrainGrail(indexed, valid, options, report);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     return 1;
@@ -115,5 +137,12 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "saved %s (%lld parameters)\n", out.c_str(),
                static_cast<long long>((*model)->num_parameters()));
+  if (const std::string plot = absl::GetFlag(FLAGS_plot); !plot.empty()) {
+    if (absl::Status s = grail::PlotTraining(history, plot); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "plotted %s\n", plot.c_str());
+  }
   return 0;
 }

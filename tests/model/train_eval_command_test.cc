@@ -1,6 +1,9 @@
 // Runs the real grail-train and grail-eval binaries on small files: the command-line
 // contract (flags, exit codes, the JSON last line) and their agreement with each other.
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +21,14 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 class TrainEvalCommandTest : public ::testing::Test {
  protected:
@@ -85,6 +96,40 @@ TEST_F(TrainEvalCommandTest, TrainThenEvaluatePrintsTheContractJsonLast) {
   EXPECT_THAT(lines.back(), MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*,\"n\":[0-9]+,"
                                          "\"runs\":3,\"auc_pr_std\":[01]\\.[0-9]+\\}"));
   EXPECT_NE(RunBinary("grail-eval", eval_args + " --runs 0").exit_code, 0);
+}
+
+TEST_F(TrainEvalCommandTest, OnATerminalAProgressBarWithStepsPerSecondAndEta) {
+  const std::string args =
+      absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+                   " --out ", Path("model", "bar.pt"), " --epochs 2 --hops 2 --eval-every 1");
+  // util-linux's script(1) gives grail-train a pseudo-terminal.
+  const std::string log = Path("model", "tty.txt");
+  const std::string command = absl::StrCat("script -qec '", GRAIL_BINARY_DIR, "/bin/grail-train ",
+                                           args, "' ", log, " >/dev/null");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::string tty = ReadWholeFile(log);
+  EXPECT_THAT(tty, HasSubstr("steps/s  ETA "));
+  EXPECT_THAT(tty, HasSubstr(absl::StrCat("[", std::string(30, '#'), "] ")));  // ends full
+  EXPECT_THAT(tty, HasSubstr("\r\033[Kepoch 2/2  loss"));  // erased before the epoch line
+  // Not a terminal: plain epoch lines only, as a log file wants.
+  BinaryRun piped = RunBinary("grail-train", args);
+  ASSERT_EQ(piped.exit_code, 0) << piped.all();
+  EXPECT_THAT(piped.all(), HasSubstr("epoch 2/2  loss"));
+  EXPECT_THAT(piped.all(), Not(HasSubstr("steps/s")));
+  EXPECT_THAT(piped.all(), Not(HasSubstr("\r")));
+}
+
+TEST_F(TrainEvalCommandTest, PlotDrawsLossAndValidAucPrIntoAPng) {
+  const std::string png = Path("model", "plot.png");
+  BinaryRun train = RunBinary(
+      "grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ",
+                                  Path("train", "held.txt"), " --out ", Path("model", "plot.pt"),
+                                  " --epochs 3 --hops 2 --eval-every 1", " --plot ", png));
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.all(), HasSubstr("plotted " + png));
+  const std::string bytes = ReadWholeFile(png);
+  ASSERT_GT(bytes.size(), 1000u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
 TEST_F(TrainEvalCommandTest, AblationFlagsReachTheExportedModel) {
