@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -177,8 +178,65 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
 }
 
+// Every numeric flag's accepted range: a value outside is a usage error naming the flag and
+// the range, never silently clamped or wrapped.
+struct FlagRange {
+  const char* name;
+  int64_t value;
+  int64_t min;
+  int64_t max;
+};
+
+std::vector<FlagRange> NumericFlags() {
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  return {
+      {"port", absl::GetFlag(FLAGS_port), 0, 65535},
+      {"metrics_port", absl::GetFlag(FLAGS_metrics_port), -1, 65535},
+      {"max_batch_size", absl::GetFlag(FLAGS_max_batch_size), 1, 1 << 20},
+      {"max_batch_nodes", absl::GetFlag(FLAGS_max_batch_nodes), 2, 1 << 26},
+      {"max_batch_edges", absl::GetFlag(FLAGS_max_batch_edges), 1, 1 << 28},
+      {"max_subgraph_nodes", absl::GetFlag(FLAGS_max_subgraph_nodes), 2, 1 << 26},
+      {"max_subgraph_edges", absl::GetFlag(FLAGS_max_subgraph_edges), 1, 1 << 28},
+      {"max_queue_delay_us", absl::GetFlag(FLAGS_max_queue_delay_us), 0, 10000000},
+      // 0: one per core. More threads than this helps no machine and costs start-up time.
+      {"extraction_threads", absl::GetFlag(FLAGS_extraction_threads), 0, 1024},
+      {"compute_threads", absl::GetFlag(FLAGS_compute_threads), 0, 1024},
+      {"max_request_triples", absl::GetFlag(FLAGS_max_request_triples), 1, 10000000},
+      {"max_candidates", absl::GetFlag(FLAGS_max_candidates), 1, 100000000},
+      {"max_rank_subgraphs", absl::GetFlag(FLAGS_max_rank_subgraphs), 1, kMaxInt},
+      {"max_rank_results", absl::GetFlag(FLAGS_max_rank_results), 1, kMaxInt},
+      {"max_calls_in_flight", absl::GetFlag(FLAGS_max_calls_in_flight), 1, 10000000},
+      {"max_pending_subgraphs", absl::GetFlag(FLAGS_max_pending_subgraphs), 1, int64_t{1} << 40},
+      {"max_queued_bytes", absl::GetFlag(FLAGS_max_queued_bytes), 1 << 20, int64_t{1} << 46},
+      {"max_chunk_facts", absl::GetFlag(FLAGS_max_chunk_facts), 1, 100000000},
+      {"max_name_bytes", absl::GetFlag(FLAGS_max_name_bytes), 1, 1 << 20},
+      // Below a few KiB no call or answer fits: the server would look healthy and answer
+      // nothing.
+      {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes), 4096, kMaxInt},
+      {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds), 0, 86400},
+      {"tls_reload_seconds", absl::GetFlag(FLAGS_tls_reload_seconds), 1, 86400},
+  };
+}
+
+// The first flag out of its range, as a one-line message; empty if all are in range.
+std::string CheckFlagRanges() {
+  for (const FlagRange& f : NumericFlags()) {
+    if (f.value < f.min || f.value > f.max) {
+      std::string flag = f.name;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      return absl::StrCat("--", flag, "=", f.value, " is out of range: it takes ", f.min, "..",
+                          f.max);
+    }
+  }
+  return "";
+}
+
 int Run() {
   std::string last_token_error;
+  if (const std::string bad = CheckFlagRanges(); !bad.empty()) {
+    std::fprintf(stderr, "grail-server: %s\n", bad.c_str());
+    return 2;
+  }
   const std::string model_path = absl::GetFlag(FLAGS_model);
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   if (model_path.empty() || data_dir.empty()) {

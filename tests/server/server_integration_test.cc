@@ -231,6 +231,28 @@ GrailModel* ServerTest::model_ = nullptr;
 std::vector<NamedTriple>* ServerTest::graph_ = nullptr;
 ServerProcess* ServerTest::server_ = nullptr;
 
+TEST(ServerFlagsTest, OutOfRangeFlagsAreUsageErrorsNamingTheFlagAndItsRange) {
+  const struct {
+    std::string flag;
+    std::string range;
+  } cases[] = {
+      {"--max-request-triples=-1", "1..10000000"},   {"--max-chunk-facts=-1", "1..100000000"},
+      {"--max-name-bytes=-1", "1..1048576"},         {"--port=70000", "0..65535"},
+      {"--max-message-bytes=0", "4096..2147483647"}, {"--extraction-threads=100000", "0..1024"},
+      {"--compute-threads=20000", "0..1024"},        {"--metrics-port=-2", "-1..65535"},
+  };
+  for (const auto& c : cases) {
+    // The range check comes first: no model or store is needed to be told.
+    const BinaryRun run = RunBinary("grail-server", c.flag);
+    EXPECT_EQ(run.exit_code, 2) << c.flag << ": " << run.all();
+    EXPECT_THAT(run.err, HasSubstr(c.flag + " is out of range: it takes " + c.range)) << c.flag;
+  }
+  // In range, the next complaint is the missing model: the check lets it through.
+  const BinaryRun fine = RunBinary("grail-server", "--port=65535 --max-message-bytes=4096");
+  EXPECT_EQ(fine.exit_code, 2);
+  EXPECT_THAT(fine.err, HasSubstr("--model and --data-dir are required"));
+}
+
 TEST_F(ServerTest, HealthIsServingAndReflectionListsTheService) {
   EXPECT_EQ(HealthStatus(channel_), 1);
   EXPECT_THAT(ReflectionListing(channel_), HasSubstr("kg.v1.KnowledgeGraph"));
