@@ -328,6 +328,16 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& 
     }
     absl::Status valid = ValidateConfig(c, relations.size());
     if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
+    // A NaN or Inf weight makes every score NaN and every ranking arbitrary: refuse it here
+    // rather than serve it.
+    for (const auto& p : m.named_parameters()) {
+      const int64_t bad = (~torch::isfinite(p.value)).sum().item<int64_t>();
+      if (bad > 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": parameter ", p.name, " holds ", bad,
+                         " NaN or Inf value(s): the training diverged or the archive is damaged"));
+      }
+    }
     m.eval();
     auto module = std::make_unique<GrailModule>(GrailModule{std::move(m), *device});
     auto model = std::unique_ptr<GrailModel>(

@@ -266,5 +266,41 @@ TEST_F(GrailModelTest, PythonTorchJitLoadScoresTheArchiveLikeCpp) {
   }
 }
 
+// An archive whose weights hold NaN or Inf (a diverged training run, a damaged file) would
+// serve NaN for every fact and rank arbitrarily: it is refused at load, naming the parameter.
+TEST_F(GrailModelTest, LoadRefusesNonFiniteWeightsNamingTheParameter) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-torch is not installed";
+  }
+  std::unique_ptr<GrailModel> model = NewModel();
+  const std::string path = TempPath("finite.pt");
+  ASSERT_TRUE(model->Save(path).ok());
+  ASSERT_TRUE(GrailModel::Load(path).ok());
+  for (const char* value : {"nan", "inf", "-inf"}) {
+    const std::string broken = TempPath(absl::StrCat("broken_", value + (value[0] == '-'), ".pt"));
+    const std::string script = TempPath("poison.py");
+    std::ofstream(script) << "import torch\n"
+                          << "m = torch.jit.load('" << path << "')\n"
+                          << "name, p = list(m.named_parameters())[-1]\n"
+                          << "with torch.no_grad():\n"
+                          << "  p.view(-1)[0] = float('" << value << "')\n"
+                          << "torch.jit.save(m, '" << broken << "')\n"
+                          << "print(name)\n";
+    FILE* pipe = popen(("/usr/bin/python3 " + script + " 2>&1").c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string name;
+    char buffer[4096];
+    while (fgets(buffer, sizeof(buffer), pipe) != nullptr) name += buffer;
+    ASSERT_EQ(pclose(pipe), 0) << name;
+    name = name.substr(0, name.find('\n'));
+
+    absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(broken);
+    ASSERT_FALSE(loaded.ok()) << value;
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(loaded.status().message(), HasSubstr(name)) << value;
+    EXPECT_THAT(loaded.status().message(), HasSubstr("NaN or Inf")) << value;
+  }
+}
+
 }  // namespace
 }  // namespace grail
