@@ -36,12 +36,23 @@ Clock::time_point SteadyDeadline(std::chrono::system_clock::time_point deadline)
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - system_now);
 }
 
-// Checks that a triple names all three parts; `where` prefixes the message.
-grpc::Status ValidateTriple(const kg::v1::Triple& t, absl::string_view where) {
-  if (t.head().empty()) return InvalidArgument(absl::StrCat(where, ".head is empty"));
-  if (t.relation().empty()) return InvalidArgument(absl::StrCat(where, ".relation is empty"));
-  if (t.tail().empty()) return InvalidArgument(absl::StrCat(where, ".tail is empty"));
+// Checks that a name is there and not longer than --max-name-bytes (a longer one cannot be
+// in the graph, and would otherwise travel on into messages); `what` names the field.
+grpc::Status ValidateName(const std::string& name, absl::string_view what, uint32_t max_bytes) {
+  if (name.empty()) return InvalidArgument(absl::StrCat(what, " is empty"));
+  if (name.size() > max_bytes) {
+    return InvalidArgument(absl::StrCat(what, " is ", name.size(), " bytes; the limit is ",
+                                        max_bytes, " (--max-name-bytes)"));
+  }
   return grpc::Status::OK;
+}
+
+// Checks the three names of a triple; `where` prefixes the message.
+grpc::Status ValidateTriple(const kg::v1::Triple& t, absl::string_view where, uint32_t max_bytes) {
+  grpc::Status status = ValidateName(t.head(), absl::StrCat(where, ".head"), max_bytes);
+  if (status.ok()) status = ValidateName(t.relation(), absl::StrCat(where, ".relation"), max_bytes);
+  if (status.ok()) status = ValidateName(t.tail(), absl::StrCat(where, ".tail"), max_bytes);
+  return status;
 }
 
 NamedTriple ToNamed(const kg::v1::Triple& t) {
@@ -307,7 +318,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
   auto* call = new UnaryCall(this, "ScoreTriplet", context);
   LinkPredictor* predictor;
   grpc::Status status = Admit(context, call->method(), Scope::kRead, &predictor);
-  if (status.ok()) status = ValidateTriple(request->triple(), "triple");
+  if (status.ok()) status = ValidateTriple(request->triple(), "triple", limits_.max_name_bytes);
   if (!status.ok()) {
     call->Reply(status);
     return call;
@@ -336,7 +347,8 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplets(
   std::vector<NamedTriple> facts;
   facts.reserve(request->triples_size());
   for (int i = 0; status.ok() && i < request->triples_size(); ++i) {
-    status = ValidateTriple(request->triples(i), absl::StrCat("triples[", i, "]"));
+    status = ValidateTriple(request->triples(i), absl::StrCat("triples[", i, "]"),
+                            limits_.max_name_bytes);
     facts.push_back(ToNamed(request->triples(i)));
   }
   if (!status.ok()) {
@@ -361,10 +373,9 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
   LinkPredictor* predictor;
   grpc::Status status = Admit(call->context(), call->method(), Scope::kRead, &predictor);
   if (!status.ok()) return call->Reply(status);
-  if (query.fixed.empty()) {
-    return call->Reply(InvalidArgument(query.rank_tails ? "head is empty" : "tail is empty"));
-  }
-  if (query.relation.empty()) return call->Reply(InvalidArgument("relation is empty"));
+  status = ValidateName(query.fixed, query.rank_tails ? "head" : "tail", limits_.max_name_bytes);
+  if (status.ok()) status = ValidateName(query.relation, "relation", limits_.max_name_bytes);
+  if (!status.ok()) return call->Reply(status);
   if (static_cast<uint32_t>(options.candidates_size()) > limits_.max_candidates) {
     return call->Reply(
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -373,9 +384,9 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
                                   " (--max-candidates; send none to rank every entity)")));
   }
   for (int i = 0; i < options.candidates_size(); ++i) {
-    if (options.candidates(i).empty()) {
-      return call->Reply(InvalidArgument(absl::StrCat("options.candidates[", i, "] is empty")));
-    }
+    status = ValidateName(options.candidates(i), absl::StrCat("options.candidates[", i, "]"),
+                          limits_.max_name_bytes);
+    if (!status.ok()) return call->Reply(status);
   }
   query.candidates.assign(options.candidates().begin(), options.candidates().end());
   query.top_k = options.top_k();

@@ -36,6 +36,7 @@ struct ServiceLimits {
   uint32_t max_candidates = 100000;      // explicit RankTails/RankHeads candidate lists
   uint32_t max_chunk_facts = 100000;     // AddTriples (the store enforces it too)
   uint32_t max_calls_in_flight = 1000;   // KnowledgeGraph calls and streams at once
+  uint32_t max_name_bytes = 1024;        // every entity and relation name a call sends
 };
 
 // What the service reports to metrics; called on gRPC threads, must be thread-safe.

@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "storage/vocabulary.h"
 
 namespace grail {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 constexpr RelationId kNoGraphRelation = 0xffffffffu;
 
 absl::Status EntityNotFound(absl::string_view name) {
-  return absl::NotFoundError(absl::StrCat("entity \"", name, "\" is not in the graph"));
+  return absl::NotFoundError(absl::StrCat("entity ", QuoteName(name), " is not in the graph"));
 }
 
 absl::StatusOr<EntityId> FindEntity(const GraphSnapshot& graph, const std::string& name) {
@@ -400,7 +401,7 @@ absl::StatusOr<int32_t> LinkPredictor::ModelRelation(const std::string& relation
   auto it = model_relations_.find(relation);
   if (it == model_relations_.end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("relation \"", relation, "\" is not in the model's vocabulary (",
+        absl::StrCat("relation ", QuoteName(relation), " is not in the model's vocabulary (",
                      model_relations_.size(), " relations; GetStats lists them)"));
   }
   return it->second;

@@ -263,6 +263,7 @@ int Run() {
   limits.max_candidates = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_candidates));
   limits.max_chunk_facts = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_chunk_facts));
   limits.max_calls_in_flight = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_calls_in_flight));
+  limits.max_name_bytes = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_name_bytes));
   RankLimits rank_limits;
   rank_limits.max_rank_subgraphs = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_rank_subgraphs));
   rank_limits.max_rank_results = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_rank_results));

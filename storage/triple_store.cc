@@ -18,6 +18,7 @@
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 #include "storage/store_layout.h"
+#include "storage/vocabulary.h"
 
 namespace grail {
 namespace {
@@ -377,8 +378,8 @@ absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts) const {
       }
     }
     if (options_.allowed_relations.has_value() && !allowed_relations_.contains(fact.relation)) {
-      return RejectFact(i, absl::StrCat("relation \"", absl::CHexEscape(fact.relation),
-                                        "\" is not in the allowed vocabulary"));
+      return RejectFact(i, absl::StrCat("relation ", QuoteName(fact.relation),
+                                        " is not in the allowed vocabulary"));
     }
   }
   return absl::OkStatus();

@@ -1,6 +1,15 @@
 #include "storage/vocabulary.h"
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
 namespace grail {
+
+std::string QuoteName(absl::string_view name, size_t max_bytes) {
+  if (name.size() <= max_bytes) return absl::StrCat("\"", absl::CHexEscape(name), "\"");
+  return absl::StrCat("\"", absl::CHexEscape(name.substr(0, max_bytes)), "...\" (", name.size(),
+                      " bytes)");
+}
 
 Vocabulary::Vocabulary(const std::vector<std::string>& names) {
   for (const std::string& name : names) Intern(name);

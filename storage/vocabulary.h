@@ -14,6 +14,11 @@
 
 namespace grail {
 
+// A name as error messages quote it: in double quotes, C-escaped, and cut to its first
+// `max_bytes` bytes with its length added when longer ("abc…" (20000 bytes)), so that a
+// message never grows with a hostile name (gRPC refuses status messages beyond ~8 KiB).
+std::string QuoteName(absl::string_view name, size_t max_bytes = 64);
+
 class Vocabulary {
  public:
   Vocabulary() = default;

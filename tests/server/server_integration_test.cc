@@ -383,6 +383,33 @@ TEST_F(ServerTest, RankHeadsOverEveryEntityFiltersKnownFacts) {
   }
 }
 
+// A hostile name: beyond --max-name-bytes (1024 here) a read call is INVALID_ARGUMENT saying
+// so (before, the NOT_FOUND echoing a 20 KB name became RESOURCE_EXHAUSTED, "metadata size
+// exceeds limit"); within it, error messages quote a prefix and the length.
+TEST_F(ServerTest, LongNamesAreRefusedAndQuotedByAPrefix) {
+  kg::v1::ScoreTripletResponse response;
+  const std::string huge(20000, 'x');
+  grpc::Status s = Score({huge, "r0", "e1"}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().size();
+  EXPECT_THAT(s.error_message(), HasSubstr("triple.head is 20000 bytes; the limit is 1024"));
+  EXPECT_LT(s.error_message().size(), 200u);
+
+  const std::string long_name(1000, 'y');
+  s = Score({"e1", "r0", long_name}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("(1000 bytes) is not in the graph"));
+  EXPECT_LT(s.error_message().size(), 200u);
+
+  kg::v1::RankTailsRequest rank;
+  rank.set_head("e1");
+  rank.set_relation(huge);
+  grpc::ClientContext context;
+  kg::v1::RankResponse ranked;
+  s = stub_->RankTails(&context, rank, &ranked);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("relation is 20000 bytes"));
+}
+
 TEST_F(ServerTest, ErrorsNameWhatIsWrong) {
   kg::v1::ScoreTripletResponse response;
   grpc::Status s = Score({"e1", "r0", "nobody"}, &response);
