@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
@@ -301,8 +302,9 @@ int Run() {
   UseServingAllocator();
   SetComputeThreads(compute_threads);
 
-  ServerMetrics metrics(GRAIL_VERSION);
+  // Declared before the metrics, whose HTTP endpoint reads it until the metrics are destroyed.
   std::atomic<bool> ready{false};
+  ServerMetrics metrics(GRAIL_VERSION);
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
     absl::Status started =
         metrics.StartHttp(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port),
@@ -384,6 +386,10 @@ int Run() {
   InferenceEngine engine(**model, engine_options, &metrics);
   LinkPredictor predictor(**model, **store, engine, rank_limits);
   metrics.Attach(predictor, service);
+  // From here on a scrape reads the predictor, the engine and the service: on every way out
+  // of Run() the endpoint stops before they are destroyed (they were declared after the
+  // metrics, so they would go first).
+  absl::Cleanup stop_metrics_http = [&metrics] { metrics.StopHttp(); };
   service.Activate(&predictor, ServedModelInfo{model_path, GRAIL_VERSION},
                    static_cast<uint32_t>(engine_options.max_batch_size));
   health->SetServingStatus(true);
