@@ -1,14 +1,13 @@
 #include "client/channel.h"
 
-#include <fstream>
 #include <future>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "client/rpc_status.h"
+#include "common/file_text.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
@@ -16,14 +15,6 @@
 
 namespace grail {
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot be read"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Adds the bearer token to every call's initial metadata. An interceptor rather than call
 // credentials, which gRPC sends only over TLS: a token on a plaintext loopback channel (a
@@ -68,13 +59,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions&
   }
   if (!options.tls_ca.empty()) {
     grpc::SslCredentialsOptions ssl;
-    absl::StatusOr<std::string> ca = ReadFile(options.tls_ca, "--tls-ca");
+    absl::StatusOr<std::string> ca = ReadFileText(options.tls_ca, "--tls-ca");
     if (!ca.ok()) return ca.status();
     ssl.pem_root_certs = *std::move(ca);
     if (!options.tls_cert.empty()) {
-      absl::StatusOr<std::string> cert = ReadFile(options.tls_cert, "--tls-cert");
+      absl::StatusOr<std::string> cert = ReadFileText(options.tls_cert, "--tls-cert");
       if (!cert.ok()) return cert.status();
-      absl::StatusOr<std::string> key = ReadFile(options.tls_key, "--tls-key");
+      absl::StatusOr<std::string> key = ReadFileText(options.tls_key, "--tls-key");
       if (!key.ok()) return key.status();
       ssl.pem_cert_chain = *std::move(cert);
       ssl.pem_private_key = *std::move(key);

@@ -5,25 +5,16 @@
 #include <openssl/x509.h>
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_text.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 
 namespace grail {
 namespace {
-
-absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(what, " ", path, ": cannot be opened"));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 struct BioDeleter {
   void operator()(BIO* b) const { BIO_free(b); }
@@ -42,7 +33,7 @@ std::unique_ptr<BIO, BioDeleter> MemoryBio(const std::string& text) {
 
 absl::StatusOr<std::unique_ptr<X509, X509Deleter>> FirstCertificate(const std::string& path,
                                                                     absl::string_view what) {
-  absl::StatusOr<std::string> pem = ReadPem(path, what);
+  absl::StatusOr<std::string> pem = ReadFileText(path, what);
   if (!pem.ok()) return pem.status();
   auto bio = MemoryBio(*pem);
   std::unique_ptr<X509, X509Deleter> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
@@ -65,7 +56,7 @@ absl::Status CheckTlsFiles(const ServerTlsFiles& files) {
   absl::StatusOr<std::unique_ptr<X509, X509Deleter>> cert =
       FirstCertificate(files.cert, "--tls-cert");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key_pem = ReadPem(files.key, "--tls-key");
+  absl::StatusOr<std::string> key_pem = ReadFileText(files.key, "--tls-key");
   if (!key_pem.ok()) return key_pem.status();
   auto bio = MemoryBio(*key_pem);
   std::unique_ptr<EVP_PKEY, KeyDeleter> key(

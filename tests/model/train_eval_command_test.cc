@@ -2,8 +2,6 @@
 // contract (flags, exit codes, the JSON last line) and their agreement with each other.
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -22,13 +20,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;
-
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 class TrainEvalCommandTest : public ::testing::Test {
  protected:
@@ -107,7 +98,7 @@ TEST_F(TrainEvalCommandTest, OnATerminalAProgressBarWithStepsPerSecondAndEta) {
   const std::string command = absl::StrCat("script -qec '", GRAIL_BINARY_DIR, "/bin/grail-train ",
                                            args, "' ", log, " >/dev/null");
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  const std::string tty = ReadWholeFile(log);
+  const std::string tty = ReadTextFile(log);
   EXPECT_THAT(tty, HasSubstr("steps/s  ETA "));
   EXPECT_THAT(tty, HasSubstr(absl::StrCat("[", std::string(30, '#'), "] ")));  // ends full
   EXPECT_THAT(tty, HasSubstr("\r\033[Kepoch 2/2  loss"));  // erased before the epoch line
@@ -127,7 +118,7 @@ TEST_F(TrainEvalCommandTest, PlotDrawsLossAndValidAucPrIntoAPng) {
                                   " --epochs 3 --hops 2 --eval-every 1", " --plot ", png));
   ASSERT_EQ(train.exit_code, 0) << train.all();
   EXPECT_THAT(train.all(), HasSubstr("plotted " + png));
-  const std::string bytes = ReadWholeFile(png);
+  const std::string bytes = ReadTextFile(png);
   ASSERT_GT(bytes.size(), 1000u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }

@@ -7,12 +7,22 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <system_error>
 
 #include "gtest/gtest.h"
 
 namespace grail {
+
+// A file's whole content ("" if it cannot be read).
+inline std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 // A path under the tests' temporary directory that no other test process uses: ctest runs
 // every test case as its own process, in parallel. Not created.

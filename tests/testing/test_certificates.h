@@ -4,8 +4,6 @@
 #define GRAIL_TESTS_TESTING_TEST_CERTIFICATES_H_
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -39,13 +37,6 @@ inline bool MakeSignedCertificate(const std::string& dir, const std::string& nam
   const bool ok = std::system(command.c_str()) == 0;
   EXPECT_TRUE(ok) << command;
   return ok;
-}
-
-inline std::string ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 }  // namespace grail
