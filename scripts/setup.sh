@@ -11,7 +11,7 @@ set -euo pipefail
 
 runtime_packages=(
   ca-certificates libgrpc++1.51 libprotobuf32 librocksdb7.8 libabsl20220623
-  libmicrohttpd12 libssl3 libtorch1.13 libopenblas0-openmp wordnet-base
+  libmicrohttpd12 libprometheus-cpp-core1.0 libssl3 libtorch1.13 libopenblas0-openmp wordnet-base
 )
 
 packages=(
@@ -20,6 +20,7 @@ packages=(
   # service
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev openssl
+  prometheus-cpp-dev
   # model: LibTorch resolves BLAS through libblas.so.3; without an optimised provider it
   # lands on netlib's reference BLAS, ~20x slower for our matmuls. The OpenMP flavour
   # matches LibTorch's libgomp.

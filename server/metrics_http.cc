@@ -54,7 +54,9 @@ struct MetricsHttpServer::Route {
     }
     const std::string path = url;
     if (path == "/metrics") {
-      return Respond(connection, MHD_HTTP_OK, self->registry_->Render(), kExpositionContentType);
+      return Respond(connection, MHD_HTTP_OK,
+                     self->render_ == nullptr ? std::string() : self->render_(),
+                     kExpositionContentType);
     }
     if (path == "/healthz") return Respond(connection, MHD_HTTP_OK, "ok", kTextContentType);
     if (path == "/readyz") {
@@ -67,9 +69,9 @@ struct MetricsHttpServer::Route {
   }
 };
 
-MetricsHttpServer::MetricsHttpServer(const MetricsRegistry* registry, std::function<bool()> ready,
-                                     MetricsHttpOptions options)
-    : registry_(registry), ready_(std::move(ready)), options_(options) {}
+MetricsHttpServer::MetricsHttpServer(std::function<std::string()> render,
+                                     std::function<bool()> ready, MetricsHttpOptions options)
+    : render_(std::move(render)), ready_(std::move(ready)), options_(options) {}
 
 MetricsHttpServer::~MetricsHttpServer() { Stop(); }
 

@@ -1,5 +1,5 @@
 // The plain-HTTP side endpoint of the server, for Prometheus and for probes:
-//   GET /metrics  200, the registry's exposition (Content-Type kExpositionContentType)
+//   GET /metrics  200, the exposition text (Content-Type kExpositionContentType)
 //   GET /healthz  200 "ok" as long as the process serves HTTP at all (liveness)
 //   GET /readyz   200 "ready" while the readiness callback returns true, else 503
 //                 "not ready" (e.g. while the model loads or the store opens)
@@ -34,9 +34,10 @@ struct MetricsHttpOptions {
 
 class MetricsHttpServer {
  public:
-  // `registry` must outlive the server. `ready` answers /readyz; it must be thread-safe and
-  // quick. An empty `ready` means ready whenever the endpoint is up.
-  MetricsHttpServer(const MetricsRegistry* registry, std::function<bool()> ready,
+  // `render` returns what /metrics serves (RenderExposition of the process's collectables);
+  // `ready` answers /readyz. Both must be thread-safe, and whatever they read must outlive
+  // the server (or its Stop). An empty `ready` means ready whenever the endpoint is up.
+  MetricsHttpServer(std::function<std::string()> render, std::function<bool()> ready,
                     MetricsHttpOptions options = {});
   // Stops the server if it is running.
   ~MetricsHttpServer();
@@ -58,7 +59,7 @@ class MetricsHttpServer {
 
  private:
   struct Route;
-  const MetricsRegistry* const registry_;
+  const std::function<std::string()> render_;
   const std::function<bool()> ready_;
   const MetricsHttpOptions options_;
   MHD_Daemon* daemon_ = nullptr;

@@ -102,7 +102,7 @@ std::optional<double> ReadMaxFds() {
 
 }  // namespace
 
-absl::Status RegisterProcessMetrics(MetricsRegistry& registry) {
+absl::Status RegisterProcessMetrics(ScrapeTimeMetrics& metrics) {
   const long ticks_per_second = sysconf(_SC_CLK_TCK);
   const long page_bytes = sysconf(_SC_PAGESIZE);
   const std::optional<ProcStat> stat = ReadProcStat();
@@ -114,7 +114,7 @@ absl::Status RegisterProcessMetrics(MetricsRegistry& registry) {
   const double ticks = static_cast<double>(ticks_per_second);
   const double start_time = *boot_time + static_cast<double>(stat->start_ticks) / ticks;
 
-  absl::Status status = registry.AddCallbackCounter(
+  absl::Status status = metrics.AddCounter(
       "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
       [ticks]() -> std::optional<double> {
         const std::optional<ProcStat> now = ReadProcStat();
@@ -122,31 +122,29 @@ absl::Status RegisterProcessMetrics(MetricsRegistry& registry) {
         return static_cast<double>(now->utime_ticks + now->stime_ticks) / ticks;
       });
   if (!status.ok()) return status;
-  status = registry.AddCallbackGauge(
-      "process_resident_memory_bytes", "Resident memory size in bytes.",
-      [page_bytes]() -> std::optional<double> {
-        const std::optional<ProcStat> now = ReadProcStat();
-        if (!now.has_value()) return std::nullopt;
-        return static_cast<double>(now->rss_pages) * static_cast<double>(page_bytes);
-      });
+  status = metrics.AddGauge("process_resident_memory_bytes", "Resident memory size in bytes.",
+                            [page_bytes]() -> std::optional<double> {
+                              const std::optional<ProcStat> now = ReadProcStat();
+                              if (!now.has_value()) return std::nullopt;
+                              return static_cast<double>(now->rss_pages) *
+                                     static_cast<double>(page_bytes);
+                            });
+  if (!status.ok()) return status;
+  status = metrics.AddGauge("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                            []() -> std::optional<double> {
+                              const std::optional<ProcStat> now = ReadProcStat();
+                              if (!now.has_value()) return std::nullopt;
+                              return static_cast<double>(now->vsize_bytes);
+                            });
+  if (!status.ok()) return status;
+  status = metrics.AddGauge("process_open_fds", "Number of open file descriptors.", CountOpenFds);
   if (!status.ok()) return status;
   status =
-      registry.AddCallbackGauge("process_virtual_memory_bytes", "Virtual memory size in bytes.",
-                                []() -> std::optional<double> {
-                                  const std::optional<ProcStat> now = ReadProcStat();
-                                  if (!now.has_value()) return std::nullopt;
-                                  return static_cast<double>(now->vsize_bytes);
-                                });
+      metrics.AddGauge("process_max_fds", "Maximum number of open file descriptors.", ReadMaxFds);
   if (!status.ok()) return status;
-  status = registry.AddCallbackGauge("process_open_fds", "Number of open file descriptors.",
-                                     CountOpenFds);
-  if (!status.ok()) return status;
-  status = registry.AddCallbackGauge("process_max_fds", "Maximum number of open file descriptors.",
-                                     ReadMaxFds);
-  if (!status.ok()) return status;
-  return registry.AddCallbackGauge("process_start_time_seconds",
-                                   "Start time of the process since unix epoch in seconds.",
-                                   [start_time]() -> std::optional<double> { return start_time; });
+  return metrics.AddGauge("process_start_time_seconds",
+                          "Start time of the process since unix epoch in seconds.",
+                          [start_time]() -> std::optional<double> { return start_time; });
 }
 
 }  // namespace grail

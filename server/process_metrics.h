@@ -15,11 +15,11 @@
 
 namespace grail {
 
-// Registers the metrics above in `registry`. Errors: UNAVAILABLE if /proc/self/stat cannot
+// Adds the metrics above to `metrics`. Errors: UNAVAILABLE if /proc/self/stat cannot
 // be read or parsed (not Linux, no /proc mounted), registering nothing; ALREADY_EXISTS if
 // one of the names is taken (those registered before it stay). A value that cannot be read at some
 // scrape is left out of that scrape.
-absl::Status RegisterProcessMetrics(MetricsRegistry& registry);
+absl::Status RegisterProcessMetrics(ScrapeTimeMetrics& metrics);
 
 }  // namespace grail
 

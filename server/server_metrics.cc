@@ -3,9 +3,18 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 #include "server/process_metrics.h"
@@ -31,14 +40,6 @@ int MethodIndex(absl::string_view method) {
 }
 
 // Registration of our fixed set of names can only fail through a programming error.
-template <typename T>
-T Must(absl::StatusOr<T> value) {
-  if (!value.ok()) {
-    std::fprintf(stderr, "metrics registration: %s\n", value.status().ToString().c_str());
-    std::abort();
-  }
-  return *value;
-}
 void Must(const absl::Status& status) {
   if (!status.ok()) {
     std::fprintf(stderr, "metrics registration: %s\n", status.ToString().c_str());
@@ -46,131 +47,173 @@ void Must(const absl::Status& status) {
   }
 }
 
+// A family whose series all carry the label names given at registration, so the names are
+// declared once, beside the metric's name: Add takes the values in that order.
+template <typename Metric>
+class Labelled {
+ public:
+  Labelled(prometheus::Family<Metric>& family, std::vector<std::string> label_names)
+      : family_(&family), label_names_(std::move(label_names)) {}
+
+  // The series for `values` (one per label name), created on first use; takes the family's
+  // mutex, so hot paths keep the reference. `args` construct a new series (histogram bounds).
+  template <typename... Args>
+  Metric& Add(std::initializer_list<absl::string_view> values, const Args&... args) const {
+    if (values.size() != label_names_.size()) {
+      std::fprintf(stderr, "metric %s: %zu label values for %zu label names\n",
+                   family_->GetName().c_str(), values.size(), label_names_.size());
+      std::abort();
+    }
+    prometheus::Labels labels;
+    const absl::string_view* value = values.begin();
+    for (const std::string& name : label_names_) labels.emplace(name, std::string(*value++));
+    return family_->Add(labels, args...);
+  }
+
+ private:
+  prometheus::Family<Metric>* family_;
+  std::vector<std::string> label_names_;
+};
+
+Labelled<prometheus::Counter> Counters(prometheus::Registry& registry, const std::string& name,
+                                       const std::string& help,
+                                       std::vector<std::string> label_names) {
+  return {prometheus::BuildCounter().Name(name).Help(help).Register(registry),
+          std::move(label_names)};
+}
+
+prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& name,
+                             const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+Labelled<prometheus::Histogram> Histograms(prometheus::Registry& registry, const std::string& name,
+                                           const std::string& help,
+                                           std::vector<std::string> label_names) {
+  return {prometheus::BuildHistogram().Name(name).Help(help).Register(registry),
+          std::move(label_names)};
+}
+
+prometheus::Histogram& Histogram(prometheus::Registry& registry, const std::string& name,
+                                 const std::string& help, const std::vector<double>& bounds) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, bounds);
+}
+
+prometheus::Gauge& Gauge(prometheus::Registry& registry, const std::string& name,
+                         const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
 }  // namespace
 
 struct ServerMetrics::Instruments {
-  MetricsRegistry registry;
-  CounterFamily* requests = nullptr;
-  // requests_by[method][code], created on first use (child creation takes a mutex; the
-  // table keeps it off the hot path after that).
-  std::array<std::array<std::atomic<Counter*>, kCodeNames.size()>, kMethods.size()> requests_by{};
-  std::array<Histogram*, kMethods.size()> latency{};
-  Histogram* queue_wait = nullptr;
-  Histogram* batch_size = nullptr;
-  Histogram* subgraph_nodes = nullptr;
-  Histogram* subgraph_edges = nullptr;
-  Histogram* extraction_seconds = nullptr;
-  Histogram* forward_seconds = nullptr;
-  Counter* batches = nullptr;
-  Counter* facts_ingested = nullptr;
-  Counter* chunks = nullptr;
-  Counter* entities_created = nullptr;
-  Counter* duplicates = nullptr;
-  Histogram* chunk_seconds = nullptr;
-  std::array<Counter*, 2> dropped{};  // by DropReason
-  std::array<Counter*, 2> dropped_calls{};
-  CounterFamily* rejected = nullptr;
-  CounterFamily* auth = nullptr;
-  CounterFamily* token_reloads = nullptr;
-  Gauge* tokens = nullptr;
+  prometheus::Registry registry;
+  // Values read at scrape time.
+  ScrapeTimeMetrics scraped;
+  std::optional<Labelled<prometheus::Counter>> requests;
+  // requests_by[method][code], created on first use (Family::Add takes a mutex; the table
+  // keeps it off the hot path after that).
+  std::array<std::array<std::atomic<prometheus::Counter*>, kCodeNames.size()>, kMethods.size()>
+      requests_by{};
+  std::array<prometheus::Histogram*, kMethods.size()> latency{};
+  prometheus::Histogram* queue_wait = nullptr;
+  prometheus::Histogram* batch_size = nullptr;
+  prometheus::Histogram* subgraph_nodes = nullptr;
+  prometheus::Histogram* subgraph_edges = nullptr;
+  prometheus::Histogram* extraction_seconds = nullptr;
+  prometheus::Histogram* forward_seconds = nullptr;
+  prometheus::Counter* batches = nullptr;
+  prometheus::Counter* facts_ingested = nullptr;
+  prometheus::Counter* chunks = nullptr;
+  prometheus::Counter* entities_created = nullptr;
+  prometheus::Counter* duplicates = nullptr;
+  prometheus::Histogram* chunk_seconds = nullptr;
+  std::array<prometheus::Counter*, 2> dropped{};  // by DropReason
+  std::array<prometheus::Counter*, 2> dropped_calls{};
+  std::optional<Labelled<prometheus::Counter>> rejected;
+  std::optional<Labelled<prometheus::Counter>> auth;
+  std::array<prometheus::Counter*, 2> token_reloads{};  // error, ok
+  prometheus::Gauge* tokens = nullptr;
   std::unique_ptr<MetricsHttpServer> http;
 };
 
 ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Instruments) {
   Instruments& m = *instruments_;
-  MetricsRegistry& r = m.registry;
-  m.requests =
-      Must(r.AddCounter("grail_requests_total", "gRPC calls finished, by method and status code.",
-                        {"method", "code"}));
-  HistogramFamily* latency = Must(r.AddHistogram(
-      "grail_request_duration_seconds", "Time from a call's arrival to its answer, by method.",
-      LatencyBucketsSeconds(), {"method"}));
+  prometheus::Registry& r = m.registry;
+  m.requests = Counters(r, "grail_requests_total",
+                        "gRPC calls finished, by method and status code.", {"method", "code"});
+  const Labelled<prometheus::Histogram> latency =
+      Histograms(r, "grail_request_duration_seconds",
+                 "Time from a call's arrival to its answer, by method.", {"method"});
   for (size_t i = 0; i < kMethods.size(); ++i) {
-    m.latency[i] = &latency->WithLabels({std::string(kMethods[i])});
+    m.latency[i] = &latency.Add({kMethods[i]}, LatencyBucketsSeconds());
   }
-  m.queue_wait = &Must(r.AddHistogram("grail_queue_wait_seconds",
-                                      "How long the oldest subgraph of a batch waited for it.",
-                                      LatencyBucketsSeconds()))
-                      ->WithLabels();
-  m.batch_size =
-      &Must(r.AddHistogram("grail_batch_size", "Subgraphs per model forward.", SizeBuckets()))
-           ->WithLabels();
-  m.batches = &Must(r.AddCounter("grail_batches_total", "Model forwards run."))->WithLabels();
-  m.subgraph_nodes =
-      &Must(r.AddHistogram("grail_subgraph_nodes", "Nodes of each extracted enclosing subgraph.",
-                           SizeBuckets()))
-           ->WithLabels();
-  m.subgraph_edges =
-      &Must(r.AddHistogram("grail_subgraph_edges", "Edges of each extracted enclosing subgraph.",
-                           SizeBuckets()))
-           ->WithLabels();
-  m.extraction_seconds = &Must(r.AddHistogram("grail_extraction_seconds",
-                                              "Time to extract and label one enclosing subgraph.",
-                                              ExponentialBuckets(1e-6, 4, 12)))
-                              ->WithLabels();
+  m.queue_wait =
+      &Histogram(r, "grail_queue_wait_seconds",
+                 "How long the oldest subgraph of a batch waited for it.", LatencyBucketsSeconds());
+  m.batch_size = &Histogram(r, "grail_batch_size", "Subgraphs per model forward.", SizeBuckets());
+  m.batches = &Counter(r, "grail_batches_total", "Model forwards run.");
+  m.subgraph_nodes = &Histogram(r, "grail_subgraph_nodes",
+                                "Nodes of each extracted enclosing subgraph.", SizeBuckets());
+  m.subgraph_edges = &Histogram(r, "grail_subgraph_edges",
+                                "Edges of each extracted enclosing subgraph.", SizeBuckets());
+  m.extraction_seconds =
+      &Histogram(r, "grail_extraction_seconds", "Time to extract and label one enclosing subgraph.",
+                 ExponentialBuckets(1e-6, 4, 12));
   m.forward_seconds =
-      &Must(r.AddHistogram("grail_forward_seconds", "Time of one model forward over a batch.",
-                           LatencyBucketsSeconds()))
-           ->WithLabels();
+      &Histogram(r, "grail_forward_seconds", "Time of one model forward over a batch.",
+                 LatencyBucketsSeconds());
   m.facts_ingested =
-      &Must(r.AddCounter("grail_facts_ingested_total", "New facts stored through AddTriples."))
-           ->WithLabels();
-  m.chunks =
-      &Must(r.AddCounter("grail_ingest_chunks_total", "AddTriples chunks stored and acknowledged."))
-           ->WithLabels();
+      &Counter(r, "grail_facts_ingested_total", "New facts stored through AddTriples.");
+  m.chunks = &Counter(r, "grail_ingest_chunks_total", "AddTriples chunks stored and acknowledged.");
   m.entities_created =
-      &Must(r.AddCounter("grail_entities_created_total", "Entities created through AddTriples."))
-           ->WithLabels();
-  m.duplicates = &Must(r.AddCounter("grail_duplicate_facts_total",
-                                    "Facts sent to AddTriples that were already stored."))
-                      ->WithLabels();
-  m.chunk_seconds = &Must(r.AddHistogram("grail_ingest_chunk_duration_seconds",
-                                         "Time to validate, store durably and index one chunk.",
-                                         LatencyBucketsSeconds()))
-                         ->WithLabels();
+      &Counter(r, "grail_entities_created_total", "Entities created through AddTriples.");
+  m.duplicates = &Counter(r, "grail_duplicate_facts_total",
+                          "Facts sent to AddTriples that were already stored.");
+  m.chunk_seconds =
+      &Histogram(r, "grail_ingest_chunk_duration_seconds",
+                 "Time to validate, store durably and index one chunk.", LatencyBucketsSeconds());
 
-  CounterFamily* dropped = Must(r.AddCounter(
-      "grail_dropped_subgraphs_total",
+  const Labelled<prometheus::Counter> dropped = Counters(
+      r, "grail_dropped_subgraphs_total",
       "Facts of calls that ended by deadline or cancellation before they were scored (dropped "
       "before extraction or before the forward), by reason.",
-      {"reason"}));
-  m.dropped[static_cast<int>(DropReason::kDeadline)] = &dropped->WithLabels({"deadline"});
-  m.dropped[static_cast<int>(DropReason::kCancelled)] = &dropped->WithLabels({"cancelled"});
-  CounterFamily* dropped_calls =
-      Must(r.AddCounter("grail_dropped_calls_total",
-                        "Scoring calls ended by deadline or cancellation, by reason.", {"reason"}));
-  m.dropped_calls[static_cast<int>(DropReason::kDeadline)] =
-      &dropped_calls->WithLabels({"deadline"});
-  m.dropped_calls[static_cast<int>(DropReason::kCancelled)] =
-      &dropped_calls->WithLabels({"cancelled"});
-  m.rejected = Must(r.AddCounter(
-      "grail_rejected_calls_total",
-      "Calls refused with RESOURCE_EXHAUSTED, by the limit (flag) they reached.", {"limit"}));
+      {"reason"});
+  const Labelled<prometheus::Counter> dropped_calls =
+      Counters(r, "grail_dropped_calls_total",
+               "Scoring calls ended by deadline or cancellation, by reason.", {"reason"});
+  for (const auto& [reason, label] : {std::pair{DropReason::kDeadline, "deadline"},
+                                      std::pair{DropReason::kCancelled, "cancelled"}}) {
+    m.dropped[static_cast<int>(reason)] = &dropped.Add({label});
+    m.dropped_calls[static_cast<int>(reason)] = &dropped_calls.Add({label});
+  }
+  m.rejected = Counters(r, "grail_rejected_calls_total",
+                        "Calls refused with RESOURCE_EXHAUSTED, by the limit (flag) they reached.",
+                        {"limit"});
   for (const char* limit :
        {"max_calls_in_flight", "max_pending_subgraphs", "max_queued_bytes", "max_rank_subgraphs",
         "max_rank_results", "max_subgraph_nodes", "max_subgraph_edges"}) {
-    m.rejected->WithLabels({limit});  // every series exists from the start, at 0
+    m.rejected->Add({limit});  // every series exists from the start, at 0
   }
-  m.auth = Must(r.AddCounter("grail_auth_requests_total",
-                             "KnowledgeGraph calls whose bearer token was checked, by the token's "
-                             "name (never its secret; \"\" when none or an unknown one was sent), "
-                             "method and outcome (ok, missing, malformed, unknown, "
-                             "insufficient_scope).",
-                             {"token", "method", "outcome"}));
-  m.token_reloads = Must(r.AddCounter(
-      "grail_auth_token_reloads_total",
+  m.auth = Counters(r, "grail_auth_requests_total",
+                    "KnowledgeGraph calls whose bearer token was checked, by the token's "
+                    "name (never its secret; \"\" when none or an unknown one was sent), "
+                    "method and outcome (ok, missing, malformed, unknown, "
+                    "insufficient_scope).",
+                    {"token", "method", "outcome"});
+  const Labelled<prometheus::Counter> token_reloads = Counters(
+      r, "grail_auth_token_reloads_total",
       "Re-reads of the --auth-tokens file after it changed or on SIGHUP, by result (ok, error: "
       "the tokens in use stay).",
-      {"result"}));
-  m.token_reloads->WithLabels({"ok"});
-  m.token_reloads->WithLabels({"error"});
-  m.tokens = &Must(r.AddGauge("grail_auth_tokens", "Bearer tokens in use (0: no authentication)."))
-                  ->WithLabels();
+      {"result"});
+  m.token_reloads[0] = &token_reloads.Add({"error"});
+  m.token_reloads[1] = &token_reloads.Add({"ok"});
+  m.tokens = &Gauge(r, "grail_auth_tokens", "Bearer tokens in use (0: no authentication).");
 
   // What the scheduler holds, read at scrape time.
   auto engine_gauge = [this](const char* name, const char* help,
                              std::function<double(const EngineLoad&)> read) {
-    Must(instruments_->registry.AddCallbackGauge(
+    Must(instruments_->scraped.AddGauge(
         name, help, [this, read = std::move(read)]() -> std::optional<double> {
           const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
           if (predictor == nullptr) return std::nullopt;
@@ -186,7 +229,7 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
                [](const EngineLoad& l) { return static_cast<double>(l.queued_subgraphs); });
   engine_gauge("grail_queued_bytes", "Bytes held by admitted scoring work (--max-queued-bytes).",
                [](const EngineLoad& l) { return static_cast<double>(l.held_bytes); });
-  Must(instruments_->registry.AddCallbackGauge(
+  Must(instruments_->scraped.AddGauge(
       "grail_calls_in_flight",
       "KnowledgeGraph calls and streams in progress (--max-calls-in-flight).",
       [this]() -> std::optional<double> {
@@ -198,7 +241,7 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
   // The graph, read at scrape time from the latest snapshot.
   auto graph_gauge = [this](const char* name, const char* help,
                             std::function<double(const GraphSnapshot&)> read) {
-    Must(instruments_->registry.AddCallbackGauge(
+    Must(instruments_->scraped.AddGauge(
         name, help, [this, read = std::move(read)]() -> std::optional<double> {
           const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
           if (predictor == nullptr) return std::nullopt;
@@ -214,26 +257,27 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
   graph_gauge("grail_graph_sequence", "AddTriples chunks stored so far (the graph version).",
               [](const GraphSnapshot& g) { return static_cast<double>(g.sequence()); });
 
-  Must(r.AddCallbackFamily(
-      MetricType::kGauge, "grail_model_info",
+  Must(m.scraped.AddFamily(
+      prometheus::MetricType::Gauge, "grail_model_info",
       "The served model (value 1): format, device, subgraph hops, layers, dimension, relation "
       "count and training-data fingerprint.",
       {"format", "device", "hops", "layers", "dim", "relations", "fingerprint"},
-      [this]() -> std::vector<CallbackSample> {
+      [this]() -> std::vector<ScrapedSample> {
         const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
         if (predictor == nullptr) return {};
         const GrailModel& model = predictor->model();
-        return {CallbackSample{
+        return {ScrapedSample{
             {kModelFormat, model.device(), absl::StrCat(model.config().hops),
              absl::StrCat(model.config().num_layers), absl::StrCat(model.config().dim),
              absl::StrCat(model.relations().size()), model.training_fingerprint()},
             1.0}};
       }));
-  Must(r.AddCallbackFamily(MetricType::kGauge, "grail_build_info", "The server's build (value 1).",
-                           {"version"}, [version]() -> std::vector<CallbackSample> {
-                             return {CallbackSample{{version}, 1.0}};
+  Must(m.scraped.AddFamily(prometheus::MetricType::Gauge, "grail_build_info",
+                           "The server's build (value 1).", {"version"},
+                           [version]() -> std::vector<ScrapedSample> {
+                             return {ScrapedSample{{version}, 1.0}};
                            }));
-  Must(RegisterProcessMetrics(r));
+  Must(RegisterProcessMetrics(m.scraped));
 }
 
 ServerMetrics::~ServerMetrics() { StopHttp(); }
@@ -241,7 +285,7 @@ ServerMetrics::~ServerMetrics() { StopHttp(); }
 absl::Status ServerMetrics::StartHttp(const std::string& host, int port,
                                       std::function<bool()> ready) {
   instruments_->http =
-      std::make_unique<MetricsHttpServer>(&instruments_->registry, std::move(ready));
+      std::make_unique<MetricsHttpServer>([this] { return Render(); }, std::move(ready));
   return instruments_->http->Start(host, port);
 }
 
@@ -258,7 +302,9 @@ void ServerMetrics::Attach(const LinkPredictor& predictor, const KnowledgeGraphS
   service_.store(&service, std::memory_order_release);
 }
 
-std::string ServerMetrics::Render() const { return instruments_->registry.Render(); }
+std::string ServerMetrics::Render() const {
+  return RenderExposition({&instruments_->registry, &instruments_->scraped});
+}
 
 void ServerMetrics::OnSubgraphExtracted(int nodes, int edges, double seconds) {
   instruments_->subgraph_nodes->Observe(nodes);
@@ -277,10 +323,10 @@ void ServerMetrics::OnBatch(int size, int64_t nodes, int64_t edges, double oldes
 void ServerMetrics::OnCall(absl::string_view method, int grpc_code, double seconds) {
   const int m = MethodIndex(method);
   if (m < 0 || grpc_code < 0 || grpc_code >= static_cast<int>(kCodeNames.size())) return;
-  std::atomic<Counter*>& slot = instruments_->requests_by[m][grpc_code];
-  Counter* counter = slot.load(std::memory_order_acquire);
+  std::atomic<prometheus::Counter*>& slot = instruments_->requests_by[m][grpc_code];
+  prometheus::Counter* counter = slot.load(std::memory_order_acquire);
   if (counter == nullptr) {
-    counter = &instruments_->requests->WithLabels({std::string(method), kCodeNames[grpc_code]});
+    counter = &instruments_->requests->Add({method, kCodeNames[grpc_code]});
     slot.store(counter, std::memory_order_release);
   }
   counter->Increment();
@@ -289,32 +335,30 @@ void ServerMetrics::OnCall(absl::string_view method, int grpc_code, double secon
 
 void ServerMetrics::OnWorkDropped(DropReason reason, int64_t subgraphs) {
   instruments_->dropped_calls[static_cast<int>(reason)]->Increment();
-  instruments_->dropped[static_cast<int>(reason)]->Increment(subgraphs);
+  instruments_->dropped[static_cast<int>(reason)]->Increment(static_cast<double>(subgraphs));
 }
 
 void ServerMetrics::OnCallRejected(absl::string_view limit) {
-  instruments_->rejected->WithLabels({std::string(limit)}).Increment();
+  instruments_->rejected->Add({limit}).Increment();
 }
 
 void ServerMetrics::OnServiceLimit(absl::string_view limit) { OnCallRejected(limit); }
 
 void ServerMetrics::OnAccess(absl::string_view method, absl::string_view outcome,
                              absl::string_view token_name) {
-  instruments_->auth
-      ->WithLabels({std::string(token_name), std::string(method), std::string(outcome)})
-      .Increment();
+  instruments_->auth->Add({token_name, method, outcome}).Increment();
 }
 
 void ServerMetrics::OnTokensLoaded(bool ok, size_t tokens) {
-  instruments_->token_reloads->WithLabels({ok ? "ok" : "error"}).Increment();
+  instruments_->token_reloads[ok ? 1 : 0]->Increment();
   if (ok) instruments_->tokens->Set(static_cast<double>(tokens));
 }
 
 void ServerMetrics::OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {
   instruments_->chunks->Increment();
-  instruments_->facts_ingested->Increment(result.facts_added);
-  instruments_->entities_created->Increment(result.entities_created);
-  instruments_->duplicates->Increment(result.duplicate_facts);
+  instruments_->facts_ingested->Increment(static_cast<double>(result.facts_added));
+  instruments_->entities_created->Increment(static_cast<double>(result.entities_created));
+  instruments_->duplicates->Increment(static_cast<double>(result.duplicate_facts));
   instruments_->chunk_seconds->Observe(seconds);
 }
 

@@ -124,16 +124,19 @@ def exported_metrics():
         # Every metric name literal, whoever passes it to the registry (graph_gauge does).
         for m in re.finditer(r'"((?:grail|process)_[a-z0-9_]+)"', text):
             metrics.setdefault(m.group(1), Metric(m.group(1), "untyped", []))
-        # Registry calls: the kind and the label names.
-        for m in re.finditer(r"\bAdd(Counter|Histogram|CallbackGauge|CallbackCounter|"
-                             r"CallbackFamily)\s*\(", text):
+        # Registrations: the kind, and the label names declared with it (server_metrics.cc's
+        # Counters/Histograms, the scrape-time AddFamily).
+        for m in re.finditer(r"\b(Counters?|Histograms?|Gauge|AddGauge|AddCounter|AddFamily)"
+                             r"\s*\(", text):
             args = _call_arguments(text, m.end() - 1)
             name = re.search(r'"([a-z_:][a-z0-9_:]*)"', args)
             if name is None:
                 continue  # a name passed through a variable (graph_gauge's `name`)
-            kind = {"Counter": "counter", "Histogram": "histogram",
-                    "CallbackGauge": "gauge", "CallbackCounter": "counter",
-                    "CallbackFamily": "gauge"}[m.group(1)]
+            kind = {"Counter": "counter", "Counters": "counter", "Histogram": "histogram",
+                    "Histograms": "histogram", "Gauge": "gauge", "AddGauge": "gauge",
+                    "AddCounter": "counter", "AddFamily": "gauge"}[m.group(1)]
+            if m.group(1) == "AddFamily" and "MetricType::Counter" in args:
+                kind = "counter"
             labels = []
             for brace in re.finditer(r'\{\s*("[^"]*"(?:\s*,\s*"[^"]*")*)\s*\}', args):
                 labels += re.findall(r'"([^"]*)"', brace.group(1))

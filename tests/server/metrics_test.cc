@@ -1,6 +1,6 @@
-// The Prometheus metrics module: exact text exposition, exact totals under concurrent
-// updates, name validation, process metrics, the HTTP endpoint over a real loopback socket,
-// and Prometheus' own linter (promtool) on a registry with every kind of metric.
+// The Prometheus metrics module: scrape-time values and their validation, the exposition of
+// prometheus-cpp's registry beside them, process metrics, the HTTP endpoint over a real
+// loopback socket, and Prometheus' own linter (promtool) on every kind of metric.
 #include "server/metrics.h"
 
 #include <arpa/inet.h>
@@ -33,6 +33,10 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
 #include "server/metrics_http.h"
 #include "server/process_metrics.h"
 
@@ -56,291 +60,100 @@ std::optional<double> SampleValue(const std::string& exposition, const std::stri
   return std::nullopt;
 }
 
-TEST(MetricsExpositionTest, SmallRegistryRendersExactly) {
-  MetricsRegistry registry;
-  CounterFamily* calls =
-      registry.AddCounter("rpc_calls_total", "Calls finished.", {"method", "code"}).value();
-  calls->WithLabels({"Score", "OK"}).Increment(3);
-  calls->WithLabels({"Rank", "NOT_FOUND"}).Increment();
-  calls->WithLabels({"a\\b\"c\nd", "OK"}).Increment(0.5);
-  GaugeFamily* depth =
-      registry.AddGauge("queue_depth", "Waiting requests.\nBackslash \\ and \"quotes\" kept.")
-          .value();
-  depth->WithLabels().Set(2.5);
-  HistogramFamily* latency =
-      registry.AddHistogram("latency_seconds", "Latency.", {0.25, 1}, {"method"}).value();
-  Histogram& score = latency->WithLabels({"Score"});
-  for (double seconds : {0.125, 0.25, 0.5, 7.0}) score.Observe(seconds);
-  // Labelled families without children are left out.
-  ASSERT_TRUE(registry.AddGauge("unused_gauge", "No children yet.", {"x"}).ok());
+// A registry with one series of each kind the server uses, and the scrape-time values.
+struct Collectables {
+  prometheus::Registry registry;
+  ScrapeTimeMetrics scraped;
+  std::string Render() const { return RenderExposition({&registry, &scraped}); }
+};
 
-  EXPECT_EQ(registry.Render(),
-            "# HELP latency_seconds Latency.\n"
-            "# TYPE latency_seconds histogram\n"
-            "latency_seconds_bucket{method=\"Score\",le=\"0.25\"} 2\n"
-            "latency_seconds_bucket{method=\"Score\",le=\"1\"} 3\n"
-            "latency_seconds_bucket{method=\"Score\",le=\"+Inf\"} 4\n"
-            "latency_seconds_sum{method=\"Score\"} 7.875\n"
-            "latency_seconds_count{method=\"Score\"} 4\n"
-            "# HELP queue_depth Waiting requests.\\nBackslash \\\\ and \"quotes\" kept.\n"
-            "# TYPE queue_depth gauge\n"
-            "queue_depth 2.5\n"
-            "# HELP rpc_calls_total Calls finished.\n"
-            "# TYPE rpc_calls_total counter\n"
-            "rpc_calls_total{method=\"Rank\",code=\"NOT_FOUND\"} 1\n"
-            "rpc_calls_total{method=\"Score\",code=\"OK\"} 3\n"
-            "rpc_calls_total{method=\"a\\\\b\\\"c\\nd\",code=\"OK\"} 0.5\n");
-}
-
-TEST(MetricsExpositionTest, FamiliesWithoutLabelsExportZeroFromRegistration) {
-  MetricsRegistry registry;
-  ASSERT_TRUE(registry.AddCounter("events_total", "Events.").ok());
-  ASSERT_TRUE(registry.AddHistogram("size", "Sizes.", {1}).ok());
-  EXPECT_EQ(registry.Render(),
-            "# HELP events_total Events.\n"
-            "# TYPE events_total counter\n"
-            "events_total 0\n"
-            "# HELP size Sizes.\n"
-            "# TYPE size histogram\n"
-            "size_bucket{le=\"1\"} 0\n"
-            "size_bucket{le=\"+Inf\"} 0\n"
-            "size_sum 0\n"
-            "size_count 0\n");
-}
-
-TEST(MetricsExpositionTest, FormatsValuesAsPrometheusParsesThem) {
-  EXPECT_EQ(FormatMetricValue(kInf), "+Inf");
-  EXPECT_EQ(FormatMetricValue(-kInf), "-Inf");
-  EXPECT_EQ(FormatMetricValue(std::nan("")), "NaN");
-  // As Go's strconv.FormatFloat(v, 'g', -1, 64), so "le" values match the other clients'.
-  EXPECT_EQ(FormatMetricValue(0), "0");
-  EXPECT_EQ(FormatMetricValue(0.0005), "0.0005");
-  EXPECT_EQ(FormatMetricValue(0.0001), "0.0001");
-  EXPECT_EQ(FormatMetricValue(0.00001), "1e-05");
-  EXPECT_EQ(FormatMetricValue(0.1), "0.1");
-  EXPECT_EQ(FormatMetricValue(2.5), "2.5");
-  EXPECT_EQ(FormatMetricValue(-2.5), "-2.5");
-  EXPECT_EQ(FormatMetricValue(42), "42");
-  EXPECT_EQ(FormatMetricValue(65536), "65536");
-  EXPECT_EQ(FormatMetricValue(999999.5), "999999.5");
-  EXPECT_EQ(FormatMetricValue(1e6), "1e+06");
-  EXPECT_EQ(FormatMetricValue(-1234567), "-1.234567e+06");
-  EXPECT_EQ(FormatMetricValue(1e300), "1e+300");
-  EXPECT_EQ(FormatMetricValue(-0.00123), "-0.00123");
-  // Shortest round trip, not a fixed precision.
-  for (double value : {1e-05, 1.0 / 3, 2.0 / 3 * 1e5, 1e300, 123456789.125, 5e-324}) {
-    double parsed = 0;
-    ASSERT_TRUE(absl::SimpleAtod(FormatMetricValue(value), &parsed)) << value;
-    EXPECT_EQ(parsed, value);
-  }
-}
-
-TEST(CounterTest, IntegerIncrementsStayExactBeyondDoublePrecision) {
-  MetricsRegistry registry;
-  Counter& bytes = registry.AddCounter("bytes_total", "Bytes.").value()->WithLabels();
-  bytes.Increment(uint64_t{1} << 53);
-  bytes.Increment();
-  EXPECT_THAT(registry.Render(), HasSubstr("\nbytes_total 9007199254740993\n"));
-}
-
-TEST(CounterTest, MixesIntegerAndFractionalIncrements) {
-  Counter counter;
-  counter.Increment(0.25);
-  counter.Increment(2);
-  counter.Increment(size_t{3});
-  counter.Increment(0.75);
-  EXPECT_EQ(counter.Value(), 6.0);
-}
-
-TEST(CounterDeathTest, NegativeIncrementAborts) {
-  Counter counter;
-  EXPECT_DEATH(counter.Increment(-1), "must be >= 0");
-  EXPECT_DEATH(counter.Increment(-0.5), "must be >= 0");
-  EXPECT_DEATH(counter.Increment(std::nan("")), "must be >= 0");
-}
-
-TEST(GaugeTest, SetsAndAdds) {
-  Gauge gauge;
-  gauge.Set(10);
-  gauge.Add(-2.5);
-  gauge.Add(0.5);
-  EXPECT_EQ(gauge.Value(), 8.0);
-}
-
-TEST(HistogramTest, BucketsAreCumulativeAndUpperBoundsInclusive) {
-  const std::vector<double> bounds = {1, 2, 4};
-  Histogram histogram(bounds);
-  for (double value : {-3.0, 1.0, 1.5, 2.0, 4.0, 4.5, kInf}) histogram.Observe(value);
-  histogram.Observe(std::nan(""));  // goes to +Inf
-  const Histogram::Snapshot snapshot = histogram.Read();
-  EXPECT_THAT(snapshot.cumulative, ::testing::ElementsAre(2, 4, 5, 8));
-  EXPECT_EQ(snapshot.count, 8u);
-  EXPECT_TRUE(std::isnan(snapshot.sum));
-}
-
-TEST(FamilyTest, WithLabelsReturnsTheSameChildForTheSameValues) {
-  MetricsRegistry registry;
-  CounterFamily* family = registry.AddCounter("calls_total", "Calls.", {"method"}).value();
-  Counter& first = family->WithLabels({"Score"});
-  EXPECT_EQ(&family->WithLabels({"Score"}), &first);
-  const std::vector<std::string> values = {"Score"};
-  EXPECT_EQ(&family->WithLabels(values), &first);
-  EXPECT_NE(&family->WithLabels({"Rank"}), &first);
-}
-
-TEST(FamilyDeathTest, WrongNumberOfLabelValuesAborts) {
-  MetricsRegistry registry;
-  CounterFamily* family = registry.AddCounter("calls_total", "Calls.", {"method", "code"}).value();
-  EXPECT_DEATH(family->WithLabels({"Score"}), "calls_total has 2 labels");
-}
-
-TEST(MetricsConcurrencyTest, ConcurrentUpdatesGiveExactTotals) {
-  MetricsRegistry registry;
-  CounterFamily* calls = registry.AddCounter("calls_total", "Calls.", {"method"}).value();
-  HistogramFamily* sizes = registry.AddHistogram("sizes", "Sizes.", {1, 2}, {"method"}).value();
-  GaugeFamily* level = registry.AddGauge("level", "Level.").value();
-  constexpr int kThreads = 8;
-  constexpr int kIterations = 50000;
-  std::atomic<bool> done{false};
-  // Scrapes while the writers run; each render must be well formed.
-  std::thread scraper([&] {
-    while (!done.load()) {
-      const std::string text = registry.Render();
-      ASSERT_TRUE(text.empty() || text.back() == '\n');
-    }
-  });
-  std::vector<std::thread> writers;
-  for (int t = 0; t < kThreads; ++t) {
-    writers.emplace_back([&, t] {
-      // Half the threads share one child; each thread also creates its own, concurrently.
-      Counter& shared = calls->WithLabels({"shared"});
-      Counter& own = calls->WithLabels({absl::StrCat("thread", t)});
-      Histogram& histogram = sizes->WithLabels({"shared"});
-      Gauge& gauge = level->WithLabels();
-      for (int i = 0; i < kIterations; ++i) {
-        shared.Increment();
-        own.Increment(0.5);
-        histogram.Observe(static_cast<double>(i % 3));  // 0, 1, 2: exact sums
-        gauge.Add(1);
-      }
-    });
-  }
-  for (std::thread& writer : writers) writer.join();
-  done.store(true);
-  scraper.join();
-
-  EXPECT_EQ(calls->WithLabels({"shared"}).Value(), static_cast<double>(kThreads) * kIterations);
-  for (int t = 0; t < kThreads; ++t) {
-    EXPECT_EQ(calls->WithLabels({absl::StrCat("thread", t)}).Value(), kIterations * 0.5);
-  }
-  const Histogram::Snapshot snapshot = sizes->WithLabels({"shared"}).Read();
-  const uint64_t total = uint64_t{kThreads} * kIterations;
-  EXPECT_EQ(snapshot.count, total);
-  uint64_t zeros = 0, ones = 0, twos = 0;
-  for (int i = 0; i < kIterations; ++i) (i % 3 == 0 ? zeros : i % 3 == 1 ? ones : twos)++;
-  EXPECT_EQ(snapshot.cumulative[0], kThreads * (zeros + ones));
-  EXPECT_EQ(snapshot.cumulative[1], total);
-  EXPECT_EQ(snapshot.sum, static_cast<double>(kThreads * (ones + 2 * twos)));
-  EXPECT_EQ(level->WithLabels().Value(), static_cast<double>(total));
-  const std::string text = registry.Render();
-  EXPECT_THAT(text, HasSubstr(absl::StrCat("\ncalls_total{method=\"shared\"} ", total, "\n")));
-  EXPECT_THAT(text, HasSubstr(absl::StrCat("\nsizes_count{method=\"shared\"} ", total, "\n")));
-}
-
-TEST(MetricsValidationTest, MetricNames) {
-  for (const char* name : {"a", "_x", "rpc:calls_total", ":x", "A9_b"}) {
-    EXPECT_TRUE(ValidateMetricName(name).ok()) << name;
-  }
-  for (const char* name : {"", "9a", "a-b", "a b", "a.b", "é"}) {
-    const absl::Status status = ValidateMetricName(name);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
-    EXPECT_THAT(status.message(), HasSubstr("[a-zA-Z_:][a-zA-Z0-9_:]*"));
-  }
-}
-
-TEST(MetricsValidationTest, LabelNames) {
-  for (const char* name : {"method", "_x", "a9"}) {
-    EXPECT_TRUE(ValidateLabelName(name).ok()) << name;
-  }
-  for (const char* name : {"", "9a", "a:b", "a-b", "__name__", "__x"}) {
-    EXPECT_EQ(ValidateLabelName(name).code(), absl::StatusCode::kInvalidArgument) << name;
-  }
-  EXPECT_THAT(ValidateLabelName("__x").message(), HasSubstr("reserved"));
-}
-
-TEST(MetricsValidationTest, RegistrationRejectsMisuse) {
-  MetricsRegistry registry;
-  EXPECT_EQ(registry.AddCounter("bad-name", "Help.").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.AddCounter("calls_total", "").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.AddCounter("calls_total", "Help.", {"__reserved"}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(registry.AddCounter("calls_total", "Help.", {"a", "a"}).status().message(),
-              HasSubstr("given twice"));
-  EXPECT_EQ(registry.AddHistogram("h", "Help.", {1}, {"le"}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.AddHistogram("h", "Help.", {1, 1}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.AddHistogram("h", "Help.", {2, 1}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.AddHistogram("h", "Help.", {std::nan("")}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.AddHistogram("h", "Help.", {-kInf, 1}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry
-                .AddCallbackFamily(MetricType::kHistogram, "cb", "Help.", {},
-                                   [] { return std::vector<CallbackSample>{}; })
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  // Nothing above was registered.
-  EXPECT_EQ(registry.Render(), "");
-
-  // A trailing +Inf bound is accepted (and implicit).
-  HistogramFamily* h = registry.AddHistogram("h", "Help.", {1, kInf}).value();
-  EXPECT_EQ(h->WithLabels().bounds().size(), 1u);
-  // Names, including the series a histogram exports, are unique across kinds.
-  EXPECT_EQ(registry.AddGauge("h", "Help.").status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(registry.AddCounter("h_count", "Help.").status().code(),
-            absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(registry.AddCallbackGauge("h_sum", "Help.", [] { return 1.0; }).code(),
-            absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(registry.AddCounter("x_bucket", "Help.").ok());
-  EXPECT_EQ(registry.AddHistogram("x", "Help.", {1}).status().code(),
-            absl::StatusCode::kAlreadyExists);
-}
-
-TEST(MetricsCallbackTest, ValuesAreReadAtScrapeTime) {
-  MetricsRegistry registry;
+TEST(ScrapeTimeMetricsTest, ValuesAreReadAtScrapeTime) {
+  ScrapeTimeMetrics metrics;
   std::atomic<double> facts{10};
   std::atomic<bool> readable{true};
-  ASSERT_TRUE(registry
-                  .AddCallbackGauge("graph_facts", "Facts.",
-                                    [&]() -> std::optional<double> {
-                                      if (!readable.load()) return std::nullopt;
-                                      return facts.load();
-                                    })
+  ASSERT_TRUE(metrics
+                  .AddGauge("graph_facts", "Facts.",
+                            [&]() -> std::optional<double> {
+                              if (!readable.load()) return std::nullopt;
+                              return facts.load();
+                            })
                   .ok());
-  ASSERT_TRUE(registry.AddCallbackCounter("ticks_total", "Ticks.", [] { return 7.0; }).ok());
-  ASSERT_TRUE(registry
-                  .AddCallbackFamily(MetricType::kGauge, "relation_facts", "Facts by relation.",
-                                     {"relation"},
-                                     [] {
-                                       return std::vector<CallbackSample>{
-                                           {{"part_of"}, 3}, {{"has_part"}, 2}, {{"a", "b"}, 9}};
-                                     })
+  ASSERT_TRUE(metrics.AddCounter("ticks_total", "Ticks.", [] { return 7.0; }).ok());
+  ASSERT_TRUE(metrics
+                  .AddFamily(prometheus::MetricType::Gauge, "relation_facts", "Facts by relation.",
+                             {"relation"},
+                             [] {
+                               return std::vector<ScrapedSample>{
+                                   {{"part_of"}, 3}, {{"has_part"}, 2}, {{"a", "b"}, 9}};
+                             })
                   .ok());
-  EXPECT_EQ(SampleValue(registry.Render(), "graph_facts"), 10);
+  EXPECT_EQ(SampleValue(RenderExposition({&metrics}), "graph_facts"), 10);
   facts.store(12);
-  EXPECT_EQ(SampleValue(registry.Render(), "graph_facts"), 12);
+  EXPECT_EQ(SampleValue(RenderExposition({&metrics}), "graph_facts"), 12);
   readable.store(false);
-  const std::string text = registry.Render();
+  const std::string text = RenderExposition({&metrics});
+  // A family without a sample this time is left out entirely, header included.
   EXPECT_THAT(text, Not(HasSubstr("graph_facts")));
   EXPECT_THAT(text, HasSubstr("# TYPE ticks_total counter\nticks_total 7\n"));
-  // Sorted by label values; the sample with the wrong number of labels is dropped.
-  EXPECT_THAT(text, HasSubstr("# TYPE relation_facts gauge\n"
-                              "relation_facts{relation=\"has_part\"} 2\n"
-                              "relation_facts{relation=\"part_of\"} 3\n#"));
+  EXPECT_EQ(SampleValue(text, "relation_facts{relation=\"part_of\"}"), 3);
+  EXPECT_EQ(SampleValue(text, "relation_facts{relation=\"has_part\"}"), 2);
+  // The sample with the wrong number of label values is left out.
+  EXPECT_THAT(text, Not(HasSubstr("9")));
+}
+
+TEST(ScrapeTimeMetricsTest, RejectsWhatTheTextFormatCannotCarry) {
+  ScrapeTimeMetrics metrics;
+  auto one = [] { return 1.0; };
+  auto samples = [] { return std::vector<ScrapedSample>{}; };
+  const auto code = [](const absl::Status& status) { return status.code(); };
+  EXPECT_EQ(code(metrics.AddGauge("9lives", "Help.", one)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(metrics.AddGauge("a-b", "Help.", one)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(metrics.AddGauge("g", "", one)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(metrics.AddGauge("g", "Two\nlines.", one)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(metrics.AddGauge("g", "Back\\slash.", one)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      code(metrics.AddFamily(prometheus::MetricType::Gauge, "g", "Help.", {"__reserved"}, samples)),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(metrics.AddFamily(prometheus::MetricType::Gauge, "g", "Help.", {"1x"}, samples)),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      code(metrics.AddFamily(prometheus::MetricType::Gauge, "g", "Help.", {"a", "a"}, samples)),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(metrics.AddFamily(prometheus::MetricType::Histogram, "g", "Help.", {}, samples)),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(metrics.AddFamily(prometheus::MetricType::Gauge, "g", "Help.", {}, nullptr)),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(metrics.AddGauge("g", "Help.", one).ok());
+  const absl::Status again = metrics.AddCounter("g", "Help.", one);
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(again.message(), HasSubstr("g"));
+  // Nothing rejected was added.
+  EXPECT_EQ(RenderExposition({&metrics}), "# HELP g Help.\n# TYPE g gauge\ng 1\n");
+}
+
+TEST(RenderExpositionTest, JoinsCollectablesAndEscapesLabelValues) {
+  Collectables c;
+  prometheus::BuildCounter()
+      .Name("calls_total")
+      .Help("Calls.")
+      .Register(c.registry)
+      .Add({{"method", "odd \\ \"name\"\nline"}})
+      .Increment(3);
+  prometheus::BuildHistogram()
+      .Name("latency_seconds")
+      .Help("Latency.")
+      .Register(c.registry)
+      .Add({}, LatencyBucketsSeconds())
+      .Observe(0.0007);
+  ASSERT_TRUE(c.scraped.AddGauge("facts", "Facts.", [] { return 5.0; }).ok());
+  const std::string text = c.Render();
+  EXPECT_EQ(SampleValue(text, "calls_total{method=\"odd \\\\ \\\"name\\\"\\nline\"}"), 3);
+  // Bucket bounds are written as Prometheus' own clients write them.
+  EXPECT_EQ(SampleValue(text, "latency_seconds_bucket{le=\"0.0005\"}"), 0);
+  EXPECT_EQ(SampleValue(text, "latency_seconds_bucket{le=\"0.001\"}"), 1);
+  EXPECT_EQ(SampleValue(text, "latency_seconds_bucket{le=\"+Inf\"}"), 1);
+  EXPECT_EQ(SampleValue(text, "latency_seconds_count"), 1);
+  EXPECT_EQ(SampleValue(text, "facts"), 5);
 }
 
 TEST(BucketsTest, DefaultBucketSets) {
@@ -349,19 +162,20 @@ TEST(BucketsTest, DefaultBucketSets) {
   EXPECT_EQ(latency.front(), 0.0005);
   EXPECT_EQ(latency.back(), 10);
   const std::vector<double> sizes = SizeBuckets();
+  EXPECT_EQ(sizes.size(), 17u);
   EXPECT_EQ(sizes.front(), 1);
   EXPECT_EQ(sizes.back(), 65536);
   for (const std::vector<double>* bounds : {&latency, &sizes}) {
-    MetricsRegistry registry;
-    EXPECT_TRUE(registry.AddHistogram("h", "Help.", *bounds).ok());
+    EXPECT_TRUE(std::is_sorted(bounds->begin(), bounds->end()));
+    EXPECT_EQ(std::adjacent_find(bounds->begin(), bounds->end()), bounds->end());
   }
 }
 
 TEST(ProcessMetricsTest, ReportsThisProcess) {
-  MetricsRegistry registry;
-  ASSERT_TRUE(RegisterProcessMetrics(registry).ok());
-  EXPECT_EQ(RegisterProcessMetrics(registry).code(), absl::StatusCode::kAlreadyExists);
-  const std::string text = registry.Render();
+  ScrapeTimeMetrics metrics;
+  ASSERT_TRUE(RegisterProcessMetrics(metrics).ok());
+  EXPECT_EQ(RegisterProcessMetrics(metrics).code(), absl::StatusCode::kAlreadyExists);
+  const std::string text = RenderExposition({&metrics});
   EXPECT_THAT(text, HasSubstr("# TYPE process_cpu_seconds_total counter\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE process_resident_memory_bytes gauge\n"));
 
@@ -391,9 +205,10 @@ TEST(ProcessMetricsTest, ReportsThisProcess) {
 }
 
 TEST(ProcessMetricsTest, CpuTimeGrowsWithWork) {
-  MetricsRegistry registry;
-  ASSERT_TRUE(RegisterProcessMetrics(registry).ok());
-  const double before = SampleValue(registry.Render(), "process_cpu_seconds_total").value();
+  ScrapeTimeMetrics metrics;
+  ASSERT_TRUE(RegisterProcessMetrics(metrics).ok());
+  const double before =
+      SampleValue(RenderExposition({&metrics}), "process_cpu_seconds_total").value();
   // Spin until the kernel has charged this process at least 50 ms more (clock ticks are
   // 10 ms), or give up after 10 s of wall time.
   volatile double sink = 0;
@@ -401,7 +216,7 @@ TEST(ProcessMetricsTest, CpuTimeGrowsWithWork) {
   double after = before;
   while (after < before + 0.05 && std::chrono::steady_clock::now() < deadline) {
     for (int i = 0; i < 1000000; ++i) sink = sink + std::sqrt(static_cast<double>(i));
-    after = SampleValue(registry.Render(), "process_cpu_seconds_total").value();
+    after = SampleValue(RenderExposition({&metrics}), "process_cpu_seconds_total").value();
   }
   EXPECT_GE(after, before + 0.05);
 }
@@ -415,13 +230,15 @@ httplib::Result Get(int port, const std::string& path) {
 }
 
 TEST(MetricsHttpTest, ServesMetricsHealthAndReadiness) {
-  MetricsRegistry registry;
-  registry.AddCounter("calls_total", "Calls.", {"method"})
-      .value()
-      ->WithLabels({"Score"})
+  Collectables c;
+  prometheus::BuildCounter()
+      .Name("calls_total")
+      .Help("Calls.")
+      .Register(c.registry)
+      .Add({{"method", "Score"}})
       .Increment(4);
   std::atomic<bool> ready{false};
-  MetricsHttpServer server(&registry, [&] { return ready.load(); });
+  MetricsHttpServer server([&] { return c.Render(); }, [&] { return ready.load(); });
   EXPECT_EQ(server.port(), -1);
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   ASSERT_GT(server.port(), 0);
@@ -430,7 +247,7 @@ TEST(MetricsHttpTest, ServesMetricsHealthAndReadiness) {
   ASSERT_TRUE(metrics) << httplib::to_string(metrics.error());
   EXPECT_EQ(metrics->status, 200);
   EXPECT_EQ(metrics->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
-  EXPECT_EQ(metrics->body, registry.Render());
+  EXPECT_EQ(metrics->body, c.Render());
   EXPECT_THAT(metrics->body, HasSubstr("calls_total{method=\"Score\"} 4\n"));
 
   httplib::Result health = Get(server.port(), "/healthz");
@@ -504,13 +321,16 @@ class RawConnection {
 };
 
 TEST(MetricsHttpTest, ProbesAnswerWhileIdleAndSlowConnectionsAreOpen) {
-  MetricsRegistry registry;
+  Collectables c;
   for (int i = 0; i < 200; ++i) {  // a /metrics response of some size
-    absl::StatusOr<GaugeFamily*> gauge = registry.AddGauge(absl::StrCat("filler_", i), "A gauge.");
-    ASSERT_TRUE(gauge.ok());
-    (*gauge)->WithLabels().Set(i);
+    prometheus::BuildGauge()
+        .Name(absl::StrCat("filler_", i))
+        .Help("A gauge.")
+        .Register(c.registry)
+        .Add({})
+        .Set(i);
   }
-  MetricsHttpServer server(&registry, [] { return true; });
+  MetricsHttpServer server([&] { return c.Render(); }, [] { return true; });
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   std::vector<std::unique_ptr<RawConnection>> idle, slow, unread;
   for (int i = 0; i < 20; ++i) {
@@ -548,11 +368,10 @@ TEST(MetricsHttpTest, ProbesAnswerWhileIdleAndSlowConnectionsAreOpen) {
 }
 
 TEST(MetricsHttpTest, ConnectionsBeyondTheCapWaitForAPlace) {
-  MetricsRegistry registry;
   MetricsHttpOptions options;
   options.max_connections = 4;
   options.threads = 1;  // the cap is shared out among the threads; one makes it exact
-  MetricsHttpServer server(&registry, nullptr, options);
+  MetricsHttpServer server(nullptr, nullptr, options);
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   std::vector<std::unique_ptr<RawConnection>> held;
   for (int i = 0; i < options.max_connections; ++i) {
@@ -572,10 +391,9 @@ TEST(MetricsHttpTest, ConnectionsBeyondTheCapWaitForAPlace) {
 }
 
 TEST(MetricsHttpTest, IdleConnectionsAreClosed) {
-  MetricsRegistry registry;
   MetricsHttpOptions options;
   options.idle_timeout_seconds = 1;
-  MetricsHttpServer server(&registry, nullptr, options);
+  MetricsHttpServer server(nullptr, nullptr, options);
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   RawConnection idle(server.port()), partial(server.port());
   ASSERT_TRUE(partial.Send("GET /metrics HTTP/1.1\r\n"));
@@ -588,8 +406,7 @@ TEST(MetricsHttpTest, IdleConnectionsAreClosed) {
 }
 
 TEST(MetricsHttpTest, ReadyWithoutCallbackAndRestartable) {
-  MetricsRegistry registry;
-  MetricsHttpServer server(&registry, nullptr);
+  MetricsHttpServer server(nullptr, nullptr);
   for (int round = 0; round < 2; ++round) {
     ASSERT_TRUE(server.Start("127.0.0.1", 0).ok()) << round;
     httplib::Result ready = Get(server.port(), "/readyz");
@@ -600,21 +417,19 @@ TEST(MetricsHttpTest, ReadyWithoutCallbackAndRestartable) {
 }
 
 TEST(MetricsHttpTest, StartStopAtOnceDoesNotHang) {
-  MetricsRegistry registry;
   for (int i = 0; i < 20; ++i) {
-    MetricsHttpServer server(&registry, nullptr);
+    MetricsHttpServer server(nullptr, nullptr);
     ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
     server.Stop();
   }
 }
 
 TEST(MetricsHttpTest, ReportsErrorsAsStatus) {
-  MetricsRegistry registry;
-  MetricsHttpServer first(&registry, nullptr);
+  MetricsHttpServer first(nullptr, nullptr);
   ASSERT_TRUE(first.Start("127.0.0.1", 0).ok());
   EXPECT_EQ(first.Start("127.0.0.1", 0).code(), absl::StatusCode::kFailedPrecondition);
 
-  MetricsHttpServer second(&registry, nullptr);
+  MetricsHttpServer second(nullptr, nullptr);
   const absl::Status in_use = second.Start("127.0.0.1", first.port());
   EXPECT_EQ(in_use.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(in_use.message(), HasSubstr("in use"));
@@ -650,44 +465,59 @@ TEST(MetricsPromtoolTest, ExpositionPassesPromtoolCheckMetrics) {
     GTEST_SKIP() << "promtool not found (Debian package prometheus)";
   }
 
-  MetricsRegistry registry;
-  CounterFamily* calls =
-      registry.AddCounter("grail_requests_total", "Calls finished.", {"method", "code"}).value();
-  calls->WithLabels({"ScoreTriplet", "OK"}).Increment(3);
-  calls->WithLabels({"RankTails", "NOT_FOUND"}).Increment(0.5);
-  calls->WithLabels({"odd \\ \"name\"\nline", "OK"}).Increment();
-  ASSERT_TRUE(registry.AddCounter("grail_facts_ingested_total", "Facts stored.").ok());
-  registry.AddGauge("grail_queue_depth", "Subgraphs waiting.").value()->WithLabels().Set(-1.5);
-  registry.AddGauge("grail_model_info", "Model, always 1.", {"device", "hops"})
-      .value()
-      ->WithLabels({"cpu", "3"})
-      .Set(1);
-  HistogramFamily* latency = registry
-                                 .AddHistogram("grail_request_duration_seconds", "Call latency.",
-                                               LatencyBucketsSeconds(), {"method"})
-                                 .value();
+  Collectables c;
+  auto& calls = prometheus::BuildCounter()
+                    .Name("grail_requests_total")
+                    .Help("Calls finished.")
+                    .Register(c.registry);
+  calls.Add({{"method", "ScoreTriplet"}, {"code", "OK"}}).Increment(3);
+  calls.Add({{"method", "RankTails"}, {"code", "NOT_FOUND"}}).Increment(0.5);
+  calls.Add({{"method", "odd \\ \"name\"\nline"}, {"code", "OK"}}).Increment();
+  prometheus::BuildCounter()
+      .Name("grail_facts_ingested_total")
+      .Help("Facts stored.")
+      .Register(c.registry)
+      .Add({});
+  prometheus::BuildGauge()
+      .Name("grail_queue_depth")
+      .Help("Subgraphs waiting.")
+      .Register(c.registry)
+      .Add({})
+      .Set(-1.5);
+  auto& latency = prometheus::BuildHistogram()
+                      .Name("grail_request_duration_seconds")
+                      .Help("Call latency.")
+                      .Register(c.registry);
   for (double seconds : {0.0001, 0.003, 0.2, 42.0}) {
-    latency->WithLabels({"ScoreTriplet"}).Observe(seconds);
+    latency.Add({{"method", "ScoreTriplet"}}, LatencyBucketsSeconds()).Observe(seconds);
   }
-  registry.AddHistogram("grail_batch_size", "Subgraphs per forward.", SizeBuckets())
-      .value()
-      ->WithLabels()
+  prometheus::BuildHistogram()
+      .Name("grail_batch_size")
+      .Help("Subgraphs per forward.")
+      .Register(c.registry)
+      .Add({}, SizeBuckets())
       .Observe(17);
+  ASSERT_TRUE(c.scraped.AddGauge("grail_graph_facts", "Facts stored.", [] { return 9.0; }).ok());
   ASSERT_TRUE(
-      registry.AddCallbackGauge("grail_graph_facts", "Facts stored.", [] { return 9.0; }).ok());
-  ASSERT_TRUE(
-      registry.AddCallbackCounter("grail_ingest_chunks_total", "Chunks.", [] { return 2.0; }).ok());
-  ASSERT_TRUE(registry
-                  .AddCallbackFamily(
-                      MetricType::kGauge, "grail_relation_facts", "Facts by relation.",
-                      {"relation"},
-                      [] {
-                        return std::vector<CallbackSample>{{{"part_of"}, 3}, {{"hypernym"}, kInf}};
-                      })
+      c.scraped.AddCounter("grail_ingest_chunks_total", "Chunks.", [] { return 2.0; }).ok());
+  ASSERT_TRUE(c.scraped
+                  .AddFamily(prometheus::MetricType::Gauge, "grail_model_info", "Model, always 1.",
+                             {"device", "hops"},
+                             [] {
+                               return std::vector<ScrapedSample>{{{"cpu", "3"}, 1}};
+                             })
                   .ok());
-  ASSERT_TRUE(RegisterProcessMetrics(registry).ok());
+  ASSERT_TRUE(
+      c.scraped
+          .AddFamily(prometheus::MetricType::Gauge, "grail_relation_facts", "Facts by relation.",
+                     {"relation"},
+                     [] {
+                       return std::vector<ScrapedSample>{{{"part_of"}, 3}, {{"hypernym"}, kInf}};
+                     })
+          .ok());
+  ASSERT_TRUE(RegisterProcessMetrics(c.scraped).ok());
 
-  MetricsHttpServer server(&registry, nullptr);
+  MetricsHttpServer server([&] { return c.Render(); }, nullptr);
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   httplib::Result metrics = Get(server.port(), "/metrics");
   ASSERT_TRUE(metrics);

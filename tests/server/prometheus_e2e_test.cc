@@ -111,8 +111,8 @@ TEST_F(PrometheusTest, PromtoolAcceptsTheLiveExposition) {
   ASSERT_THAT(text, HasSubstr("grail_requests_total{"));
   // Lines the traffic must have produced (the exposition is long: no dump on failure).
   for (const std::string& line :
-       {absl::StrCat("grail_requests_total{method=\"ScoreTriplet\",code=\"OK\"} ", ok_calls_),
-        absl::StrCat("grail_requests_total{method=\"ScoreTriplet\",code=\"NOT_FOUND\"} ",
+       {absl::StrCat("grail_requests_total{code=\"OK\",method=\"ScoreTriplet\"} ", ok_calls_),
+        absl::StrCat("grail_requests_total{code=\"NOT_FOUND\",method=\"ScoreTriplet\"} ",
                      not_found_calls_),
         absl::StrCat("grail_request_duration_seconds_count{method=\"ScoreTriplet\"} ",
                      ok_calls_ + not_found_calls_),

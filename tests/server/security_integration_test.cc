@@ -299,13 +299,13 @@ TEST_F(SecurityTest, EachScopeAgainstEachRpc) {
   httplib::Result metrics = http.Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_THAT(metrics->body,
-              HasSubstr("grail_auth_requests_total{token=\"reader\",method=\"GetStats\","
-                        "outcome=\"ok\"} 1\n"));
+              HasSubstr("grail_auth_requests_total{method=\"GetStats\",outcome=\"ok\","
+                        "token=\"reader\"} 1\n"));
   EXPECT_THAT(metrics->body,
-              HasSubstr("grail_auth_requests_total{token=\"reader\",method=\"AddTriples\","
-                        "outcome=\"insufficient_scope\"} 1\n"));
+              HasSubstr("grail_auth_requests_total{method=\"AddTriples\","
+                        "outcome=\"insufficient_scope\",token=\"reader\"} 1\n"));
   EXPECT_THAT(metrics->body, HasSubstr("token=\"sha256-"));  // the unnamed admin token
-  EXPECT_THAT(metrics->body, HasSubstr("outcome=\"unknown\"} 1\n"));
+  EXPECT_THAT(metrics->body, HasSubstr("outcome=\"unknown\",token=\"\"} 1\n"));
   EXPECT_THAT(metrics->body, HasSubstr("grail_auth_tokens 3\n"));
   for (const std::string& secret : {kReadToken, kWriteToken, kAdminToken}) {
     EXPECT_THAT(metrics->body, Not(HasSubstr(secret)));
