@@ -28,9 +28,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "bench/data_dir.h"
+#include "common/command_line.h"
 #include "model/enclosing_subgraph.h"
 #include "model/wordnet.h"
 #include "rocksdb/db.h"
@@ -403,7 +403,7 @@ void BenchIndexUpdateScaling(size_t chunk) {
 }  // namespace grail
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  grail::ParseCommandLine(argc, argv);
   using grail::Dataset;
   std::string work = absl::GetFlag(FLAGS_work_dir);
   const bool own_work_dir = work.empty();

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -27,12 +27,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "client/channel.h"
-#include "client/json_object.h"
 #include "client/load_generator.h"
 #include "client/rpc_status.h"
 #include "client/triple_source.h"
 #include "client/triple_upload.h"
 #include "common/command_line.h"
+#include "common/json.h"
 #include "grpcpp/grpcpp.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 
@@ -117,69 +117,6 @@ Flags may come anywhere after the program name; `--` ends them. Exit status: 0 s
 
 // --- Command line ---------------------------------------------------------------------------
 
-struct UsageError {
-  std::string message;
-};
-
-// absl::ParseCommandLine exits with status 1 on a bad flag, and the client's contract gives
-// usage errors status 2, so flags are parsed here, through the same flag registry. Flags are
-// `--name=value`, `--name value`, or for booleans `--name` / `--noname`; dashes in names are
-// underscores (grail::NormalizeFlagName). Arguments with a single dash are positional, so
-// entity names may start with one. Fills `positional`, or sets `help` and stops.
-std::optional<UsageError> ParseArguments(int argc, char** argv,
-                                         std::vector<std::string>* positional, bool* help) {
-  *help = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--") {
-      for (++i; i < argc; ++i) positional->push_back(argv[i]);
-      break;
-    }
-    if (arg.size() <= 2 || arg.compare(0, 2, "--") != 0) {
-      if (arg == "-h") {
-        *help = true;
-        return std::nullopt;
-      }
-      positional->push_back(arg);
-      continue;
-    }
-    const std::string normalized = NormalizeFlagName(arg).substr(2);
-    const size_t equals = normalized.find('=');
-    std::string name = normalized.substr(0, equals);
-    const std::string typed = arg.substr(0, equals == std::string::npos ? arg.size() : equals + 2);
-    std::optional<std::string> value;
-    if (equals != std::string::npos) value = normalized.substr(equals + 1);
-    if (name == "help" || name == "helpfull" || name == "helpshort") {
-      *help = true;
-      return std::nullopt;
-    }
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr && name.size() > 2 && name.compare(0, 2, "no") == 0 && !value) {
-      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
-      if (negated != nullptr && negated->IsOfType<bool>()) {
-        flag = negated;
-        name = name.substr(2);
-        value = "false";
-      }
-    }
-    if (flag == nullptr || flag->IsRetired()) return UsageError{"unknown flag " + typed};
-    if (!value) {
-      if (flag->IsOfType<bool>()) {
-        value = "true";
-      } else if (i + 1 < argc) {
-        value = argv[++i];
-      } else {
-        return UsageError{absl::StrCat("flag ", typed, " needs a value")};
-      }
-    }
-    std::string error;
-    if (!flag->ParseFrom(*value, &error)) {
-      return UsageError{absl::StrCat(typed, "=", *value, ": ", error)};
-    }
-  }
-  return std::nullopt;
-}
-
 // The whole usage text only when no command was given; otherwise a pointer to it.
 int PrintUsageError(const std::string& message, bool full_usage = false) {
   if (full_usage) {
@@ -225,20 +162,16 @@ struct Session {
   bool json = false;
 };
 
-void AddScoreFields(const kg::v1::ScoreTripletResponse& result, JsonObject* json) {
-  json->Add("score", result.score())
-      .Add("probability", result.probability())
-      .Add("known_fact", result.known_fact())
-      .Add("subgraph_nodes", result.subgraph_nodes())
-      .Add("subgraph_edges", result.subgraph_edges())
-      .Add("graph_sequence", result.graph_sequence());
-}
-
 std::string ScoreJson(const kg::v1::Triple& triple, const kg::v1::ScoreTripletResponse& result) {
-  JsonObject json;
-  json.Add("head", triple.head()).Add("relation", triple.relation()).Add("tail", triple.tail());
-  AddScoreFields(result, &json);
-  return json.str();
+  return JsonLine({{"head", triple.head()},
+                   {"relation", triple.relation()},
+                   {"tail", triple.tail()},
+                   {"score", JsonFloat(result.score())},
+                   {"probability", JsonFloat(result.probability())},
+                   {"known_fact", result.known_fact()},
+                   {"subgraph_nodes", result.subgraph_nodes()},
+                   {"subgraph_edges", result.subgraph_edges()},
+                   {"graph_sequence", result.graph_sequence()}});
 }
 
 int RunScore(const Session& session, const std::vector<std::string>& args) {
@@ -311,40 +244,38 @@ int RunRank(const Session& session, bool tails, const std::vector<std::string>& 
   grpc::ClientContext context;
   session.call.Apply(&context);
   grpc::Status status;
-  JsonObject json;
+  Json json = Json::object();
   if (tails) {
     kg::v1::RankTailsRequest request;
     request.set_head(args[0]);
     request.set_relation(args[1]);
     *request.mutable_options() = std::move(options);
     status = session.stub->RankTails(&context, request, &response);
-    json.Add("head", args[0]).Add("relation", args[1]);
+    json["head"] = args[0];
+    json["relation"] = args[1];
   } else {
     kg::v1::RankHeadsRequest request;
     request.set_relation(args[0]);
     request.set_tail(args[1]);
     *request.mutable_options() = std::move(options);
     status = session.stub->RankHeads(&context, request, &response);
-    json.Add("relation", args[0]).Add("tail", args[1]);
+    json["relation"] = args[0];
+    json["tail"] = args[1];
   }
   if (!status.ok()) return PrintError(status);
   if (session.json) {
-    std::vector<std::string> ranked;
-    ranked.reserve(response.ranked_size());
+    Json& ranked = json["ranked"] = Json::array();
     for (const kg::v1::RankedEntity& entity : response.ranked()) {
-      ranked.push_back(JsonObject()
-                           .Add("rank", entity.rank())
-                           .Add("entity", entity.entity())
-                           .Add("score", entity.score())
-                           .Add("known_fact", entity.known_fact())
-                           .str());
+      ranked.push_back({{"rank", entity.rank()},
+                        {"entity", entity.entity()},
+                        {"score", JsonFloat(entity.score())},
+                        {"known_fact", entity.known_fact()}});
     }
-    json.AddRaw("ranked", JsonArray(ranked))
-        .Add("candidates_scored", response.candidates_scored())
-        .Add("candidates_filtered", response.candidates_filtered())
-        .Add("candidates_shared_score", response.candidates_shared_score())
-        .Add("graph_sequence", response.graph_sequence());
-    PrintLine(json.str());
+    json["candidates_scored"] = response.candidates_scored();
+    json["candidates_filtered"] = response.candidates_filtered();
+    json["candidates_shared_score"] = response.candidates_shared_score();
+    json["graph_sequence"] = response.graph_sequence();
+    PrintLine(JsonLine(json));
   } else {
     for (const kg::v1::RankedEntity& entity : response.ranked()) {
       PrintLine(
@@ -402,33 +333,29 @@ int RunAdd(const Session& session, const std::vector<std::string>& args) {
     }
   }
   if (session.json) {
-    JsonObject json;
-    json.Add("ok", report.ok())
-        .Add("chunks_sent", report.chunks_sent)
-        .Add("chunks_acknowledged", report.chunks_acknowledged)
-        .Add("facts_acknowledged", report.facts_acknowledged)
-        .Add("facts_added", report.facts_added)
-        .Add("duplicate_facts", report.duplicate_facts)
-        .Add("entities_created", report.entities_created)
-        .Add("relations_created", report.relations_created)
-        .Add("last_sequence", report.last_sequence)
-        .Add("seconds", report.seconds)
-        .Add("facts_per_second", report.facts_per_second());
+    Json json = {{"ok", report.ok()},
+                 {"chunks_sent", report.chunks_sent},
+                 {"chunks_acknowledged", report.chunks_acknowledged},
+                 {"facts_acknowledged", report.facts_acknowledged},
+                 {"facts_added", report.facts_added},
+                 {"duplicate_facts", report.duplicate_facts},
+                 {"entities_created", report.entities_created},
+                 {"relations_created", report.relations_created},
+                 {"last_sequence", report.last_sequence},
+                 {"seconds", report.seconds},
+                 {"facts_per_second", report.facts_per_second()}};
     const absl::Status error =
         !report.source_error.ok() ? report.source_error : ToAbslStatus(report.status);
     if (!error.ok()) {
-      json.Add("error", JsonObject()
-                            .Add("code", absl::StatusCodeToString(error.code()))
-                            .Add("message", error.message()));
+      json["error"] = {{"code", absl::StatusCodeToString(error.code())},
+                       {"message", error.message()}};
     }
     if (report.first_unacknowledged) {
-      json.Add("first_unacknowledged",
-               JsonObject()
-                   .Add("chunk_index", report.first_unacknowledged->chunk_index)
-                   .Add("first_line", report.first_unacknowledged->first_line)
-                   .Add("last_line", report.first_unacknowledged->last_line));
+      json["first_unacknowledged"] = {{"chunk_index", report.first_unacknowledged->chunk_index},
+                                      {"first_line", report.first_unacknowledged->first_line},
+                                      {"last_line", report.first_unacknowledged->last_line}};
     }
-    PrintLine(json.str());
+    PrintLine(JsonLine(json));
   } else {
     PrintLine(UploadSummaryText(report));
   }
@@ -440,7 +367,7 @@ int RunHealth(const Session& session, const std::vector<std::string>& args) {
   absl::StatusOr<int> health = CheckHealth(session.channel, std::chrono::milliseconds(deadline_ms));
   if (!health.ok()) return PrintError(health.status());
   const char* name = *health == 1 ? "SERVING" : *health == 2 ? "NOT_SERVING" : "UNKNOWN";
-  PrintLine(session.json ? JsonObject().Add("status", name).str() : name);
+  PrintLine(session.json ? JsonLine({{"status", name}}) : name);
   return *health == 1 ? kExitOk : kExitError;
 }
 
@@ -452,34 +379,28 @@ int RunStats(const Session& session, const std::vector<std::string>& args) {
       session.stub->GetStats(&context, kg::v1::GetStatsRequest(), &response);
   if (!status.ok()) return PrintError(status);
   const kg::v1::ModelInfo& model = response.model();
-  JsonObject model_json;
-  model_json.Add("path", model.path())
-      .Add("format", model.format())
-      .AddStrings("relations",
-                  std::vector<std::string>(model.relations().begin(), model.relations().end()))
-      .Add("hops", model.hops())
-      .Add("layers", model.layers())
-      .Add("dim", model.dim())
-      .Add("parameters", model.parameters())
-      .Add("training_fingerprint", model.training_fingerprint())
-      .Add("device", model.device());
-  JsonObject json;
-  json.Add("entities", response.entities())
-      .Add("relations", response.relations())
-      .Add("facts", response.facts())
-      .Add("graph_sequence", response.graph_sequence())
-      .Add("model", model_json)
-      .Add("max_batch_size", response.max_batch_size())
-      .Add("max_chunk_facts", response.max_chunk_facts())
-      .Add("max_request_triples", response.max_request_triples())
-      .Add("uptime_seconds", response.uptime_seconds())
-      .Add("version", response.version());
-  PrintLine(json.str());
+  const Json model_json = {
+      {"path", model.path()},
+      {"format", model.format()},
+      {"relations", std::vector<std::string>(model.relations().begin(), model.relations().end())},
+      {"hops", model.hops()},
+      {"layers", model.layers()},
+      {"dim", model.dim()},
+      {"parameters", model.parameters()},
+      {"training_fingerprint", model.training_fingerprint()},
+      {"device", model.device()}};
+  PrintLine(JsonLine({{"entities", response.entities()},
+                      {"relations", response.relations()},
+                      {"facts", response.facts()},
+                      {"graph_sequence", response.graph_sequence()},
+                      {"model", model_json},
+                      {"max_batch_size", response.max_batch_size()},
+                      {"max_chunk_facts", response.max_chunk_facts()},
+                      {"max_request_triples", response.max_request_triples()},
+                      {"uptime_seconds", response.uptime_seconds()},
+                      {"version", response.version()}}));
   return kExitOk;
 }
-
-// Milliseconds rounded to the microsecond, so the JSON stays readable.
-double RoundMs(double ms) { return std::round(ms * 1000.0) / 1000.0; }
 
 int RunLoadCommand(const Session& session, const std::vector<std::string>& args) {
   const std::string method = absl::GetFlag(FLAGS_method);
@@ -531,27 +452,26 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
   const LatencySummary& latency = result.latency_ms;
 
   if (session.json) {
-    JsonObject statuses;
-    for (const auto& [name, count] : result.status_counts) statuses.Add(name, count);
-    JsonObject json;
-    json.Add("method", method)
-        .Add("concurrency", options.concurrency)
-        .Add("requests", result.requests)
-        .Add("warmup", options.warmup)
-        .Add("seed", seed)
-        .Add("candidates_per_request", method == "rank-tails" ? candidates : 0)
-        .Add("errors", result.errors)
-        .Add("seconds", result.seconds)
-        .Add("requests_per_second", result.requests_per_second)
-        .Add("latency_ms", JsonObject()
-                               .Add("min", RoundMs(latency.min))
-                               .Add("mean", RoundMs(latency.mean))
-                               .Add("p50", RoundMs(latency.p50))
-                               .Add("p90", RoundMs(latency.p90))
-                               .Add("p99", RoundMs(latency.p99))
-                               .Add("max", RoundMs(latency.max)))
-        .Add("status_counts", statuses);
-    PrintLine(json.str());
+    Json statuses = Json::object();
+    for (const auto& [name, count] : result.status_counts) statuses[name] = count;
+    PrintLine(JsonLine({{"method", method},
+                        {"concurrency", options.concurrency},
+                        {"requests", result.requests},
+                        {"warmup", options.warmup},
+                        {"seed", seed},
+                        {"candidates_per_request", method == "rank-tails" ? candidates : 0},
+                        {"errors", result.errors},
+                        {"seconds", result.seconds},
+                        {"requests_per_second", result.requests_per_second},
+                        // Milliseconds to the microsecond, so the JSON stays readable.
+                        {"latency_ms",
+                         {{"min", RoundTo(latency.min, 3)},
+                          {"mean", RoundTo(latency.mean, 3)},
+                          {"p50", RoundTo(latency.p50, 3)},
+                          {"p90", RoundTo(latency.p90, 3)},
+                          {"p99", RoundTo(latency.p99, 3)},
+                          {"max", RoundTo(latency.max, 3)}}},
+                        {"status_counts", statuses}}));
   } else {
     std::vector<std::string> statuses;
     for (const auto& [name, count] : result.status_counts) {
@@ -593,15 +513,10 @@ const Command kCommands[] = {
 };
 
 int Main(int argc, char** argv) {
-  std::vector<std::string> positional;
-  bool help = false;
-  if (std::optional<UsageError> error = ParseArguments(argc, argv, &positional, &help)) {
-    return PrintUsageError(error->message);
-  }
-  if (help) {
-    std::fputs(kUsage, stdout);
-    return kExitOk;
-  }
+  absl::SetProgramUsageMessage(kUsage);
+  // Flags anywhere after the program name; a usage error exits 2 (common/command_line.h).
+  std::vector<std::string> positional = ParseCommandLine(argc, argv);
+  positional.erase(positional.begin());  // the program
   if (positional.empty()) return PrintUsageError("no command given", /*full_usage=*/true);
   const Command* command = nullptr;
   for (const Command& c : kCommands) {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "absl/strings/str_format.h"
+#include "common/json.h"
 #include "model/negative_sampling.h"
 #include "model/ranking_metrics.h"
 #include "model/seeded_random.h"
@@ -12,12 +12,14 @@
 namespace grail {
 
 std::string EvaluationResult::ToJson() const {
-  std::string json = absl::StrFormat(
-      "{\"auc_pr\":%.6f,\"mrr\":%.6f,\"hits_at_1\":%.6f,\"hits_at_5\":%.6f,\"hits_at_10\":%.6f,"
-      "\"n\":%d",
-      auc_pr, mrr, hits_at_1, hits_at_5, hits_at_10, n);
-  if (runs > 1) absl::StrAppendFormat(&json, ",\"runs\":%d,\"auc_pr_std\":%.6f", runs, auc_pr_std);
-  return json + "}";
+  Json json = {{"auc_pr", RoundTo(auc_pr, 6)},         {"mrr", RoundTo(mrr, 6)},
+               {"hits_at_1", RoundTo(hits_at_1, 6)},   {"hits_at_5", RoundTo(hits_at_5, 6)},
+               {"hits_at_10", RoundTo(hits_at_10, 6)}, {"n", n}};
+  if (runs > 1) {
+    json["runs"] = runs;
+    json["auc_pr_std"] = RoundTo(auc_pr_std, 6);
+  }
+  return JsonLine(json);
 }
 
 absl::StatusOr<double> EvaluateAucPr(const GrailModel& model, const GraphView& graph,

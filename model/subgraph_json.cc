@@ -1,48 +1,38 @@
 #include "model/subgraph_json.h"
 
-#include "absl/strings/str_cat.h"
-#include "model/json_text.h"
+#include <utility>
+
+#include "common/json.h"
 
 namespace grail {
 namespace {
 
-void AppendDistance(std::string* out, uint8_t distance) {
-  if (distance == kFarDistance) {
-    out->append("null");
-  } else {
-    absl::StrAppend(out, distance);
-  }
+// A distance beyond k (kFarDistance) is null.
+Json Distance(uint8_t distance) {
+  if (distance == kFarDistance) return nullptr;
+  return distance;
 }
 
 }  // namespace
 
 std::string SubgraphToJson(const EnclosingSubgraph& subgraph, const Vocabulary& entities,
                            const Vocabulary& relations) {
-  std::string out = "{\"nodes\":[";
+  Json nodes = Json::array();
   for (int32_t i = 0; i < subgraph.num_nodes(); ++i) {
-    if (i > 0) out.push_back(',');
-    out.append("{\"name\":");
-    AppendJsonString(&out, entities.Name(subgraph.nodes[i]));
-    out.append(",\"du\":");
-    AppendDistance(&out, subgraph.dist_u[i]);
-    out.append(",\"dv\":");
-    AppendDistance(&out, subgraph.dist_v[i]);
-    out.push_back('}');
+    nodes.push_back({{"name", entities.Name(subgraph.nodes[i])},
+                     {"du", Distance(subgraph.dist_u[i])},
+                     {"dv", Distance(subgraph.dist_v[i])}});
   }
-  out.append("],\"edges\":[");
+  Json edges = Json::array();
   for (int32_t k = 0; k < subgraph.num_edges(); ++k) {
-    if (k > 0) out.push_back(',');
-    out.append("{\"head\":");
-    AppendJsonString(&out, entities.Name(subgraph.nodes[subgraph.edge_src[k]]));
-    out.append(",\"relation\":");
-    AppendJsonString(&out, relations.Name(subgraph.edge_relation[k]));
-    out.append(",\"tail\":");
-    AppendJsonString(&out, entities.Name(subgraph.nodes[subgraph.edge_dst[k]]));
-    out.push_back('}');
+    edges.push_back({{"head", entities.Name(subgraph.nodes[subgraph.edge_src[k]])},
+                     {"relation", relations.Name(subgraph.edge_relation[k])},
+                     {"tail", entities.Name(subgraph.nodes[subgraph.edge_dst[k]])}});
   }
-  absl::StrAppend(&out, "],\"target_edge\":", subgraph.target_edge,
-                  ",\"target_in_graph\":", subgraph.target_in_graph ? "true" : "false", "}");
-  return out;
+  return JsonLine({{"nodes", std::move(nodes)},
+                   {"edges", std::move(edges)},
+                   {"target_edge", subgraph.target_edge},
+                   {"target_in_graph", subgraph.target_in_graph}});
 }
 
 }  // namespace grail

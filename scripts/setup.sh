@@ -20,7 +20,7 @@ packages=(
   # service
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev openssl
-  prometheus-cpp-dev
+  prometheus-cpp-dev nlohmann-json3-dev
   # model: LibTorch resolves BLAS through libblas.so.3; without an optimised provider it
   # lands on netlib's reference BLAS, ~20x slower for our matmuls. The OpenMP flavour
   # matches LibTorch's libgomp.

@@ -30,13 +30,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/command_line.h"
+#include "common/json.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
 #include "model/grail_model.h"
-#include "model/json_text.h"
 #include "server/access_tokens.h"
 #include "server/graph_service.h"
 #include "server/inference_engine.h"
@@ -123,42 +123,18 @@ using Clock = std::chrono::steady_clock;
 #define GRAIL_VERSION "dev"
 #endif
 
-// One structured log line: a JSON object with a timestamp, the event and `fields` (already
-// JSON, e.g. from JsonField), on stderr.
-void Log(absl::string_view event, const std::string& fields = "") {
+// One structured log line on stderr: a JSON object with a timestamp, the event, and `fields`.
+void Log(absl::string_view event, const Json& fields = Json::object()) {
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::string line = absl::StrFormat("{\"ts\":%.3f,\"event\":", now);
-  AppendJsonString(&line, event);
-  if (!fields.empty()) absl::StrAppend(&line, ",", fields);
-  line += "}\n";
-  std::fputs(line.c_str(), stderr);
+  Json line = {{"ts", RoundTo(now, 3)}, {"event", event}};
+  line.update(fields);
+  std::fputs((JsonLine(line) + "\n").c_str(), stderr);
   std::fflush(stderr);
 }
 
-std::string JsonField(absl::string_view name, absl::string_view value) {
-  std::string out;
-  AppendJsonString(&out, name);
-  out += ":";
-  AppendJsonString(&out, value);
-  return out;
-}
-template <typename Number, typename = std::enable_if_t<std::is_arithmetic<Number>::value>>
-std::string JsonField(absl::string_view name, Number value) {
-  std::string out;
-  AppendJsonString(&out, name);
-  absl::StrAppend(&out, ":", value);
-  return out;
-}
-std::string JsonBool(absl::string_view name, bool value) {
-  std::string out;
-  AppendJsonString(&out, name);
-  out += value ? ":true" : ":false";
-  return out;
-}
-
 int Fail(absl::string_view what, const absl::Status& status) {
-  Log("error", absl::StrCat(JsonField("during", what), ",", JsonField("error", status.ToString())));
+  Log("error", {{"during", what}, {"error", status.ToString()}});
   return 1;
 }
 
@@ -270,34 +246,34 @@ int Run() {
   rank_limits.max_rank_results = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_rank_results));
   const int compute_threads = or_cores(absl::GetFlag(FLAGS_compute_threads));
 
-  Log("start",
-      absl::StrCat(
-          JsonField("version", GRAIL_VERSION), ",", JsonField("model", model_path), ",",
-          JsonField("data_dir", data_dir), ",", JsonField("host", absl::GetFlag(FLAGS_host)), ",",
-          JsonField("port", absl::GetFlag(FLAGS_port)), ",",
-          JsonField("metrics_port", absl::GetFlag(FLAGS_metrics_port)), ",",
-          JsonField("device", absl::GetFlag(FLAGS_device)), ",",
-          JsonField("max_batch_size", engine_options.max_batch_size), ",",
-          JsonField("max_batch_nodes", engine_options.max_batch_nodes), ",",
-          JsonField("max_batch_edges", engine_options.max_batch_edges), ",",
-          JsonField("max_subgraph_nodes", engine_options.max_subgraph_nodes), ",",
-          JsonField("max_subgraph_edges", engine_options.max_subgraph_edges), ",",
-          JsonField("max_queue_delay_us", engine_options.max_queue_delay.count()), ",",
-          JsonField("extraction_threads", engine_options.extraction_threads), ",",
-          JsonField("compute_threads", compute_threads), ",",
-          JsonField("max_request_triples", limits.max_request_triples), ",",
-          JsonField("max_candidates", limits.max_candidates), ",",
-          JsonField("max_rank_subgraphs", rank_limits.max_rank_subgraphs), ",",
-          JsonField("max_rank_results", rank_limits.max_rank_results), ",",
-          JsonField("max_calls_in_flight", limits.max_calls_in_flight), ",",
-          JsonField("max_pending_subgraphs", engine_options.max_pending_subgraphs), ",",
-          JsonField("max_queued_bytes", engine_options.max_queued_bytes), ",",
-          JsonField("max_chunk_facts", limits.max_chunk_facts), ",",
-          JsonField("max_name_bytes", absl::GetFlag(FLAGS_max_name_bytes)), ",",
-          JsonField("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)), ",",
-          JsonBool("allow_unknown_relations", absl::GetFlag(FLAGS_allow_unknown_relations)), ",",
-          JsonBool("sync_writes", absl::GetFlag(FLAGS_sync_writes)), ",",
-          JsonField("drain_seconds", absl::GetFlag(FLAGS_drain_seconds))));
+  Log("start", {{"version", GRAIL_VERSION},
+                {"model", model_path},
+                {"data_dir", data_dir},
+                {"host", absl::GetFlag(FLAGS_host)},
+                {"port", absl::GetFlag(FLAGS_port)},
+                {"metrics_port", absl::GetFlag(FLAGS_metrics_port)},
+                {"device", absl::GetFlag(FLAGS_device)},
+                {"max_batch_size", engine_options.max_batch_size},
+                {"max_batch_nodes", engine_options.max_batch_nodes},
+                {"max_batch_edges", engine_options.max_batch_edges},
+                {"max_subgraph_nodes", engine_options.max_subgraph_nodes},
+                {"max_subgraph_edges", engine_options.max_subgraph_edges},
+                {"max_queue_delay_us", engine_options.max_queue_delay.count()},
+                {"extraction_threads", engine_options.extraction_threads},
+                {"compute_threads", compute_threads},
+                {"max_request_triples", limits.max_request_triples},
+                {"max_candidates", limits.max_candidates},
+                {"max_rank_subgraphs", rank_limits.max_rank_subgraphs},
+                {"max_rank_results", rank_limits.max_rank_results},
+                {"max_calls_in_flight", limits.max_calls_in_flight},
+                {"max_pending_subgraphs", engine_options.max_pending_subgraphs},
+                {"max_queued_bytes", engine_options.max_queued_bytes},
+                {"max_chunk_facts", limits.max_chunk_facts},
+                {"max_name_bytes", absl::GetFlag(FLAGS_max_name_bytes)},
+                {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)},
+                {"allow_unknown_relations", absl::GetFlag(FLAGS_allow_unknown_relations)},
+                {"sync_writes", absl::GetFlag(FLAGS_sync_writes)},
+                {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)}});
 
   UseServingAllocator();
   SetComputeThreads(compute_threads);
@@ -331,18 +307,18 @@ int Run() {
     tokens = *std::move(opened);
     metrics.OnTokensLoaded(true, tokens->names().size());
   }
-  Log("security",
-      absl::StrCat(JsonBool("tls", use_tls), ",", JsonBool("mutual_tls", !tls.client_ca.empty()),
-                   ",", JsonField("tokens", tokens ? tokens->names().size() : 0), ",",
-                   JsonBool("reflection", absl::GetFlag(FLAGS_reflection))));
+  Log("security", {{"tls", use_tls},
+                   {"mutual_tls", !tls.client_ca.empty()},
+                   {"tokens", tokens ? tokens->names().size() : 0},
+                   {"reflection", absl::GetFlag(FLAGS_reflection)}});
   const std::string host = absl::GetFlag(FLAGS_host);
   if ((!use_tls || tokens == nullptr) && !IsLoopback(host)) {
     std::vector<std::string> missing;
     if (!use_tls) missing.push_back("TLS (--tls-cert, --tls-key)");
     if (tokens == nullptr) missing.push_back("bearer tokens (--auth-tokens)");
-    Log("warning", JsonField("message", absl::StrCat("listening on ", host, " without ",
-                                                     absl::StrJoin(missing, " or "),
-                                                     ": whoever reaches the port can call it")));
+    Log("warning", {{"message", absl::StrCat("listening on ", host, " without ",
+                                             absl::StrJoin(missing, " or "),
+                                             ": whoever reaches the port can call it")}});
   }
 
   // gRPC first, answering health checks with NOT_SERVING while we load.
@@ -366,8 +342,7 @@ int Run() {
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
-  Log("listening",
-      absl::StrCat(JsonField("port", port), ",", JsonField("metrics_port", metrics.http_port())));
+  Log("listening", {{"port", port}, {"metrics_port", metrics.http_port()}});
 
   // The model and the graph.
   const Clock::time_point load_start = Clock::now();
@@ -397,21 +372,20 @@ int Run() {
   {
     const std::shared_ptr<const GraphSnapshot> graph = (*store)->Snapshot();
     Log("serving",
-        absl::StrCat(JsonField("load_seconds",
-                               std::chrono::duration<double>(Clock::now() - load_start).count()),
-                     ",", JsonField("entities", graph->num_entities()), ",",
-                     JsonField("relations", graph->num_relations()), ",",
-                     JsonField("facts", graph->num_facts()), ",",
-                     JsonField("sequence", graph->sequence()), ",",
-                     JsonField("model_relations", (*model)->relations().size()), ",",
-                     JsonField("parameters", (*model)->num_parameters())));
+        {{"load_seconds", std::chrono::duration<double>(Clock::now() - load_start).count()},
+         {"entities", graph->num_entities()},
+         {"relations", graph->num_relations()},
+         {"facts", graph->num_facts()},
+         {"sequence", graph->sequence()},
+         {"model_relations", (*model)->relations().size()},
+         {"parameters", (*model)->num_parameters()}});
   }
   const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
   if (!ready_file.empty()) {
     // Written whole under another name, then renamed: a reader never sees half a file.
     const std::string temporary = ready_file + ".tmp";
-    std::ofstream(temporary) << "{\"port\":" << port << ",\"metrics_port\":" << metrics.http_port()
-                             << "}\n";
+    std::ofstream(temporary) << JsonLine({{"port", port}, {"metrics_port", metrics.http_port()}})
+                             << "\n";
     std::rename(temporary.c_str(), ready_file.c_str());
   }
 
@@ -435,20 +409,18 @@ int Run() {
         last_token_error = std::string(reloaded.status().message());
         metrics.OnTokensLoaded(false, 0);
         Log("tokens_not_reloaded",
-            absl::StrCat(JsonField("error", reloaded.status().ToString()), ",",
-                         JsonField("tokens_in_use", tokens->names().size())));
+            {{"error", reloaded.status().ToString()}, {"tokens_in_use", tokens->names().size()}});
       }
     } else if (*reloaded) {
       last_token_error.clear();
       metrics.OnTokensLoaded(true, tokens->names().size());
-      Log("tokens_reloaded", JsonField("tokens", tokens->names().size()));
+      Log("tokens_reloaded", {{"tokens", tokens->names().size()}});
     }
   }
 
   const Clock::time_point drain_start = Clock::now();
-  Log("draining",
-      absl::StrCat(JsonField("signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"), ",",
-                   JsonField("drain_seconds", absl::GetFlag(FLAGS_drain_seconds))));
+  Log("draining", {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"},
+                   {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)}});
   ready.store(false);
   health->SetServingStatus(false);
   service.BeginDrain();
@@ -463,9 +435,8 @@ int Run() {
   if (!synced.ok()) return Fail("flushing the store", synced);
   metrics.StopHttp();
   Log("stopped",
-      absl::StrCat(JsonBool("all_calls_finished", drained), ",",
-                   JsonField("drain_seconds_taken",
-                             std::chrono::duration<double>(Clock::now() - drain_start).count())));
+      {{"all_calls_finished", drained},
+       {"drain_seconds_taken", std::chrono::duration<double>(Clock::now() - drain_start).count()}});
   return 0;
 }
 

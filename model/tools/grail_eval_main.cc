@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "common/command_line.h"
+#include "common/json.h"
 #include "model/evaluation.h"
 #include "model/fact_scoring.h"
 #include "model/grail_model.h"
@@ -101,8 +102,11 @@ int main(int argc, char** argv) {
     if (!scores.ok()) return Fail(scores.status());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("{\"subgraphs\":%zu,\"seconds\":%.6f,\"subgraphs_per_second\":%.1f}\n",
-                scores->size(), seconds, seconds > 0 ? scores->size() / seconds : 0.0);
+    const grail::Json result = {
+        {"subgraphs", scores->size()},
+        {"seconds", grail::RoundTo(seconds, 6)},
+        {"subgraphs_per_second", grail::RoundTo(seconds > 0 ? scores->size() / seconds : 0.0, 1)}};
+    std::printf("%s\n", grail::JsonLine(result).c_str());
     return 0;
   }
 

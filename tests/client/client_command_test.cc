@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/json_object.h"
+#include "common/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/client/client_test_files.h"
@@ -43,13 +43,13 @@ TEST(ClientUsageTest, UnknownCommandIsAUsageError) {
 TEST(ClientUsageTest, UnknownFlagIsAUsageError) {
   const BinaryRun run = RunBinary("grail-client", "--no-such-flag=1 stats");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.err, HasSubstr("unknown flag --no-such-flag"));
+  EXPECT_THAT(run.err, HasSubstr("Unknown command line flag 'no_such_flag'"));
 }
 
 TEST(ClientUsageTest, BadFlagValueIsAUsageError) {
   const BinaryRun run = RunBinary("grail-client", "rank-tails a likes --top-k many");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.err, HasSubstr("--top-k=many"));
+  EXPECT_THAT(run.err, HasSubstr("Illegal value 'many' specified for flag 'top_k'"));
 }
 
 TEST(ClientUsageTest, WrongArgumentCountIsAUsageError) {
@@ -62,6 +62,14 @@ TEST(ClientUsageTest, HelpPrintsUsageAndSucceeds) {
   const BinaryRun run = RunBinary("grail-client", "--help");
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_THAT(run.out, HasSubstr("rank-heads R T"));
+  EXPECT_THAT(run.out, HasSubstr("--candidates_per_request"));  // and every flag
+}
+
+TEST(ClientUsageTest, ArgumentsWithOneDashArePositional) {
+  // An entity may be called "-1"; flags start with two dashes, and may come after it.
+  const BinaryRun run = RunBinary("grail-client", "score -1 likes b --target 127.0.0.1:1");
+  EXPECT_EQ(run.exit_code, 1) << run.all();
+  EXPECT_THAT(run.err, StartsWith("error: UNAVAILABLE: "));
 }
 
 TEST(ClientUsageTest, NoServerIsAnRpcErrorWithItsCodeName) {

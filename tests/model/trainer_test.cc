@@ -170,15 +170,16 @@ TEST_F(EvaluationTest, IsDeterministicPerSeedAndCountsEveryFact) {
 TEST_F(EvaluationTest, ResultJsonHasTheContractFields) {
   EvaluationResult r;
   r.auc_pr = 0.5;
+  r.mrr = 0.123456789;  // fractions are reported to 6 decimals
   r.n = 3;
   EXPECT_EQ(r.ToJson(),
-            "{\"auc_pr\":0.500000,\"mrr\":0.000000,\"hits_at_1\":0.000000,\"hits_at_5\":0.000000,"
-            "\"hits_at_10\":0.000000,\"n\":3}");
+            "{\"auc_pr\":0.5,\"mrr\":0.123457,\"hits_at_1\":0.0,\"hits_at_5\":0.0,"
+            "\"hits_at_10\":0.0,\"n\":3}");
   r.runs = 5;
   r.auc_pr_std = 0.25;
   EXPECT_EQ(r.ToJson(),
-            "{\"auc_pr\":0.500000,\"mrr\":0.000000,\"hits_at_1\":0.000000,\"hits_at_5\":0.000000,"
-            "\"hits_at_10\":0.000000,\"n\":3,\"runs\":5,\"auc_pr_std\":0.250000}");
+            "{\"auc_pr\":0.5,\"mrr\":0.123457,\"hits_at_1\":0.0,\"hits_at_5\":0.0,"
+            "\"hits_at_10\":0.0,\"n\":3,\"runs\":5,\"auc_pr_std\":0.25}");
 }
 
 TEST_F(EvaluationTest, RunsAverageIndependentDrawsOfNegatives) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "client/channel.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -251,6 +252,34 @@ TEST(ServerFlagsTest, OutOfRangeFlagsAreUsageErrorsNamingTheFlagAndItsRange) {
   const BinaryRun fine = RunBinary("grail-server", "--port=65535 --max-message-bytes=4096");
   EXPECT_EQ(fine.exit_code, 2);
   EXPECT_THAT(fine.err, HasSubstr("--model and --data-dir are required"));
+}
+
+// One command-line contract for every binary (common/command_line.h): usage errors exit 2,
+// --help and -h exit 0 listing the binary's own flags, dashes and underscores both work.
+TEST(CommandLineTest, EveryBinaryExitsTwoOnUsageErrorsAndZeroOnHelp) {
+  const struct {
+    std::string binary;
+    std::string flag;  // one of its own flags, as --help lists it
+  } binaries[] = {{"grail-server", "--metrics_port"},
+                  {"grail-client", "--deadline_ms"},
+                  {"grail-train", "--epochs"},
+                  {"grail-eval", "--seed"},
+                  {"grail-tools", "--max_nodes_per_hop"}};
+  for (const auto& b : binaries) {
+    const BinaryRun unknown = RunBinary(b.binary, "--no-such-flag=1");
+    EXPECT_EQ(unknown.exit_code, 2) << b.binary << ": " << unknown.all();
+    EXPECT_THAT(unknown.err, HasSubstr("Unknown command line flag 'no_such_flag'")) << b.binary;
+    const std::string dashed =
+        b.flag.substr(0, 2) + absl::StrReplaceAll(b.flag.substr(2), {{"_", "-"}});
+    const BinaryRun bad_value = RunBinary(b.binary, dashed + "=not-a-value");
+    EXPECT_EQ(bad_value.exit_code, 2) << b.binary << ": " << bad_value.all();
+    EXPECT_THAT(bad_value.err, HasSubstr("Illegal value 'not-a-value'")) << b.binary;
+    for (const char* help : {"--help", "-h"}) {
+      const BinaryRun run = RunBinary(b.binary, help);
+      EXPECT_EQ(run.exit_code, 0) << b.binary << " " << help << ": " << run.all();
+      EXPECT_THAT(run.out, HasSubstr(b.flag)) << b.binary << " " << help;
+    }
+  }
 }
 
 TEST_F(ServerTest, HealthIsServingAndReflectionListsTheService) {

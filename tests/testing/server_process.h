@@ -12,13 +12,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace grail {
 
@@ -68,15 +68,15 @@ class ServerProcess {
         ADD_FAILURE() << "grail-server exited with " << exit_code_ << " before serving:\n" << Log();
         return false;
       }
+      // The file appears whole (written aside, then renamed) once the server serves.
       std::ifstream in(ready);
-      std::stringstream text;
-      text << in.rdbuf();
-      std::smatch m;
-      const std::string json = text.str();
-      if (std::regex_search(json, m, std::regex(R"("port":(\d+),"metrics_port":(-?\d+))"))) {
-        port_ = std::stoi(m[1]);
-        metrics_port_ = std::stoi(m[2]);
-        return true;
+      if (in) {
+        const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+        if (json.is_object() && json.contains("port")) {
+          port_ = json.at("port").get<int>();
+          metrics_port_ = json.at("metrics_port").get<int>();
+          return true;
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
