@@ -15,7 +15,7 @@
 
 #include "bench/data_dir.h"
 #include "model/enclosing_subgraph.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "model/testing/reference_extraction.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"

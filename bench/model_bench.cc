@@ -17,7 +17,7 @@
 #include "model/enclosing_subgraph.h"
 #include "model/grail_model.h"
 #include "model/negative_sampling.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "model/subgraph_batch.h"
 #include "model/trainer.h"
 #include "storage/static_graph.h"

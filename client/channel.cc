@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "client/rpc_status.h"
+#include "common/grpc_status.h"
 #include "common/file_text.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"

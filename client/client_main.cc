@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "client/channel.h"
 #include "client/load_generator.h"
-#include "client/rpc_status.h"
+#include "common/grpc_status.h"
 #include "client/triple_source.h"
 #include "client/triple_upload.h"
 #include "common/command_line.h"

@@ -7,32 +7,19 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "client/rpc_status.h"
+#include "common/grpc_status.h"
+#include "common/seeded_random.h"
 
 namespace grail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// SplitMix64: a small, well-mixed generator; seeded per request from (seed, index).
-class RequestRandom {
- public:
-  RequestRandom(uint64_t seed, int64_t index)
-      : state_(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(index)) {
-    Next();
-  }
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n), n >= 1 (the modulo bias is negligible for n far below 2^64).
-  size_t Below(size_t n) { return static_cast<size_t>(Next() % n); }
-
- private:
-  uint64_t state_;
-};
+// The request with this index draws from its own generator, so a seed reproduces the
+// requests whatever thread issues them.
+SeededRandom RequestRandom(uint64_t seed, int64_t index) {
+  return SeededRandom(MixBits(seed) ^ static_cast<uint64_t>(index));
+}
 
 struct PhaseResult {
   double seconds = 0;
@@ -104,8 +91,8 @@ LoadWorkload::LoadWorkload(std::vector<SourceTriple> triples, uint64_t seed,
 }
 
 void LoadWorkload::ScoreRequest(int64_t index, kg::v1::ScoreTripletRequest* request) const {
-  RequestRandom random(seed_, index);
-  const SourceTriple& fact = triples_[random.Below(triples_.size())];
+  SeededRandom random = RequestRandom(seed_, index);
+  const SourceTriple& fact = triples_[random.Uniform(triples_.size())];
   kg::v1::Triple* triple = request->mutable_triple();
   triple->set_head(fact.head);
   triple->set_relation(fact.relation);
@@ -114,8 +101,8 @@ void LoadWorkload::ScoreRequest(int64_t index, kg::v1::ScoreTripletRequest* requ
 
 void LoadWorkload::RankTailsRequest(int64_t index, int top_k,
                                     kg::v1::RankTailsRequest* request) const {
-  RequestRandom random(seed_, index);
-  const SourceTriple& fact = triples_[random.Below(triples_.size())];
+  SeededRandom random = RequestRandom(seed_, index);
+  const SourceTriple& fact = triples_[random.Uniform(triples_.size())];
   request->set_head(fact.head);
   request->set_relation(fact.relation);
   kg::v1::RankOptions* options = request->mutable_options();
@@ -127,7 +114,7 @@ void LoadWorkload::RankTailsRequest(int64_t index, int top_k,
   absl::flat_hash_set<std::string_view> chosen = {fact.tail};
   options->add_candidates(fact.tail);
   while (chosen.size() < wanted) {
-    const std::string& entity = entities_[random.Below(entities_.size())];
+    const std::string& entity = entities_[random.Uniform(entities_.size())];
     if (entity == fact.head || !chosen.insert(entity).second) continue;
     options->add_candidates(entity);
   }

@@ -1,11 +1,13 @@
 #include "client/triple_source.h"
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/triple_line.h"
 
 namespace grail {
 namespace {
@@ -28,24 +30,10 @@ absl::StatusOr<std::unique_ptr<std::istream>> OpenFile(const std::string& path) 
 }  // namespace
 
 absl::StatusOr<SourceTriple> SplitTripleLine(absl::string_view line) {
-  line = DropCarriageReturn(line);
-  absl::string_view fields[3];
-  int count = 0;
-  size_t start = 0;
-  while (true) {
-    const size_t tab = line.find('\t', start);
-    if (count < 3) {
-      fields[count] = line.substr(start, tab == absl::string_view::npos ? tab : tab - start);
-    }
-    ++count;
-    if (tab == absl::string_view::npos) break;
-    start = tab + 1;
-  }
-  if (count != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected 3 tab-separated fields (head, relation, tail), found ", count));
-  }
-  return SourceTriple{std::string(fields[0]), std::string(fields[1]), std::string(fields[2])};
+  absl::StatusOr<std::array<absl::string_view, 3>> fields = SplitTripleFields(line);
+  if (!fields.ok()) return fields.status();
+  return SourceTriple{std::string((*fields)[0]), std::string((*fields)[1]),
+                      std::string((*fields)[2])};
 }
 
 absl::StatusOr<std::unique_ptr<TripleChunkReader>> TripleChunkReader::Open(const std::string& path,

@@ -28,8 +28,8 @@ std::string JsonLine(const Json& value);
 std::string FormatFloat(float value);
 
 // `value` as a JSON number with FormatFloat's digits (a whole number gains ".0"): the double
-// nearest to that decimal, which JSON text writes back as the same shortest digits. A float stored in a Json as is
-// would print its binary expansion (0.1f as 0.10000000149011612). Non-finite: null.
+// nearest to that decimal, which JSON text writes back as the same shortest digits. A float stored
+// in a Json as is would print its binary expansion (0.1f as 0.10000000149011612). Non-finite: null.
 Json JsonFloat(float value);
 
 // `value` rounded to `decimals` decimal places, for reports of fractions and seconds.

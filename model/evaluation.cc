@@ -7,7 +7,7 @@
 #include "common/json.h"
 #include "model/negative_sampling.h"
 #include "model/ranking_metrics.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 
 namespace grail {
 

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "storage/ids.h"
 
 namespace grail {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "storage/graph_view.h"
 #include "storage/ids.h"
 

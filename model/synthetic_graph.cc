@@ -5,7 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 
 namespace grail {
 namespace {

@@ -14,7 +14,7 @@
 #include "model/evaluation.h"
 #include "model/grail_module.h"
 #include "model/negative_sampling.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "storage/static_graph.h"
 
 namespace grail {

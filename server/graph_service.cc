@@ -12,17 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
+#include "storage/vocabulary.h"
 
 namespace grail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// absl and gRPC share the canonical status codes.
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 grpc::Status InvalidArgument(std::string message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
@@ -36,22 +32,18 @@ Clock::time_point SteadyDeadline(std::chrono::system_clock::time_point deadline)
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - system_now);
 }
 
-// Checks that a name is there and not longer than --max-name-bytes (a longer one cannot be
-// in the graph, and would otherwise travel on into messages); `what` names the field.
-grpc::Status ValidateName(const std::string& name, absl::string_view what, uint32_t max_bytes) {
-  if (name.empty()) return InvalidArgument(absl::StrCat(what, " is empty"));
-  if (name.size() > max_bytes) {
-    return InvalidArgument(absl::StrCat(what, " is ", name.size(), " bytes; the limit is ",
-                                        max_bytes, " (--max-name-bytes)"));
-  }
-  return grpc::Status::OK;
+// Checks a name by the store's rule (storage/vocabulary.h): a name the store would refuse
+// cannot be in the graph, and a long one would otherwise travel on into messages; `what`
+// names the field.
+grpc::Status CheckName(const std::string& name, absl::string_view what, uint32_t max_bytes) {
+  return ToGrpcStatus(ValidateName(name, what, max_bytes, "--max-name-bytes"));
 }
 
 // Checks the three names of a triple; `where` prefixes the message.
 grpc::Status ValidateTriple(const kg::v1::Triple& t, absl::string_view where, uint32_t max_bytes) {
-  grpc::Status status = ValidateName(t.head(), absl::StrCat(where, ".head"), max_bytes);
-  if (status.ok()) status = ValidateName(t.relation(), absl::StrCat(where, ".relation"), max_bytes);
-  if (status.ok()) status = ValidateName(t.tail(), absl::StrCat(where, ".tail"), max_bytes);
+  grpc::Status status = CheckName(t.head(), absl::StrCat(where, ".head"), max_bytes);
+  if (status.ok()) status = CheckName(t.relation(), absl::StrCat(where, ".relation"), max_bytes);
+  if (status.ok()) status = CheckName(t.tail(), absl::StrCat(where, ".tail"), max_bytes);
   return status;
 }
 
@@ -133,7 +125,7 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
                                 std::chrono::duration<double>(Clock::now() - start_).count());
     Finish(status);
   }
-  void Reply(const absl::Status& status) { Reply(ToGrpc(status)); }
+  void Reply(const absl::Status& status) { Reply(ToGrpcStatus(status)); }
 
   void OnCancel() override { control_->Cancel(); }
   void OnDone() override {
@@ -227,14 +219,14 @@ class KnowledgeGraphService::AddTriplesCall final
     if (!result.ok()) {
       const std::optional<size_t> position = RejectedFactIndex(result.status());
       if (!position) {
-        End(ToGrpc(result.status()));
+        End(ToGrpcStatus(result.status()));
         return;
       }
       // The store says "fact N: reason"; the client knows lines, not positions.
       absl::string_view reason = result.status().message();
       absl::ConsumePrefix(&reason, absl::StrCat("fact ", *position, ": "));
       End(grpc::Status(
-          static_cast<grpc::StatusCode>(result.status().code()),
+          ToGrpcStatus(result.status()).error_code(),
           absl::StrCat("line ", first_line + *position, ": ", reason, " (chunk ", index_, ", fact ",
                        *position, "); nothing of this chunk was stored, the ", index_,
                        " chunks acknowledged before it are")));
@@ -293,7 +285,7 @@ grpc::Status KnowledgeGraphService::Admit(grpc::CallbackServerContext* context,
     }
     AccessDecision decision = tokens_->Check(authorization, needed);
     observer_->OnAccess(method, decision.outcome, decision.token_name);
-    if (!decision.status.ok()) return ToGrpc(decision.status);
+    if (!decision.status.ok()) return ToGrpcStatus(decision.status);
   }
   *predictor = predictor_.load(std::memory_order_acquire);
   if (*predictor == nullptr) {
@@ -373,8 +365,8 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
   LinkPredictor* predictor;
   grpc::Status status = Admit(call->context(), call->method(), Scope::kRead, &predictor);
   if (!status.ok()) return call->Reply(status);
-  status = ValidateName(query.fixed, query.rank_tails ? "head" : "tail", limits_.max_name_bytes);
-  if (status.ok()) status = ValidateName(query.relation, "relation", limits_.max_name_bytes);
+  status = CheckName(query.fixed, query.rank_tails ? "head" : "tail", limits_.max_name_bytes);
+  if (status.ok()) status = CheckName(query.relation, "relation", limits_.max_name_bytes);
   if (!status.ok()) return call->Reply(status);
   if (static_cast<uint32_t>(options.candidates_size()) > limits_.max_candidates) {
     return call->Reply(
@@ -384,8 +376,8 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
                                   " (--max-candidates; send none to rank every entity)")));
   }
   for (int i = 0; i < options.candidates_size(); ++i) {
-    status = ValidateName(options.candidates(i), absl::StrCat("options.candidates[", i, "]"),
-                          limits_.max_name_bytes);
+    status = CheckName(options.candidates(i), absl::StrCat("options.candidates[", i, "]"),
+                       limits_.max_name_bytes);
     if (!status.ok()) return call->Reply(status);
   }
   query.candidates.assign(options.candidates().begin(), options.candidates().end());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -25,13 +26,6 @@ namespace {
 // The methods of kg.v1.KnowledgeGraph, in a fixed order for per-method lookup tables.
 constexpr std::array<absl::string_view, 6> kMethods = {"ScoreTriplet", "ScoreTriplets", "RankTails",
                                                        "RankHeads",    "AddTriples",    "GetStats"};
-// gRPC status code names by number (grpc::StatusCode).
-constexpr std::array<const char*, 17> kCodeNames = {
-    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
-    "DATA_LOSS", "UNAUTHENTICATED"};
-
 int MethodIndex(absl::string_view method) {
   for (size_t i = 0; i < kMethods.size(); ++i) {
     if (kMethods[i] == method) return static_cast<int>(i);
@@ -75,33 +69,39 @@ class Labelled {
   std::vector<std::string> label_names_;
 };
 
+// A family of `Metric` in `registry` (prometheus::BuildCounter() and the like, by type).
+template <typename Metric>
+prometheus::Family<Metric>& Register(prometheus::Registry& registry, const std::string& name,
+                                     const std::string& help) {
+  return prometheus::detail::Builder<Metric>().Name(name).Help(help).Register(registry);
+}
+
 Labelled<prometheus::Counter> Counters(prometheus::Registry& registry, const std::string& name,
                                        const std::string& help,
                                        std::vector<std::string> label_names) {
-  return {prometheus::BuildCounter().Name(name).Help(help).Register(registry),
-          std::move(label_names)};
-}
-
-prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& name,
-                             const std::string& help) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+  return {Register<prometheus::Counter>(registry, name, help), std::move(label_names)};
 }
 
 Labelled<prometheus::Histogram> Histograms(prometheus::Registry& registry, const std::string& name,
                                            const std::string& help,
                                            std::vector<std::string> label_names) {
-  return {prometheus::BuildHistogram().Name(name).Help(help).Register(registry),
-          std::move(label_names)};
+  return {Register<prometheus::Histogram>(registry, name, help), std::move(label_names)};
+}
+
+// Series without labels.
+prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& name,
+                             const std::string& help) {
+  return Register<prometheus::Counter>(registry, name, help).Add({});
 }
 
 prometheus::Histogram& Histogram(prometheus::Registry& registry, const std::string& name,
                                  const std::string& help, const std::vector<double>& bounds) {
-  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, bounds);
+  return Register<prometheus::Histogram>(registry, name, help).Add({}, bounds);
 }
 
 prometheus::Gauge& Gauge(prometheus::Registry& registry, const std::string& name,
                          const std::string& help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+  return Register<prometheus::Gauge>(registry, name, help).Add({});
 }
 
 }  // namespace
@@ -113,7 +113,7 @@ struct ServerMetrics::Instruments {
   std::optional<Labelled<prometheus::Counter>> requests;
   // requests_by[method][code], created on first use (Family::Add takes a mutex; the table
   // keeps it off the hot path after that).
-  std::array<std::array<std::atomic<prometheus::Counter*>, kCodeNames.size()>, kMethods.size()>
+  std::array<std::array<std::atomic<prometheus::Counter*>, kNumStatusCodes>, kMethods.size()>
       requests_by{};
   std::array<prometheus::Histogram*, kMethods.size()> latency{};
   prometheus::Histogram* queue_wait = nullptr;
@@ -322,11 +322,12 @@ void ServerMetrics::OnBatch(int size, int64_t nodes, int64_t edges, double oldes
 
 void ServerMetrics::OnCall(absl::string_view method, int grpc_code, double seconds) {
   const int m = MethodIndex(method);
-  if (m < 0 || grpc_code < 0 || grpc_code >= static_cast<int>(kCodeNames.size())) return;
+  if (m < 0 || grpc_code < 0 || grpc_code >= kNumStatusCodes) return;
   std::atomic<prometheus::Counter*>& slot = instruments_->requests_by[m][grpc_code];
   prometheus::Counter* counter = slot.load(std::memory_order_acquire);
   if (counter == nullptr) {
-    counter = &instruments_->requests->Add({method, kCodeNames[grpc_code]});
+    counter = &instruments_->requests->Add(
+        {method, StatusCodeName(static_cast<grpc::StatusCode>(grpc_code))});
     slot.store(counter, std::memory_order_release);
   }
   counter->Increment();

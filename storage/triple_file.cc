@@ -1,41 +1,25 @@
 #include "storage/triple_file.h"
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/triple_line.h"
+#include "storage/vocabulary.h"
 
 namespace grail {
 
 absl::StatusOr<NamedTriple> ParseTripleLine(absl::string_view line) {
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  absl::string_view fields[3];
-  int count = 0;
-  size_t start = 0;
-  while (true) {
-    size_t tab = line.find('\t', start);
-    absl::string_view field =
-        line.substr(start, tab == absl::string_view::npos ? absl::string_view::npos : tab - start);
-    if (count < 3) fields[count] = field;
-    ++count;
-    if (tab == absl::string_view::npos) break;
-    start = tab + 1;
-  }
-  if (count != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected 3 tab-separated fields (head, relation, tail), found ", count));
-  }
-  static constexpr const char* kFieldNames[3] = {"head", "relation", "tail"};
+  absl::StatusOr<std::array<absl::string_view, 3>> fields = SplitTripleFields(line);
+  if (!fields.ok()) return fields.status();
+  static constexpr const char* kFieldNames[3] = {"head name", "relation name", "tail name"};
   for (int i = 0; i < 3; ++i) {
-    if (fields[i].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("empty ", kFieldNames[i], " name"));
-    }
-    if (fields[i].find('\r') != absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(kFieldNames[i], " name contains a CR"));
-    }
+    if (absl::Status valid = ValidateName((*fields)[i], kFieldNames[i]); !valid.ok()) return valid;
   }
-  return NamedTriple{std::string(fields[0]), std::string(fields[1]), std::string(fields[2])};
+  return NamedTriple{std::string((*fields)[0]), std::string((*fields)[1]),
+                     std::string((*fields)[2])};
 }
 
 absl::StatusOr<std::vector<NamedTriple>> ReadTripleFile(const std::string& path) {

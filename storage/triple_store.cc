@@ -102,17 +102,6 @@ absl::Status RejectFact(size_t index, absl::string_view reason) {
   return status;
 }
 
-const char* ControlCharacterName(char c) {
-  switch (c) {
-    case '\t':
-      return "a TAB";
-    case '\r':
-      return "a carriage return";
-    default:
-      return "a line feed";
-  }
-}
-
 // Accumulates the Status of WriteBatch::Put calls (they fail only on absurd sizes).
 class BatchWriter {
  public:
@@ -366,16 +355,9 @@ absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts) const {
     const NamedTriple& fact = facts[i];
     for (auto [role, name] : {std::pair{"head", &fact.head}, std::pair{"relation", &fact.relation},
                               std::pair{"tail", &fact.tail}}) {
-      if (name->empty()) return RejectFact(i, absl::StrCat(role, " name is empty"));
-      if (name->size() > options_.max_name_bytes) {
-        return RejectFact(i, absl::StrCat(role, " name is ", name->size(), " bytes; the limit is ",
-                                          options_.max_name_bytes));
-      }
-      const size_t bad = name->find_first_of("\t\r\n");
-      if (bad != std::string::npos) {
-        return RejectFact(i, absl::StrCat(role, " name contains ",
-                                          ControlCharacterName((*name)[bad]), " at byte ", bad));
-      }
+      const absl::Status valid =
+          ValidateName(*name, absl::StrCat(role, " name"), options_.max_name_bytes);
+      if (!valid.ok()) return RejectFact(i, valid.message());
     }
     if (options_.allowed_relations.has_value() && !allowed_relations_.contains(fact.relation)) {
       return RejectFact(i, absl::StrCat("relation ", QuoteName(fact.relation),

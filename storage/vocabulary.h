@@ -5,11 +5,13 @@
 #define GRAIL_STORAGE_VOCABULARY_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace grail {
@@ -18,6 +20,16 @@ namespace grail {
 // `max_bytes` bytes with its length added when longer ("abc…" (20000 bytes)), so that a
 // message never grows with a hostile name (gRPC refuses status messages beyond ~8 KiB).
 std::string QuoteName(absl::string_view name, size_t max_bytes = 64);
+
+// The one rule for entity and relation names, wherever they come in (triple files, AddTriples,
+// the read calls): not empty, at most `max_bytes` bytes, and no TAB, carriage return or line
+// feed (they would break the line format names are exported and imported in). Otherwise
+// INVALID_ARGUMENT naming `what` ("head name", "triples[2].tail"): "<what> is empty",
+// "<what> is N bytes; the limit is M" (followed by " (<limit_flag>)" when given), "<what>
+// contains a TAB at byte K".
+absl::Status ValidateName(absl::string_view name, absl::string_view what,
+                          size_t max_bytes = std::numeric_limits<size_t>::max(),
+                          absl::string_view limit_flag = "");
 
 class Vocabulary {
  public:

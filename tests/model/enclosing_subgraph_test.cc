@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "model/testing/reference_extraction.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "model/wordnet.h"
 #include "storage/triple_file.h"
 #include "tests/testing/temp_dir.h"

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/evaluation.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "model/trainer.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"

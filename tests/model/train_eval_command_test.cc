@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/grail_model.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "storage/triple_file.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/temp_dir.h"

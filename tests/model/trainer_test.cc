@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "model/evaluation.h"
 #include "model/fact_scoring.h"
-#include "model/seeded_random.h"
+#include "common/seeded_random.h"
 #include "storage/static_graph.h"
 #include "tests/testing/temp_dir.h"
 

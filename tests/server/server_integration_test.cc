@@ -452,6 +452,10 @@ TEST_F(ServerTest, ErrorsNameWhatIsWrong) {
   s = Score({"e1", "", "e2"}, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("relation is empty"));
+  // The store's rule for names holds on the read path too: such a name cannot be stored.
+  s = Score({"e1", "r0", "e\t2"}, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("tail contains a TAB at byte 1"));
 
   kg::v1::RankTailsRequest rank;
   rank.set_head("e1");

@@ -1,10 +1,10 @@
 #include "tests/storage/crash_workload.h"
 
 #include <algorithm>
-#include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/seeded_random.h"
 
 namespace grail {
 namespace {
@@ -19,10 +19,10 @@ std::string EntityName(uint64_t k) {
 }  // namespace
 
 std::vector<NamedTriple> CrashWorkloadChunk(uint64_t seed, uint64_t sequence) {
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + sequence);
+  SeededRandom rng(MixBits(seed) ^ sequence);
   // Mostly small chunks (many commits per second, so kills land between and inside them),
   // one in ten large (a big batch in flight when the kill comes).
-  const size_t size = rng() % 10 == 0 ? 100 + rng() % 400 : 1 + rng() % 40;
+  const size_t size = rng.Uniform(10) == 0 ? 100 + rng.Uniform(400) : 1 + rng.Uniform(40);
   // The pool of names grows with the sequence, so every chunk meets new entities and
   // relations as well as old ones.
   const uint64_t entity_pool = 30 + 6 * sequence;
@@ -30,16 +30,17 @@ std::vector<NamedTriple> CrashWorkloadChunk(uint64_t seed, uint64_t sequence) {
   std::vector<NamedTriple> chunk;
   chunk.reserve(size);
   while (chunk.size() < size) {
-    const uint64_t roll = rng() % 10;
+    const uint64_t roll = rng.Uniform(10);
     if (roll == 0 && !chunk.empty()) {
-      chunk.push_back(chunk[rng() % chunk.size()]);  // repeated within the chunk
+      chunk.push_back(chunk[rng.Uniform(chunk.size())]);  // repeated within the chunk
     } else if (roll < 3) {
       // A small dense corner of the graph: these facts are mostly stored already.
-      chunk.push_back(
-          {EntityName(rng() % 10), absl::StrCat("r", rng() % 2), EntityName(rng() % 10)});
+      chunk.push_back({EntityName(rng.Uniform(10)), absl::StrCat("r", rng.Uniform(2)),
+                       EntityName(rng.Uniform(10))});
     } else {
-      chunk.push_back({EntityName(rng() % entity_pool), absl::StrCat("r", rng() % relation_pool),
-                       EntityName(rng() % entity_pool)});
+      chunk.push_back({EntityName(rng.Uniform(entity_pool)),
+                       absl::StrCat("r", rng.Uniform(relation_pool)),
+                       EntityName(rng.Uniform(entity_pool))});
     }
   }
   return chunk;

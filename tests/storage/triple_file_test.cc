@@ -7,6 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/vocabulary.h"
+#include "storage/vocabulary.h"
 
 namespace grail {
 namespace {
@@ -59,9 +61,27 @@ TEST(TripleFileTest, TooManyFieldsIsAnError) {
 TEST(TripleFileTest, EmptyNameIsAnErrorNamingTheField) {
   absl::StatusOr<NamedTriple> t = ParseTripleLine("a\t\tb");
   ASSERT_FALSE(t.ok());
-  EXPECT_THAT(t.status().message(), HasSubstr("empty relation"));
-  EXPECT_THAT(ParseTripleLine("\tr\tb").status().message(), HasSubstr("empty head"));
-  EXPECT_THAT(ParseTripleLine("a\tr\t").status().message(), HasSubstr("empty tail"));
+  EXPECT_THAT(t.status().message(), HasSubstr("relation name is empty"));
+  EXPECT_THAT(ParseTripleLine("\tr\tb").status().message(), HasSubstr("head name is empty"));
+  EXPECT_THAT(ParseTripleLine("a\tr\t").status().message(), HasSubstr("tail name is empty"));
+}
+
+TEST(TripleFileTest, NamesFollowTheStoresRule) {
+  EXPECT_THAT(ParseTripleLine("a\rb\tr\tc").status().message(),
+              HasSubstr("head name contains a carriage return at byte 1"));
+  EXPECT_TRUE(ParseTripleLine("a b\tr\tc\r").ok());  // spaces are fine; a line's CR is not a name's
+}
+
+TEST(NameRuleTest, OneRuleWithMessagesNamingTheField) {
+  EXPECT_TRUE(ValidateName("entité 42", "head").ok());
+  EXPECT_EQ(ValidateName("", "head").message(), "head is empty");
+  EXPECT_EQ(ValidateName("abcdef", "triples[2].tail", 4).message(),
+            "triples[2].tail is 6 bytes; the limit is 4");
+  EXPECT_EQ(ValidateName("abcdef", "tail", 4, "--max-name-bytes").message(),
+            "tail is 6 bytes; the limit is 4 (--max-name-bytes)");
+  EXPECT_EQ(ValidateName("ab\tc", "head name").message(), "head name contains a TAB at byte 2");
+  EXPECT_EQ(ValidateName("\nx", "r").message(), "r contains a line feed at byte 0");
+  EXPECT_EQ(ValidateName("x\r", "r").code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TripleFileTest, MissingFileIsNotFound) {

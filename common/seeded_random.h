@@ -1,8 +1,8 @@
 // Deterministic pseudo-randomness that gives the same sequence on every platform and
 // standard library (std::uniform_int_distribution and std::shuffle do not), so that a seed
 // reproduces a split, a sampled neighbourhood or a set of negatives exactly.
-#ifndef GRAIL_MODEL_SEEDED_RANDOM_H_
-#define GRAIL_MODEL_SEEDED_RANDOM_H_
+#ifndef GRAIL_COMMON_SEEDED_RANDOM_H_
+#define GRAIL_COMMON_SEEDED_RANDOM_H_
 
 #include <cstdint>
 #include <utility>
@@ -72,4 +72,4 @@ class SeededRandom {
 
 }  // namespace grail
 
-#endif  // GRAIL_MODEL_SEEDED_RANDOM_H_
+#endif  // GRAIL_COMMON_SEEDED_RANDOM_H_
