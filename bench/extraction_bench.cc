@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "bench/data_dir.h"
-#include "model/enclosing_subgraph.h"
 #include "common/seeded_random.h"
+#include "model/enclosing_subgraph.h"
 #include "model/testing/reference_extraction.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"

@@ -14,10 +14,10 @@
 
 #include "absl/strings/str_split.h"
 #include "bench/data_dir.h"
+#include "common/seeded_random.h"
 #include "model/enclosing_subgraph.h"
 #include "model/grail_model.h"
 #include "model/negative_sampling.h"
-#include "common/seeded_random.h"
 #include "model/subgraph_batch.h"
 #include "model/trainer.h"
 #include "storage/static_graph.h"

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/seeded_random.h"
 #include "model/negative_sampling.h"
 #include "model/ranking_metrics.h"
-#include "common/seeded_random.h"
 
 namespace grail {
 

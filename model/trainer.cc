@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "common/seeded_random.h"
 #include "model/enclosing_subgraph.h"
 #include "model/evaluation.h"
 #include "model/grail_module.h"
 #include "model/negative_sampling.h"
-#include "common/seeded_random.h"
 #include "storage/static_graph.h"
 
 namespace grail {

@@ -8,9 +8,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/seeded_random.h"
 #include "model/testing/reference_extraction.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"

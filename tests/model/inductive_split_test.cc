@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/seeded_random.h"
 #include "model/wordnet.h"
 #include "storage/triple_file.h"
 #include "tests/testing/temp_dir.h"

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/seeded_random.h"
 #include "gtest/gtest.h"
 #include "model/evaluation.h"
-#include "common/seeded_random.h"
 #include "model/trainer.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"

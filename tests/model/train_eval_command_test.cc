@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/grail_model.h"
-#include "common/seeded_random.h"
 #include "storage/triple_file.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/temp_dir.h"

@@ -5,11 +5,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/evaluation.h"
 #include "model/fact_scoring.h"
-#include "common/seeded_random.h"
 #include "storage/static_graph.h"
 #include "tests/testing/temp_dir.h"
 
