@@ -12,9 +12,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/seeded_random.h"
 #include "model/testing/reference_extraction.h"
 #include "tests/testing/temp_dir.h"
 

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "model/grail_model.h"
+#include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -59,10 +60,9 @@ std::string Scrape(int port) {
 class PrometheusTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<GrailModel>> model =
-        GrailModel::Create(GrailConfig{}, {"likes", "knows"}, /*seed=*/1);
-    ASSERT_TRUE(model.ok());
-    ASSERT_TRUE((*model)->Save(dir_.Sub("model.pt")).ok());
+    ASSERT_TRUE(
+        SaveUntrainedModel(dir_.Sub("model.pt"), {"likes", "knows"}, /*seed=*/1, GrailConfig{})
+            .ok());
     ASSERT_TRUE(
         server_.Start({"--model=" + dir_.Sub("model.pt"), "--data-dir=" + dir_.Sub("store")},
                       dir_.Sub("server.log")));

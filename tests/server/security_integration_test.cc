@@ -23,6 +23,7 @@
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "model/grail_model.h"
 #include "tests/testing/run_binary.h"
+#include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certificates.h"
@@ -153,12 +154,8 @@ class SecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new ScopedTempDir();
-    GrailConfig config;
-    config.hops = 2;
-    absl::StatusOr<std::unique_ptr<GrailModel>> model =
-        GrailModel::Create(config, kRelations, /*seed=*/3);
-    ASSERT_TRUE(model.ok()) << model.status();
-    ASSERT_TRUE((*model)->Save(dir_->Sub("model.pt")).ok());
+    ASSERT_TRUE(
+        SaveUntrainedModel(dir_->Sub("model.pt"), kRelations, /*seed=*/3, TwoHopConfig()).ok());
     ASSERT_TRUE(MakeCertificateAuthority(dir_->path(), "ca"));
     ASSERT_TRUE(MakeCertificateAuthority(dir_->path(), "other_ca"));
     ASSERT_TRUE(MakeSignedCertificate(dir_->path(), "server", "ca"));
@@ -301,9 +298,8 @@ TEST_F(SecurityTest, EachScopeAgainstEachRpc) {
   EXPECT_THAT(metrics->body,
               HasSubstr("grail_auth_requests_total{method=\"GetStats\",outcome=\"ok\","
                         "token=\"reader\"} 1\n"));
-  EXPECT_THAT(metrics->body,
-              HasSubstr("grail_auth_requests_total{method=\"AddTriples\","
-                        "outcome=\"insufficient_scope\",token=\"reader\"} 1\n"));
+  EXPECT_THAT(metrics->body, HasSubstr("grail_auth_requests_total{method=\"AddTriples\","
+                                       "outcome=\"insufficient_scope\",token=\"reader\"} 1\n"));
   EXPECT_THAT(metrics->body, HasSubstr("token=\"sha256-"));  // the unnamed admin token
   EXPECT_THAT(metrics->body, HasSubstr("outcome=\"unknown\",token=\"\"} 1\n"));
   EXPECT_THAT(metrics->body, HasSubstr("grail_auth_tokens 3\n"));

@@ -32,6 +32,7 @@
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
 #include "tests/testing/run_binary.h"
+#include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -148,10 +149,8 @@ class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new ScopedTempDir();
-    GrailConfig config;
-    config.hops = 2;
     absl::StatusOr<std::unique_ptr<GrailModel>> model =
-        GrailModel::Create(config, kRelations, /*seed=*/11);
+        GrailModel::Create(TwoHopConfig(), kRelations, /*seed=*/11);
     ASSERT_TRUE(model.ok()) << model.status();
     model_path_ = new std::string(dir_->Sub("model.pt"));
     ASSERT_TRUE((*model)->Save(*model_path_).ok());
@@ -646,12 +645,8 @@ class ServerSchedulingTest : public ::testing::Test {
 
   static void SetUpTestSuite() {
     dir_ = new ScopedTempDir();
-    GrailConfig config;
-    config.hops = 2;
-    absl::StatusOr<std::unique_ptr<GrailModel>> model =
-        GrailModel::Create(config, kRelations, /*seed=*/17);
-    ASSERT_TRUE(model.ok()) << model.status();
-    ASSERT_TRUE((*model)->Save(dir_->Sub("model.pt")).ok());
+    ASSERT_TRUE(
+        SaveUntrainedModel(dir_->Sub("model.pt"), kRelations, /*seed=*/17, TwoHopConfig()).ok());
     graph_ = new std::vector<NamedTriple>(RandomGraph(kDenseEntities, 9000, 23));
     for (int i = 0; i < kIsolatedPairs; ++i) {
       graph_->push_back({absl::StrCat("far", 2 * i), "r0", absl::StrCat("far", 2 * i + 1)});
@@ -846,12 +841,8 @@ TEST_F(ServerSchedulingTest, WorkOfAnExpiredDeadlineIsDroppedAndCounted) {
 class ServerLifecycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    GrailConfig config;
-    config.hops = 2;
-    absl::StatusOr<std::unique_ptr<GrailModel>> model =
-        GrailModel::Create(config, kRelations, /*seed=*/3);
-    ASSERT_TRUE(model.ok());
-    ASSERT_TRUE((*model)->Save(dir_.Sub("model.pt")).ok());
+    ASSERT_TRUE(
+        SaveUntrainedModel(dir_.Sub("model.pt"), kRelations, /*seed=*/3, TwoHopConfig()).ok());
   }
   std::vector<std::string> Flags() {
     return {"--model=" + dir_.Sub("model.pt"), "--data-dir=" + dir_.Sub("store")};
