@@ -153,6 +153,20 @@ void MergeInto(absl::Span<const Neighbor> old,
   for (; begin != end; ++begin) out->push_back(begin->second);
 }
 
+// Writes `old` without the neighbours of [begin, end) (sorted, distinct) into `out`.
+void SubtractInto(absl::Span<const Neighbor> old,
+                  std::vector<std::pair<EntityId, Neighbor>>::const_iterator begin,
+                  std::vector<std::pair<EntityId, Neighbor>>::const_iterator end,
+                  std::vector<Neighbor>* out) {
+  out->clear();
+  out->reserve(old.size());
+  for (const Neighbor& n : old) {
+    while (begin != end && begin->second < n) ++begin;
+    if (begin != end && begin->second == n) continue;
+    out->push_back(n);
+  }
+}
+
 void AddUsage(const AdjacencyTree::Node* node, int level, AdjacencyTree::MemoryUsage* usage) {
   if (node == nullptr) return;
   if (level == 1) {
@@ -196,7 +210,16 @@ absl::Span<const Neighbor> AdjacencyTree::InEdges(EntityId e) const {
 }
 
 AdjacencyTree AdjacencyTree::WithFacts(absl::Span<const Triple> facts, uint64_t* added) const {
-  // The new facts seen from each end, sorted so that every touched entity's new edges form
+  return WithChangedFacts(facts, /*remove=*/false, added);
+}
+
+AdjacencyTree AdjacencyTree::WithoutFacts(absl::Span<const Triple> facts, uint64_t* removed) const {
+  return WithChangedFacts(facts, /*remove=*/true, removed);
+}
+
+AdjacencyTree AdjacencyTree::WithChangedFacts(absl::Span<const Triple> facts, bool remove,
+                                              uint64_t* changed) const {
+  // The facts seen from each end, sorted so that every touched entity's changed edges form
   // one contiguous run already in adjacency order.
   std::vector<std::pair<EntityId, Neighbor>> outs, ins;
   outs.reserve(facts.size());
@@ -210,9 +233,10 @@ AdjacencyTree AdjacencyTree::WithFacts(absl::Span<const Triple> facts, uint64_t*
     side->erase(std::unique(side->begin(), side->end()), side->end());
   }
 
-  // One new EdgeList per touched entity, in id order.
+  // One new EdgeList per touched entity, in id order (none for an entity left without
+  // edges).
   std::vector<Update> updates;
-  uint64_t added_facts = 0;
+  uint64_t changed_facts = 0;
   std::vector<Neighbor> merged_out, merged_in;
   auto o = outs.cbegin(), i = ins.cbegin();
   while (o != outs.cend() || i != ins.cend()) {
@@ -225,16 +249,24 @@ AdjacencyTree AdjacencyTree::WithFacts(absl::Span<const Triple> facts, uint64_t*
     const EdgeList* old = Find(e);
     const absl::Span<const Neighbor> old_out = old ? old->out() : absl::Span<const Neighbor>();
     const absl::Span<const Neighbor> old_in = old ? old->in() : absl::Span<const Neighbor>();
-    MergeInto(old_out, o, o_end, &merged_out);
-    MergeInto(old_in, i, i_end, &merged_in);
+    if (remove) {
+      SubtractInto(old_out, o, o_end, &merged_out);
+      SubtractInto(old_in, i, i_end, &merged_in);
+    } else {
+      MergeInto(old_out, o, o_end, &merged_out);
+      MergeInto(old_in, i, i_end, &merged_in);
+    }
     o = o_end;
     i = i_end;
     if (merged_out.size() == old_out.size() && merged_in.size() == old_in.size()) continue;
-    // Every fact has exactly one out entry, so out growth counts facts once.
-    added_facts += merged_out.size() - old_out.size();
-    updates.emplace_back(e, EdgeListRef(EdgeList::Create(merged_out, merged_in)));
+    // Every fact has exactly one out entry, so the out list's change counts facts once.
+    changed_facts +=
+        remove ? old_out.size() - merged_out.size() : merged_out.size() - old_out.size();
+    updates.emplace_back(e, merged_out.empty() && merged_in.empty()
+                                ? EdgeListRef()
+                                : EdgeListRef(EdgeList::Create(merged_out, merged_in)));
   }
-  if (added != nullptr) *added = added_facts;
+  if (changed != nullptr) *changed = changed_facts;
   if (updates.empty()) return *this;
 
   AdjacencyTree result = *this;

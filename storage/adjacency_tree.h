@@ -1,11 +1,11 @@
 // A persistent (copy-on-write) map from entity id to that entity's out- and in-edges: the
 // adjacency part of the live graph's in-memory index.
 //
-// A tree is an immutable value. WithFacts() returns a new tree that shares every node the
-// new facts do not touch with the old one, so
+// A tree is an immutable value. WithFacts() and WithoutFacts() return a new tree that shares
+// every node the changed facts do not touch with the old one, so
 //   * copying a tree is O(1) and a copy stays unchanged however many trees are derived
 //     from it later (this is what makes a GraphSnapshot cheap and isolated);
-//   * adding facts costs O(F log F + sum of the touched entities' degrees + touched
+//   * adding or removing facts costs O(F log F + sum of the touched entities' degrees + touched
 //     entities * kFanOut * height), independent of the size of the graph.
 //
 // Shape: a radix tree over entity ids with kFanOut children per node. A leaf holds, for
@@ -62,6 +62,10 @@ class AdjacencyTree {
   // Returns this tree with `facts` added. Facts already in the tree, and repeats within
   // `facts`, are ignored; `*added` (if not null) receives the number of facts actually added.
   AdjacencyTree WithFacts(absl::Span<const Triple> facts, uint64_t* added) const;
+  // Returns this tree without `facts`. Facts not in the tree, and repeats, are ignored;
+  // `*removed` (if not null) receives the number of facts actually removed. Costs what
+  // WithFacts does: the touched entities' lists and their paths are copied, nothing else.
+  AdjacencyTree WithoutFacts(absl::Span<const Triple> facts, uint64_t* removed) const;
 
   // Walks the whole version: O(entities / kFanOut + entities). Meant for benchmarks and
   // occasional reporting, not for a hot path.
@@ -72,6 +76,8 @@ class AdjacencyTree {
 
  private:
   const EdgeList* Find(EntityId e) const;
+  AdjacencyTree WithChangedFacts(absl::Span<const Triple> facts, bool remove,
+                                 uint64_t* changed) const;
 
   std::shared_ptr<const Node> root_;
   int height_ = 0;  // the root covers ids < kFanOut^height_; 0 means no root

@@ -59,9 +59,24 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
     next->self_loops_ = std::move(grown);
   }
 
-  uint64_t added = 0;
+  uint64_t added = 0, removed = 0;
   next->adjacency_ = base->adjacency_.WithFacts(delta.facts, &added);
-  next->num_facts_ = base->num_facts_ + added;
+  if (!delta.removed_facts.empty()) {
+    next->adjacency_ = next->adjacency_.WithoutFacts(delta.removed_facts, &removed);
+    // An entity whose last self-loop went leaves the list.
+    for (const Triple& t : delta.removed_facts) {
+      if (t.head != t.tail) continue;
+      const auto out = next->adjacency_.OutEdges(t.head);
+      const bool still_looped = std::any_of(out.begin(), out.end(),
+                                            [&](const Neighbor& n) { return n.entity == t.head; });
+      auto at = std::lower_bound(next->self_loops_->begin(), next->self_loops_->end(), t.head);
+      if (still_looped || at == next->self_loops_->end() || *at != t.head) continue;
+      auto shrunk = std::make_shared<std::vector<EntityId>>(*next->self_loops_);
+      shrunk->erase(shrunk->begin() + (at - next->self_loops_->begin()));
+      next->self_loops_ = std::move(shrunk);
+    }
+  }
+  next->num_facts_ = base->num_facts_ + added - removed;
 
   std::shared_ptr<const GraphSnapshot> previous = std::move(next);
   {

@@ -80,7 +80,7 @@ class GraphSnapshot final : public GraphView {
   std::shared_ptr<const std::vector<EntityId>> self_loops_;
 };
 
-// What one chunk adds to the graph, with ids already assigned by the store.
+// What one chunk changes in the graph, with ids already assigned by the store.
 struct GraphDelta {
   // Names of the entities the chunk creates; they get ids num_entities(), +1, ... in order.
   std::vector<std::string> new_entities;
@@ -88,6 +88,9 @@ struct GraphDelta {
   std::vector<std::string> new_relations;
   // The chunk's facts. Facts already in the graph and repeats are ignored.
   std::vector<Triple> facts;
+  // Facts the chunk removes, applied after `facts`. Facts not in the graph and repeats are
+  // ignored. Entities keep their names and ids when their last fact goes.
+  std::vector<Triple> removed_facts;
   // The sequence number of the version this delta produces.
   uint64_t sequence = 0;
 };
@@ -117,9 +120,9 @@ class LiveGraph {
   std::shared_ptr<const GraphSnapshot> Snapshot() const;
 
   // Publishes a new version with `delta` applied and returns the number of facts it
-  // added. Requires: every id in delta.facts is below the entity / relation counts after
-  // the delta's new names; the new names are not already in the graph. Snapshots taken
-  // before the call are unaffected.
+  // added (removals are not counted). Requires: every id in delta.facts is below the entity /
+  // relation counts after the delta's new names; the new names are not already in the graph.
+  // Snapshots taken before the call are unaffected.
   uint64_t Apply(const GraphDelta& delta);
 
   // Walks the latest version; O(entities). For benchmarks and occasional reporting.

@@ -345,7 +345,8 @@ absl::Status TripleStore::Load() {
   return absl::OkStatus();
 }
 
-absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts) const {
+absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
+                                   bool check_relations) const {
   if (facts.size() > options_.max_chunk_facts) {
     return RejectFact(options_.max_chunk_facts,
                       absl::StrCat("the chunk has ", facts.size(), " facts; at most ",
@@ -359,7 +360,8 @@ absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts) const {
           ValidateName(*name, absl::StrCat(role, " name"), options_.max_name_bytes);
       if (!valid.ok()) return RejectFact(i, valid.message());
     }
-    if (options_.allowed_relations.has_value() && !allowed_relations_.contains(fact.relation)) {
+    if (check_relations && options_.allowed_relations.has_value() &&
+        !allowed_relations_.contains(fact.relation)) {
       return RejectFact(i, absl::StrCat("relation ", QuoteName(fact.relation),
                                         " is not in the allowed vocabulary"));
     }
@@ -373,7 +375,7 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
     return absl::FailedPreconditionError(absl::StrCat(
         "the store refuses writes after a failed write; reopen it: ", write_error_.message()));
   }
-  if (absl::Status valid = Validate(facts); !valid.ok()) return valid;
+  if (absl::Status valid = Validate(facts, /*check_relations=*/true); !valid.ok()) return valid;
 
   // The writer is the only one publishing versions, so this is the latest one.
   const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
@@ -437,6 +439,66 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
     writer.Put(kFactsOutFamily, layout::OutFactKey(t), rocksdb::Slice());
     writer.Put(kFactsInFamily, layout::InFactKey(t), rocksdb::Slice());
   }
+  if (!writer.status().ok()) return FromRocks(writer.status(), "building the chunk's batch");
+  if (absl::Status committed = Commit(batch, delta, num_entities, num_relations, num_facts);
+      !committed.ok()) {
+    return committed;
+  }
+
+  result.sequence = delta.sequence;
+  result.facts_added = static_cast<uint32_t>(delta.facts.size());
+  result.entities_created = static_cast<uint32_t>(delta.new_entities.size());
+  result.relations_created = static_cast<uint32_t>(delta.new_relations.size());
+  return result;
+}
+
+absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTriple> facts) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!write_error_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store refuses writes after a failed write; reopen it: ", write_error_.message()));
+  }
+  if (absl::Status valid = Validate(facts, /*check_relations=*/false); !valid.ok()) return valid;
+
+  const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
+  GraphDelta delta;
+  delta.sequence = base->sequence() + 1;
+  ChunkResult result;
+  absl::flat_hash_set<Triple> seen;
+  seen.reserve(facts.size());
+  for (const NamedTriple& fact : facts) {
+    const std::optional<EntityId> head = base->FindEntity(fact.head);
+    const std::optional<RelationId> relation = base->FindRelation(fact.relation);
+    const std::optional<EntityId> tail = base->FindEntity(fact.tail);
+    if (!head || !relation || !tail || !base->HasFact(*head, *relation, *tail) ||
+        !seen.insert(Triple{*head, *relation, *tail}).second) {
+      ++result.facts_not_present;
+      continue;
+    }
+    delta.removed_facts.push_back(Triple{*head, *relation, *tail});
+  }
+
+  rocksdb::WriteBatch batch;
+  rocksdb::Status deleted;
+  for (const Triple& t : delta.removed_facts) {
+    if (deleted.ok()) deleted = batch.Delete(families_[kFactsOutFamily], layout::OutFactKey(t));
+    if (deleted.ok()) deleted = batch.Delete(families_[kFactsInFamily], layout::InFactKey(t));
+  }
+  if (!deleted.ok()) return FromRocks(deleted, "building the chunk's batch");
+  if (absl::Status committed = Commit(batch, delta, base->num_entities(), base->num_relations(),
+                                      base->num_facts() - delta.removed_facts.size());
+      !committed.ok()) {
+    return committed;
+  }
+  result.sequence = delta.sequence;
+  result.facts_removed = static_cast<uint32_t>(delta.removed_facts.size());
+  return result;
+}
+
+absl::Status TripleStore::Commit(rocksdb::WriteBatch& batch, const GraphDelta& delta,
+                                 uint64_t num_entities, uint64_t num_relations,
+                                 uint64_t num_facts) {
+  BatchWriter writer(&batch, &families_);
   writer.Put(kMetaFamily, layout::kEntityCountKey, layout::EncodeCounter(num_entities));
   writer.Put(kMetaFamily, layout::kRelationCountKey, layout::EncodeCounter(num_relations));
   writer.Put(kMetaFamily, layout::kFactCountKey, layout::EncodeCounter(num_facts));
@@ -452,12 +514,7 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
   }
   // Published only once durable: a reader never sees a chunk that a crash could take back.
   graph_.Apply(delta);
-
-  result.sequence = delta.sequence;
-  result.facts_added = static_cast<uint32_t>(delta.facts.size());
-  result.entities_created = static_cast<uint32_t>(delta.new_entities.size());
-  result.relations_created = static_cast<uint32_t>(delta.new_relations.size());
-  return result;
+  return absl::OkStatus();
 }
 
 absl::Status TripleStore::Sync() { return FromRocks(db_->SyncWAL(), "syncing the WAL"); }

@@ -1,12 +1,12 @@
 // The live triple store: the product's source of truth, on RocksDB, with an in-memory
 // index (LiveGraph) that mirrors it for reads.
 //
-// Facts arrive in chunks (the AddTriples stream). A chunk is validated whole, then written
-// as ONE rocksdb::WriteBatch with the WAL on, then published to the in-memory index, then
-// acknowledged. So a chunk is all or nothing on disk (one batch), all or nothing in memory
-// (one version swap), and anything acknowledged survives a process crash (kill -9); with
-// StoreOptions::sync it also survives a machine crash. Reopening the directory restores the
-// same entities, relations, facts and ids, and rebuilds the index from disk.
+// Facts arrive in chunks (the AddTriples stream) and leave in chunks (RemoveTriples). A chunk is
+// validated whole, then written as ONE rocksdb::WriteBatch with the WAL on, then published to the
+// in-memory index, then acknowledged. So a chunk is all or nothing on disk (one batch), all or
+// nothing in memory (one version swap), and anything acknowledged survives a process crash (kill
+// -9); with StoreOptions::sync it also survives a machine crash. Reopening the directory restores
+// the same entities, relations, facts and ids, and rebuilds the index from disk.
 //
 // RocksDB layout (format version 1; constants and key encodings in storage/store_layout.h;
 // ids are u32 and counters u64, both fixed-width big-endian, so bytewise order is numeric
@@ -54,6 +54,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace grail {
@@ -85,10 +86,14 @@ struct ChunkResult {
   uint32_t duplicate_facts = 0;
   uint32_t entities_created = 0;
   uint32_t relations_created = 0;
+  // RemoveChunk only: facts removed, and facts of the chunk that were not stored (unknown
+  // names included) or repeated within it.
+  uint32_t facts_removed = 0;
+  uint32_t facts_not_present = 0;
 };
 
-// Thread safety: every method may be called from any thread. AddChunk calls are
-// serialised internally (one writer at a time). Snapshot() never waits for a chunk being
+// Thread safety: every method may be called from any thread. AddChunk and RemoveChunk
+// calls are serialised internally (one writer at a time). Snapshot() never waits for a chunk being
 // written: it copies a pointer under a mutex that writers hold only to swap that pointer.
 class TripleStore {
  public:
@@ -123,7 +128,18 @@ class TripleStore {
   // is unknown, and the index must not disagree with the disk.
   absl::StatusOr<ChunkResult> AddChunk(absl::Span<const NamedTriple> facts);
 
-  // The latest version of the graph: every chunk whose AddChunk returned before this call.
+  // Removes a chunk of facts atomically and durably, like AddChunk: one WriteBatch deletes
+  // them from both fact families and updates the counters, then one version swap hides
+  // them. Facts not stored (including facts naming an entity or relation the store does
+  // not know) and repeats within the chunk are ignored, counted in facts_not_present; the
+  // chunk still commits and takes a sequence number. Names are never removed: an entity
+  // left with no facts keeps its id and name, stays resolvable and is still ranked as a
+  // candidate, and a later fact about it reuses them. Validation and errors as AddChunk,
+  // except that relations outside allowed_relations are simply not present.
+  absl::StatusOr<ChunkResult> RemoveChunk(absl::Span<const NamedTriple> facts);
+
+  // The latest version of the graph: every chunk whose AddChunk or RemoveChunk returned
+  // before this call.
   std::shared_ptr<const GraphSnapshot> Snapshot() const { return graph_.Snapshot(); }
 
   // Fsyncs the WAL: every chunk committed so far survives a machine crash.
@@ -144,8 +160,13 @@ class TripleStore {
   TripleStore(std::string dir, StoreOptions options);
   // Reads the whole store into the in-memory index (Open's second half).
   absl::Status Load();
-  // Checks the chunk against the validation rules (see AddChunk).
-  absl::Status Validate(absl::Span<const NamedTriple> facts) const;
+  // Checks the chunk against the validation rules (see AddChunk); the allowed relations
+  // only with `check_relations`.
+  absl::Status Validate(absl::Span<const NamedTriple> facts, bool check_relations) const;
+  // Writes `batch` (the chunk's changes, without the counters, which this adds) and
+  // publishes `delta` once it is durable. Requires write_mu_.
+  absl::Status Commit(rocksdb::WriteBatch& batch, const GraphDelta& delta, uint64_t num_entities,
+                      uint64_t num_relations, uint64_t num_facts);
 
   const std::string dir_;
   const StoreOptions options_;
@@ -155,7 +176,7 @@ class TripleStore {
   std::vector<rocksdb::ColumnFamilyHandle*> families_;
   LiveGraph graph_;
 
-  // Serialises AddChunk and CheckConsistency.
+  // Serialises AddChunk, RemoveChunk and CheckConsistency.
   mutable std::mutex write_mu_;
   // The error of a failed RocksDB write; set once, then every AddChunk fails (guarded by
   // write_mu_).

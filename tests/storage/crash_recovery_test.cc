@@ -1,7 +1,7 @@
-// Crash recovery for real: a writer process (storage_crash_writer) streams chunks into a
-// store and acknowledges each one on a pipe; the test SIGKILLs it at random moments
-// (while it starts and recovers, between chunks, in the middle of a batch), hundreds of
-// times, and after every kill reopens the directory and checks that
+// Crash recovery for real: a writer process (storage_crash_writer) streams chunks (facts
+// added, and every fifth chunk facts removed) into a store and acknowledges each one on a pipe; the
+// test SIGKILLs it at random moments (while it starts and recovers, between chunks, in the middle
+// of a batch), hundreds of times, and after every kill reopens the directory and checks that
 //   * every acknowledged chunk is there (no acknowledged chunk lost),
 //   * at most the one chunk in flight beyond them is there, and then wholly: the store's
 //     entire content equals the workload's first S chunks exactly, S its sequence number,
@@ -108,15 +108,17 @@ class WriterProcess {
     pending_.append(buffer, static_cast<size_t>(n));
     size_t newline;
     while ((newline = pending_.find('\n')) != std::string::npos) {
-      unsigned long long sequence, added, duplicates, entities, relations;
-      if (std::sscanf(pending_.c_str(), "ACK %llu %llu %llu %llu %llu", &sequence, &added,
-                      &duplicates, &entities, &relations) == 5) {
+      unsigned long long sequence, added, duplicates, entities, relations, removed, absent;
+      if (std::sscanf(pending_.c_str(), "ACK %llu %llu %llu %llu %llu %llu %llu", &sequence, &added,
+                      &duplicates, &entities, &relations, &removed, &absent) == 7) {
         ChunkResult ack;
         ack.sequence = sequence;
         ack.facts_added = static_cast<uint32_t>(added);
         ack.duplicate_facts = static_cast<uint32_t>(duplicates);
         ack.entities_created = static_cast<uint32_t>(entities);
         ack.relations_created = static_cast<uint32_t>(relations);
+        ack.facts_removed = static_cast<uint32_t>(removed);
+        ack.facts_not_present = static_cast<uint32_t>(absent);
         acks_.push_back(ack);
       } else {
         malformed_ = true;
@@ -218,13 +220,17 @@ void RunCrashTrials(const CrashPlan& plan, CrashStats* stats) {
     // for acknowledged chunks must match the model's.
     while (expected->sequence() < recovered) {
       const uint64_t sequence = expected->sequence() + 1;
-      const ChunkResult want = expected->Apply(CrashWorkloadChunk(workload_seed, sequence));
+      const std::vector<NamedTriple> chunk = CrashWorkloadChunk(workload_seed, sequence);
+      const ChunkResult want =
+          CrashWorkloadRemoves(sequence) ? expected->Remove(chunk) : expected->Apply(chunk);
       if (sequence <= last_acked) {
         const ChunkResult& got = acks[sequence - stored_before - 1];
         ASSERT_EQ(got.facts_added, want.facts_added) << "chunk " << sequence;
         ASSERT_EQ(got.duplicate_facts, want.duplicate_facts) << "chunk " << sequence;
         ASSERT_EQ(got.entities_created, want.entities_created) << "chunk " << sequence;
         ASSERT_EQ(got.relations_created, want.relations_created) << "chunk " << sequence;
+        ASSERT_EQ(got.facts_removed, want.facts_removed) << "chunk " << sequence;
+        ASSERT_EQ(got.facts_not_present, want.facts_not_present) << "chunk " << sequence;
       }
     }
     // The whole content equals the first `recovered` chunks: chunk recovered + 1, if it

@@ -20,6 +20,25 @@ std::string EntityName(uint64_t k) {
 
 std::vector<NamedTriple> CrashWorkloadChunk(uint64_t seed, uint64_t sequence) {
   SeededRandom rng(MixBits(seed) ^ sequence);
+  if (CrashWorkloadRemoves(sequence)) {
+    // About half the facts of a recent addition (stored, unless removed since), a few of
+    // the dense corner, a few never stored, and a repeat.
+    uint64_t source = sequence - 1 - rng.Uniform(std::min<uint64_t>(sequence - 1, 8));
+    if (CrashWorkloadRemoves(source)) --source;
+    std::vector<NamedTriple> chunk;
+    if (source > 0) {
+      for (const NamedTriple& fact : CrashWorkloadChunk(seed, source)) {
+        if (rng.Uniform(2) == 0) chunk.push_back(fact);
+      }
+    }
+    for (int i = 0; i < 3; ++i) {
+      chunk.push_back({EntityName(rng.Uniform(10)), absl::StrCat("r", rng.Uniform(2)),
+                       EntityName(rng.Uniform(10))});
+    }
+    chunk.push_back({"never-stored", "r0", EntityName(rng.Uniform(10))});
+    chunk.push_back(chunk[rng.Uniform(chunk.size())]);
+    return chunk;
+  }
   // Mostly small chunks (many commits per second, so kills land between and inside them),
   // one in ten large (a big batch in flight when the kill comes).
   const size_t size = rng.Uniform(10) == 0 ? 100 + rng.Uniform(400) : 1 + rng.Uniform(40);
@@ -44,6 +63,22 @@ std::vector<NamedTriple> CrashWorkloadChunk(uint64_t seed, uint64_t sequence) {
     }
   }
   return chunk;
+}
+
+ChunkResult ExpectedStore::Remove(const std::vector<NamedTriple>& chunk) {
+  ChunkResult result;
+  for (const NamedTriple& fact : chunk) {
+    const std::optional<uint32_t> head = entities_.Find(fact.head);
+    const std::optional<uint32_t> relation = relations_.Find(fact.relation);
+    const std::optional<uint32_t> tail = entities_.Find(fact.tail);
+    if (head && relation && tail && facts_.erase(Triple{*head, *relation, *tail}) == 1) {
+      ++result.facts_removed;
+    } else {
+      ++result.facts_not_present;
+    }
+  }
+  result.sequence = ++sequence_;
+  return result;
 }
 
 ChunkResult ExpectedStore::Apply(const std::vector<NamedTriple>& chunk) {

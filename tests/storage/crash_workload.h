@@ -5,7 +5,8 @@
 // that streams chunks and the test that kills it agree on every chunk without talking.
 // Chunks mix new entities, entities and relations seen before, facts repeated within the
 // chunk and facts stored by earlier chunks; a few are large, a few names are long or not
-// ASCII.
+// ASCII. Every fifth chunk removes facts instead (RemoveChunk): mostly stored ones, some
+// never stored, some repeated.
 #ifndef GRAIL_TESTS_STORAGE_CRASH_WORKLOAD_H_
 #define GRAIL_TESTS_STORAGE_CRASH_WORKLOAD_H_
 
@@ -22,13 +23,18 @@ namespace grail {
 
 // Chunk `sequence` (from 1) of the workload `seed`.
 std::vector<NamedTriple> CrashWorkloadChunk(uint64_t seed, uint64_t sequence);
+// Whether chunk `sequence` is a removal (RemoveChunk) rather than an addition.
+inline bool CrashWorkloadRemoves(uint64_t sequence) { return sequence % 5 == 0; }
 
 // The store's documented semantics, restated plainly: ids by first appearance (head,
-// relation, tail), duplicates ignored, every chunk takes a sequence number.
+// relation, tail), duplicates ignored, removals forget facts but never names, every chunk
+// takes a sequence number.
 class ExpectedStore {
  public:
   // Applies `chunk` as the next chunk; returns what AddChunk must report for it.
   ChunkResult Apply(const std::vector<NamedTriple>& chunk);
+  // Removes `chunk`'s facts as the next chunk; returns what RemoveChunk must report.
+  ChunkResult Remove(const std::vector<NamedTriple>& chunk);
 
   uint64_t sequence() const { return sequence_; }
   const Vocabulary& entities() const { return entities_; }

@@ -1,9 +1,10 @@
 // storage_crash_writer DIR SEED [sync]
 //
 // The process the crash-recovery test kills: opens the store in DIR and appends the
-// crash workload's chunks after whatever the store already holds, forever. After each
-// AddChunk returns it writes one line straight to fd 1 (no stdio buffer to lose):
+// crash workload's chunks (additions and removals) after whatever the store already holds, forever.
+// After each AddChunk returns it writes one line straight to fd 1 (no stdio buffer to lose):
 //   ACK <sequence> <facts_added> <duplicate_facts> <entities_created> <relations_created>
+//       <facts_removed> <facts_not_present>
 // A line on the pipe is an acknowledgement: the test may rely on that chunk being stored.
 // Exits non-zero, with the reason on stderr, if the store misbehaves.
 #include <unistd.h>
@@ -48,8 +49,10 @@ int main(int argc, char** argv) {
   }
   // Bounded only as a safety net; the test kills the writer long before.
   for (uint64_t sequence = (*store)->Snapshot()->sequence() + 1; sequence < 1000000; ++sequence) {
-    absl::StatusOr<grail::ChunkResult> result =
-        (*store)->AddChunk(grail::CrashWorkloadChunk(seed, sequence));
+    const std::vector<grail::NamedTriple> chunk = grail::CrashWorkloadChunk(seed, sequence);
+    absl::StatusOr<grail::ChunkResult> result = grail::CrashWorkloadRemoves(sequence)
+                                                    ? (*store)->RemoveChunk(chunk)
+                                                    : (*store)->AddChunk(chunk);
     if (!result.ok()) {
       std::fprintf(stderr, "crash_writer: chunk %llu: %s\n",
                    static_cast<unsigned long long>(sequence),
@@ -58,7 +61,8 @@ int main(int argc, char** argv) {
     }
     if (!WriteAll(absl::StrCat("ACK ", result->sequence, " ", result->facts_added, " ",
                                result->duplicate_facts, " ", result->entities_created, " ",
-                               result->relations_created, "\n"))) {
+                               result->relations_created, " ", result->facts_removed, " ",
+                               result->facts_not_present, "\n"))) {
       return 3;
     }
   }

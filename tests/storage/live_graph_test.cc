@@ -111,6 +111,38 @@ TEST(AdjacencyTreeTest, MatchesStaticGraphAfterManyBatchesAcrossSeveralLevels) {
                       StaticGraph(kEntities, absl::MakeConstSpan(facts).first(halfway_facts)));
 }
 
+TEST(AdjacencyTreeTest, WithoutFactsRemovesBothDirectionsAndMatchesTheRemainingFacts) {
+  // Add random facts in batches, remove a random half of them in other batches: the tree
+  // must equal the graph of the facts that are left, and the version before the removals
+  // must still equal the graph of them all.
+  constexpr uint32_t kEntities = 5000;
+  std::vector<Triple> facts = RandomFacts(kEntities, 20000, 11);
+  const AdjacencyTree full = AdjacencyTree().WithFacts(facts, nullptr);
+  std::sort(facts.begin(), facts.end());
+  facts.erase(std::unique(facts.begin(), facts.end()), facts.end());
+  std::mt19937_64 rng(12);
+  std::vector<Triple> removed, kept;
+  for (const Triple& t : facts) (rng() % 2 == 0 ? removed : kept).push_back(t);
+  // Repeats and facts the tree never held are ignored.
+  std::vector<Triple> request = removed;
+  request.push_back(removed.front());
+  request.push_back(Triple{kEntities + 7, 0, 1});
+  std::shuffle(request.begin(), request.end(), rng);
+
+  AdjacencyTree tree = full;
+  uint64_t total_removed = 0;
+  constexpr size_t kBatch = 613;
+  for (size_t begin = 0; begin < request.size(); begin += kBatch) {
+    uint64_t count = 0;
+    const size_t end = std::min(request.size(), begin + kBatch);
+    tree = tree.WithoutFacts(absl::MakeConstSpan(request).subspan(begin, end - begin), &count);
+    total_removed += count;
+  }
+  EXPECT_EQ(total_removed, removed.size());
+  ExpectSameAdjacency(tree, StaticGraph(kEntities, kept));
+  ExpectSameAdjacency(full, StaticGraph(kEntities, facts));
+}
+
 TEST(AdjacencyTreeTest, LargestIdsAreStoredAndFound) {
   const EntityId top = 0xfffffffeu;
   const AdjacencyTree tree =
@@ -212,6 +244,25 @@ TEST(LiveGraphTest, SnapshotsListTheEntitiesWithSelfLoopsOfTheirVersion) {
   graph.Apply(Delta({}, {}, {{2, 1, 2}, {0, 1, 0}, {1, 0, 2}}, 2));
   EXPECT_THAT(first->SelfLoopEntities(), ElementsAre(2u));
   EXPECT_THAT(graph.Snapshot()->SelfLoopEntities(), ElementsAre(0u, 2u));
+}
+
+TEST(LiveGraphTest, RemovingAnEntitysLastSelfLoopTakesItOffTheList) {
+  LiveGraph graph;
+  graph.Apply(Delta({"a", "b"}, {"r", "s"}, {{0, 0, 0}, {0, 1, 0}, {1, 0, 1}, {0, 0, 1}}, 1));
+  GraphDelta first = Delta({}, {}, {}, 2);
+  first.removed_facts = {{0, 0, 0}, {1, 0, 1}};
+  graph.Apply(first);
+  auto middle = graph.Snapshot();
+  // Entity 0 still has its loop through relation 1.
+  EXPECT_THAT(middle->SelfLoopEntities(), ElementsAre(0u));
+  EXPECT_EQ(middle->num_facts(), 2u);
+  GraphDelta second = Delta({}, {}, {}, 3);
+  second.removed_facts = {{0, 1, 0}};
+  graph.Apply(second);
+  EXPECT_THAT(graph.Snapshot()->SelfLoopEntities(), IsEmpty());
+  EXPECT_THAT(middle->SelfLoopEntities(), ElementsAre(0u));
+  EXPECT_EQ(graph.Snapshot()->num_facts(), 1u);
+  EXPECT_THAT(graph.Snapshot()->OutEdges(0), ElementsAre(Neighbor{1, 0}));
 }
 
 TEST(LiveGraphTest, ApplyCountsOnlyFactsNotAlreadyInTheGraph) {

@@ -8,7 +8,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/vocabulary.h"
-#include "storage/vocabulary.h"
 
 namespace grail {
 namespace {

@@ -261,6 +261,69 @@ TEST_F(TripleStoreTest, RejectedChunkStoresNothingAndEarlierChunksStayIntact) {
   EXPECT_TRUE(store->CheckConsistency().ok());
 }
 
+TEST_F(TripleStoreTest, RemovedFactsAreGoneFromLaterSnapshotsAndAfterReopen) {
+  auto store = OpenStore();
+  MustAdd(store.get(), {F("a", "r", "b"), F("b", "r", "c"), F("c", "s", "a"), F("a", "s", "a")});
+  auto before = store->Snapshot();
+  absl::StatusOr<ChunkResult> removed =
+      store->RemoveChunk({F("a", "r", "b"), F("a", "s", "a"), F("a", "r", "b"), F("x", "r", "b"),
+                          F("a", "q", "b"), F("b", "s", "c")});
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->sequence, 2u);
+  EXPECT_EQ(removed->facts_removed, 2u);
+  // A repeat, an unknown entity, an unknown relation and a fact that is not stored.
+  EXPECT_EQ(removed->facts_not_present, 4u);
+  EXPECT_EQ(removed->facts_added, 0u);
+
+  auto after = store->Snapshot();
+  EXPECT_EQ(after->sequence(), 2u);
+  EXPECT_EQ(after->num_facts(), 2u);
+  EXPECT_THAT(FactsByName(*after), ElementsAre(NamedFact{"b", "r", "c"}, NamedFact{"c", "s", "a"}));
+  EXPECT_THAT(after->SelfLoopEntities(), IsEmpty());
+  // The snapshot taken before still sees every fact.
+  EXPECT_EQ(before->num_facts(), 4u);
+  EXPECT_TRUE(before->HasFact(0, 0, 1));
+  EXPECT_THAT(before->SelfLoopEntities(), ElementsAre(0u));
+  EXPECT_TRUE(store->CheckConsistency().ok());
+
+  store.reset();
+  store = OpenStore();
+  auto reopened = store->Snapshot();
+  EXPECT_EQ(reopened->sequence(), 2u);
+  EXPECT_THAT(FactsByName(*reopened),
+              ElementsAre(NamedFact{"b", "r", "c"}, NamedFact{"c", "s", "a"}));
+  EXPECT_TRUE(store->CheckConsistency().ok());
+}
+
+TEST_F(TripleStoreTest, AnEntityLeftWithoutFactsKeepsItsNameAndIdAndCanComeBack) {
+  auto store = OpenStore();
+  MustAdd(store.get(), {F("a", "r", "b"), F("b", "r", "c")});
+  absl::StatusOr<ChunkResult> removed = store->RemoveChunk({F("a", "r", "b")});
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  auto graph = store->Snapshot();
+  EXPECT_EQ(graph->FindEntity("a"), 0u);
+  EXPECT_EQ(graph->num_entities(), 3u);
+  EXPECT_EQ(graph->Degree(0), 0u);
+  ChunkResult again = MustAdd(store.get(), {F("a", "r", "b")});
+  EXPECT_EQ(again.facts_added, 1u);
+  EXPECT_EQ(again.entities_created, 0u);
+  EXPECT_EQ(store->Snapshot()->FindEntity("a"), 0u);
+  EXPECT_TRUE(store->CheckConsistency().ok());
+}
+
+TEST_F(TripleStoreTest, RemovalChunkWithABadNameIsRejectedWholeNamingTheFact) {
+  auto store = OpenStore();
+  MustAdd(store.get(), {F("a", "r", "b"), F("b", "r", "c")});
+  absl::StatusOr<ChunkResult> removed = store->RemoveChunk({F("a", "r", "b"), F("b", "", "c")});
+  ASSERT_FALSE(removed.ok());
+  EXPECT_EQ(removed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(removed.status().message()), StartsWith("fact 1: relation name"));
+  EXPECT_EQ(RejectedFactIndex(removed.status()), 1u);
+  auto graph = store->Snapshot();
+  EXPECT_EQ(graph->sequence(), 1u);
+  EXPECT_EQ(graph->num_facts(), 2u);
+}
+
 TEST_F(TripleStoreTest, ReopenRestoresEntitiesRelationsFactsAndIdsExactly) {
   std::vector<std::string> names_before;
   std::vector<std::string> relations_before;
