@@ -46,7 +46,8 @@ ABSL_FLAG(std::string, tls_server_name, "",
 ABSL_FLAG(std::string, token, "",
           "bearer token sent with every call (default: the environment's GRAIL_TOKEN)");
 ABSL_FLAG(int64_t, deadline_ms, 30000,
-          "deadline of each call in milliseconds (add: longest wait for an acknowledgement); "
+          "deadline of each call in milliseconds (add, remove: longest wait for an "
+          "acknowledgement); "
           "0: none");
 ABSL_FLAG(bool, json, false, "print one JSON object (score-file: one per line) instead of text");
 ABSL_FLAG(bool, wait_for_ready, false,
@@ -56,8 +57,8 @@ ABSL_FLAG(int, top_k, 0, "rank-*, load: return only the best K (0: all)");
 ABSL_FLAG(std::string, candidates, "",
           "rank-*: file of candidate entities, one per line (default: every entity)");
 ABSL_FLAG(bool, filter_known, false, "rank-*: leave out candidates that complete a stored fact");
-ABSL_FLAG(int, chunk, 1000, "add: facts per AddTriples chunk");
-ABSL_FLAG(int, window, 8, "add: chunks sent and not yet acknowledged, at most");
+ABSL_FLAG(int, chunk, 1000, "add, remove: facts per chunk");
+ABSL_FLAG(int, window, 8, "add, remove: chunks sent and not yet acknowledged, at most");
 ABSL_FLAG(int, concurrency, 4, "load: concurrent callers");
 ABSL_FLAG(int64_t, requests, 1000, "load: measured requests in total");
 ABSL_FLAG(int64_t, warmup, 0, "load: requests issued before the measured ones, not measured");
@@ -98,6 +99,9 @@ commands:
       Streams a triple file into the graph in chunks of N facts (default 1000), at most W
       unacknowledged. Prints a summary: chunks_acknowledged, facts_added,
       duplicate_facts, entities_created, ..., facts_per_second.
+  remove FILE [--chunk N] [--window W]
+      Removes a triple file's facts from the graph, streamed like add. Prints a summary:
+      chunks_acknowledged, facts_removed, facts_not_present, ..., facts_per_second.
   health
       Asks the standard health service (grpc.health.v1) whether the server is serving.
       Prints SERVING, NOT_SERVING or UNKNOWN; exit status 0 only for SERVING (for probes).
@@ -285,7 +289,14 @@ int RunRank(const Session& session, bool tails, const std::vector<std::string>& 
   return kExitOk;
 }
 
-std::string UploadSummaryText(const UploadReport& report) {
+std::string UploadSummaryText(const UploadReport& report, bool remove) {
+  if (remove) {
+    return absl::StrFormat(
+        "chunks_acknowledged=%d facts_acknowledged=%d facts_removed=%d facts_not_present=%d "
+        "last_sequence=%d seconds=%.3f facts_per_second=%.1f",
+        report.chunks_acknowledged, report.facts_acknowledged, report.facts_removed,
+        report.facts_not_present, report.last_sequence, report.seconds, report.facts_per_second());
+  }
   return absl::StrFormat(
       "chunks_acknowledged=%d facts_acknowledged=%d facts_added=%d duplicate_facts=%d "
       "entities_created=%d relations_created=%d last_sequence=%d seconds=%.3f "
@@ -295,7 +306,8 @@ std::string UploadSummaryText(const UploadReport& report) {
       report.last_sequence, report.seconds, report.facts_per_second());
 }
 
-int RunAdd(const Session& session, const std::vector<std::string>& args) {
+// add and remove: stream a triple file into AddTriples or RemoveTriples.
+int RunUpload(const Session& session, const std::vector<std::string>& args, bool remove) {
   const int chunk = absl::GetFlag(FLAGS_chunk);
   const int window = absl::GetFlag(FLAGS_window);
   if (chunk < 1) return PrintUsageError("--chunk must be at least 1");
@@ -309,18 +321,20 @@ int RunAdd(const Session& session, const std::vector<std::string>& args) {
   options.window = static_cast<size_t>(window);
   options.ack_timeout_ms = session.call.deadline_ms;
   options.wait_for_ready = session.call.wait_for_ready;
+  options.remove = remove;
   double next_progress = 2.0;
-  options.on_ack = [&next_progress](const UploadReport& report) {
+  options.on_ack = [&next_progress, remove](const UploadReport& report) {
     if (report.seconds < next_progress) return;
     next_progress = report.seconds + 2.0;
-    std::fprintf(stderr, "progress: %s\n", UploadSummaryText(report).c_str());
+    std::fprintf(stderr, "progress: %s\n", UploadSummaryText(report, remove).c_str());
   };
   const UploadReport report = UploadTriples(session.stub.get(), reader->get(), options);
 
   if (!report.source_error.ok()) PrintError(report.source_error);
   if (!report.status.ok()) PrintError(report.status);
   if (!report.ok()) {
-    std::fprintf(stderr, "stored before the error: %llu chunks, %llu facts (last sequence %llu)\n",
+    std::fprintf(stderr, "%s before the error: %llu chunks, %llu facts (last sequence %llu)\n",
+                 remove ? "applied" : "stored",
                  static_cast<unsigned long long>(report.chunks_acknowledged),
                  static_cast<unsigned long long>(report.facts_acknowledged),
                  static_cast<unsigned long long>(report.last_sequence));
@@ -336,14 +350,19 @@ int RunAdd(const Session& session, const std::vector<std::string>& args) {
     Json json = {{"ok", report.ok()},
                  {"chunks_sent", report.chunks_sent},
                  {"chunks_acknowledged", report.chunks_acknowledged},
-                 {"facts_acknowledged", report.facts_acknowledged},
-                 {"facts_added", report.facts_added},
-                 {"duplicate_facts", report.duplicate_facts},
-                 {"entities_created", report.entities_created},
-                 {"relations_created", report.relations_created},
-                 {"last_sequence", report.last_sequence},
-                 {"seconds", report.seconds},
-                 {"facts_per_second", report.facts_per_second()}};
+                 {"facts_acknowledged", report.facts_acknowledged}};
+    if (remove) {
+      json["facts_removed"] = report.facts_removed;
+      json["facts_not_present"] = report.facts_not_present;
+    } else {
+      json["facts_added"] = report.facts_added;
+      json["duplicate_facts"] = report.duplicate_facts;
+      json["entities_created"] = report.entities_created;
+      json["relations_created"] = report.relations_created;
+    }
+    json["last_sequence"] = report.last_sequence;
+    json["seconds"] = report.seconds;
+    json["facts_per_second"] = report.facts_per_second();
     const absl::Status error =
         !report.source_error.ok() ? report.source_error : ToAbslStatus(report.status);
     if (!error.ok()) {
@@ -357,7 +376,7 @@ int RunAdd(const Session& session, const std::vector<std::string>& args) {
     }
     PrintLine(JsonLine(json));
   } else {
-    PrintLine(UploadSummaryText(report));
+    PrintLine(UploadSummaryText(report, remove));
   }
   return report.ok() ? kExitOk : kExitError;
 }
@@ -506,7 +525,10 @@ const Command kCommands[] = {
      [](const Session& s, const std::vector<std::string>& a) { return RunRank(s, true, a); }},
     {"rank-heads", 2, "rank-heads R T",
      [](const Session& s, const std::vector<std::string>& a) { return RunRank(s, false, a); }},
-    {"add", 1, "add FILE", RunAdd},
+    {"add", 1, "add FILE",
+     [](const Session& s, const std::vector<std::string>& a) { return RunUpload(s, a, false); }},
+    {"remove", 1, "remove FILE",
+     [](const Session& s, const std::vector<std::string>& a) { return RunUpload(s, a, true); }},
     {"stats", 0, "stats", RunStats},
     {"health", 0, "health", RunHealth},
     {"load", 0, "load --triples FILE", RunLoadCommand},

@@ -16,7 +16,32 @@ namespace grail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Stream = grpc::ClientReaderWriterInterface<kg::v1::AddTriplesRequest, kg::v1::AddTriplesAck>;
+// What differs between the AddTriples and the RemoveTriples stream.
+struct AddStream {
+  using Request = kg::v1::AddTriplesRequest;
+  using Ack = kg::v1::AddTriplesAck;
+  static auto Open(kg::v1::KnowledgeGraph::StubInterface* stub, grpc::ClientContext* context) {
+    return stub->AddTriples(context);
+  }
+  static void Count(const Ack& ack, UploadReport* report) {
+    report->facts_added += ack.facts_added();
+    report->duplicate_facts += ack.duplicate_facts();
+    report->entities_created += ack.entities_created();
+    report->relations_created += ack.relations_created();
+  }
+};
+
+struct RemoveStream {
+  using Request = kg::v1::RemoveTriplesRequest;
+  using Ack = kg::v1::RemoveTriplesAck;
+  static auto Open(kg::v1::KnowledgeGraph::StubInterface* stub, grpc::ClientContext* context) {
+    return stub->RemoveTriples(context);
+  }
+  static void Count(const Ack& ack, UploadReport* report) {
+    report->facts_removed += ack.facts_removed();
+    report->facts_not_present += ack.facts_not_present();
+  }
+};
 
 // What the writer, the acknowledgement reader and the watchdog share.
 struct UploadState {
@@ -31,9 +56,13 @@ struct UploadState {
   Clock::time_point last_progress;  // last acknowledgement, or when the oldest chunk was sent
 };
 
-void WriteChunks(TripleChunkReader* reader, size_t window, Stream* stream, UploadState* state) {
+template <typename Kind>
+void WriteChunks(
+    TripleChunkReader* reader, size_t window,
+    grpc::ClientReaderWriterInterface<typename Kind::Request, typename Kind::Ack>* stream,
+    UploadState* state) {
   TripleChunk chunk;
-  kg::v1::AddTriplesRequest request;
+  typename Kind::Request request;
   for (uint64_t index = 0;; ++index) {
     {
       std::unique_lock<std::mutex> lock(state->mu);
@@ -92,18 +121,17 @@ void WatchAcknowledgements(std::chrono::milliseconds timeout, grpc::ClientContex
   }
 }
 
-}  // namespace
-
-UploadReport UploadTriples(kg::v1::KnowledgeGraph::StubInterface* stub, TripleChunkReader* reader,
-                           const UploadOptions& options) {
+template <typename Kind>
+UploadReport Upload(kg::v1::KnowledgeGraph::StubInterface* stub, TripleChunkReader* reader,
+                    const UploadOptions& options) {
   UploadReport report;
   const Clock::time_point start = Clock::now();
   grpc::ClientContext context;
   context.set_wait_for_ready(options.wait_for_ready);
   UploadState state;
-  std::unique_ptr<Stream> stream = stub->AddTriples(&context);
+  auto stream = Kind::Open(stub, &context);
 
-  std::thread writer(WriteChunks, reader, std::max<size_t>(options.window, 1), stream.get(),
+  std::thread writer(WriteChunks<Kind>, reader, std::max<size_t>(options.window, 1), stream.get(),
                      &state);
   std::thread watchdog;
   if (options.ack_timeout_ms > 0) {
@@ -112,7 +140,7 @@ UploadReport UploadTriples(kg::v1::KnowledgeGraph::StubInterface* stub, TripleCh
   }
 
   grpc::Status protocol_error;
-  kg::v1::AddTriplesAck ack;
+  typename Kind::Ack ack;
   while (stream->Read(&ack)) {
     {
       std::lock_guard<std::mutex> lock(state.mu);
@@ -134,10 +162,7 @@ UploadReport UploadTriples(kg::v1::KnowledgeGraph::StubInterface* stub, TripleCh
       report.facts_acknowledged += acknowledged.facts;
     }
     state.changed.notify_all();
-    report.facts_added += ack.facts_added();
-    report.duplicate_facts += ack.duplicate_facts();
-    report.entities_created += ack.entities_created();
-    report.relations_created += ack.relations_created();
+    Kind::Count(ack, &report);
     report.last_sequence = ack.sequence();
     report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (options.on_ack) options.on_ack(report);
@@ -177,6 +202,14 @@ UploadReport UploadTriples(kg::v1::KnowledgeGraph::StubInterface* stub, TripleCh
     }
   }
   return report;
+}
+
+}  // namespace
+
+UploadReport UploadTriples(kg::v1::KnowledgeGraph::StubInterface* stub, TripleChunkReader* reader,
+                           const UploadOptions& options) {
+  return options.remove ? Upload<RemoveStream>(stub, reader, options)
+                        : Upload<AddStream>(stub, reader, options);
 }
 
 }  // namespace grail

@@ -1,5 +1,5 @@
-// Streams a triple source into the AddTriples RPC, chunk by chunk, and accounts for what the
-// server stored.
+// Streams a triple source into the AddTriples (or RemoveTriples) RPC, chunk by chunk, and
+// accounts for what the server applied.
 //
 // One thread writes chunks while the calling thread reads acknowledgements; at most
 // `window` chunks are sent and not yet acknowledged, which keeps the server busy without
@@ -30,6 +30,8 @@ struct UploadOptions {
   int64_t ack_timeout_ms = 30000;
   // Wait for the server to come up instead of failing at once with UNAVAILABLE.
   bool wait_for_ready = false;
+  // Remove the source's facts (RemoveTriples) instead of adding them (AddTriples).
+  bool remove = false;
   // Called on the calling thread after each acknowledgement, with the report so far.
   std::function<void(const UploadReport&)> on_ack;
 };
@@ -46,13 +48,15 @@ struct UploadReport {
   uint64_t chunks_sent = 0;
   // Totals over the acknowledged chunks, which are exactly those stored by the server.
   uint64_t chunks_acknowledged = 0;
-  uint64_t facts_acknowledged = 0;  // facts_added + duplicate_facts
+  uint64_t facts_acknowledged = 0;  // facts in the acknowledged chunks
   uint64_t facts_added = 0;
   uint64_t duplicate_facts = 0;
   uint64_t entities_created = 0;
   uint64_t relations_created = 0;
-  uint64_t last_sequence = 0;  // graph version of the last acknowledgement (0: none)
-  double seconds = 0;          // from opening the stream to its end
+  uint64_t facts_removed = 0;      // RemoveTriples
+  uint64_t facts_not_present = 0;  // RemoveTriples
+  uint64_t last_sequence = 0;      // graph version of the last acknowledgement (0: none)
+  double seconds = 0;              // from opening the stream to its end
   // The stream's outcome: the server's status (e.g. INVALID_ARGUMENT for a rejected chunk),
   // DEADLINE_EXCEEDED from ack_timeout_ms, or INTERNAL for acknowledgements out of order.
   grpc::Status status;
@@ -66,7 +70,8 @@ struct UploadReport {
   double facts_per_second() const { return seconds > 0 ? facts_acknowledged / seconds : 0; }
 };
 
-// Sends every chunk `reader` yields over one AddTriples stream, each request's first_line
+// Sends every chunk `reader` yields over one AddTriples (RemoveTriples with
+// options.remove) stream, each request's first_line
 // set to its chunk's first line, and returns when the stream has ended. Never throws;
 // every failure is in the report.
 UploadReport UploadTriples(kg::v1::KnowledgeGraph::StubInterface* stub, TripleChunkReader* reader,

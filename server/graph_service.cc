@@ -62,7 +62,8 @@ void FillScore(const FactScore& s, uint64_t sequence, kg::v1::ScoreTripletRespon
 
 }  // namespace
 
-// Stores AddTriples chunks, one at a time, in order of arrival, on its own thread.
+// Applies AddTriples and RemoveTriples chunks, one at a time, in order of arrival, on its
+// own thread.
 class KnowledgeGraphService::ChunkWriter {
  public:
   ChunkWriter() : thread_([this] { Run(); }) {}
@@ -141,21 +142,66 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
   const std::shared_ptr<CallControl> control_;
 };
 
-// One AddTriples stream: read a chunk, store it on the writer thread, acknowledge it, read
-// the next; a bad chunk ends the stream naming its line.
-class KnowledgeGraphService::AddTriplesCall final
-    : public grpc::ServerBidiReactor<kg::v1::AddTriplesRequest, kg::v1::AddTriplesAck> {
+// What differs between the two chunk streams, AddTriples and RemoveTriples.
+template <typename Request>
+struct ChunkStreamKind;
+
+template <>
+struct ChunkStreamKind<kg::v1::AddTriplesRequest> {
+  using Ack = kg::v1::AddTriplesAck;
+  static constexpr absl::string_view kMethod = "AddTriples";
+  static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor,
+                                           absl::Span<const NamedTriple> facts) {
+    return predictor.Add(facts);
+  }
+  static void Report(ServiceObserver& observer, const ChunkResult& result, size_t facts,
+                     double seconds) {
+    observer.OnChunkStored(result, facts, seconds);
+  }
+  static void Fill(const ChunkResult& result, Ack* ack) {
+    ack->set_facts_added(result.facts_added);
+    ack->set_duplicate_facts(result.duplicate_facts);
+    ack->set_entities_created(result.entities_created);
+    ack->set_relations_created(result.relations_created);
+  }
+};
+
+template <>
+struct ChunkStreamKind<kg::v1::RemoveTriplesRequest> {
+  using Ack = kg::v1::RemoveTriplesAck;
+  static constexpr absl::string_view kMethod = "RemoveTriples";
+  static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor,
+                                           absl::Span<const NamedTriple> facts) {
+    return predictor.Remove(facts);
+  }
+  static void Report(ServiceObserver& observer, const ChunkResult& result, size_t facts,
+                     double seconds) {
+    observer.OnChunkRemoved(result, facts, seconds);
+  }
+  static void Fill(const ChunkResult& result, Ack* ack) {
+    ack->set_facts_removed(result.facts_removed);
+    ack->set_facts_not_present(result.facts_not_present);
+  }
+};
+
+// One AddTriples or RemoveTriples stream: read a chunk, apply it on the writer thread,
+// acknowledge it, read the next; a bad chunk ends the stream naming its line.
+template <typename Request>
+class KnowledgeGraphService::ChunkStreamCall final
+    : public grpc::ServerBidiReactor<Request, typename ChunkStreamKind<Request>::Ack> {
  public:
-  AddTriplesCall(KnowledgeGraphService* service, grpc::CallbackServerContext* context)
+  using Kind = ChunkStreamKind<Request>;
+
+  ChunkStreamCall(KnowledgeGraphService* service, grpc::CallbackServerContext* context)
       : service_(service), context_(context) {
     service_->in_flight_.fetch_add(1, std::memory_order_relaxed);
     const grpc::Status admitted =
-        service_->Admit(context_, "AddTriples", Scope::kWrite, &predictor_);
+        service_->Admit(context_, Kind::kMethod, Scope::kWrite, &predictor_);
     if (!admitted.ok()) {
       End(admitted);
       return;
     }
-    StartRead(&chunk_);
+    this->StartRead(&chunk_);
   }
 
   void OnReadDone(bool ok) override {
@@ -168,7 +214,7 @@ class KnowledgeGraphService::AddTriplesCall final
     if (service_->draining_.load()) {
       End(grpc::Status(
           grpc::StatusCode::UNAVAILABLE,
-          absl::StrCat("the server is shutting down; chunk ", index_, " was not stored, the ",
+          absl::StrCat("the server is shutting down; chunk ", index_, " was not applied, the ",
                        index_, " chunks acknowledged before it are")));
       return;
     }
@@ -179,28 +225,28 @@ class KnowledgeGraphService::AddTriplesCall final
           absl::StrCat("chunk ", index_, " (lines ", first_line, "-",
                        first_line + chunk_.triples_size() - 1, ") has ", chunk_.triples_size(),
                        " facts; the limit is ", service_->limits_.max_chunk_facts,
-                       "; nothing of it was stored")));
+                       "; nothing of it was applied")));
       return;
     }
     ack_.Clear();
     ack_.set_chunk_index(index_);
     if (chunk_.triples_size() == 0) {
-      // Nothing to store; acknowledge so that the client's count of acks stays in step.
+      // Nothing to apply; acknowledge so that the client's count of acks stays in step.
       ack_.set_sequence(predictor_->store().Snapshot()->sequence());
-      StartWrite(&ack_);
+      this->StartWrite(&ack_);
       return;
     }
-    service_->writer_->Post([this] { Store(); });
+    service_->writer_->Post([this] { Apply(); });
   }
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
-      // The client is gone; the chunk is stored all the same (it resends unacked chunks).
+      // The client is gone; the chunk is applied all the same (it resends unacked chunks).
       End(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
       return;
     }
     ++index_;
-    StartRead(&chunk_);
+    this->StartRead(&chunk_);
   }
 
   void OnDone() override {
@@ -210,12 +256,12 @@ class KnowledgeGraphService::AddTriplesCall final
 
  private:
   // On the writer thread.
-  void Store() {
+  void Apply() {
     const uint64_t first_line = chunk_.first_line() > 0 ? chunk_.first_line() : 1;
     facts_.clear();
     for (const kg::v1::Triple& t : chunk_.triples()) facts_.push_back(ToNamed(t));
     const Clock::time_point start = Clock::now();
-    absl::StatusOr<ChunkResult> result = predictor_->Add(facts_);
+    absl::StatusOr<ChunkResult> result = Kind::Apply(*predictor_, facts_);
     if (!result.ok()) {
       const std::optional<size_t> position = RejectedFactIndex(result.status());
       if (!position) {
@@ -228,24 +274,21 @@ class KnowledgeGraphService::AddTriplesCall final
       End(grpc::Status(
           ToGrpcStatus(result.status()).error_code(),
           absl::StrCat("line ", first_line + *position, ": ", reason, " (chunk ", index_, ", fact ",
-                       *position, "); nothing of this chunk was stored, the ", index_,
+                       *position, "); nothing of this chunk was applied, the ", index_,
                        " chunks acknowledged before it are")));
       return;
     }
-    service_->observer_->OnChunkStored(*result, facts_.size(),
-                                       std::chrono::duration<double>(Clock::now() - start).count());
+    Kind::Report(*service_->observer_, *result, facts_.size(),
+                 std::chrono::duration<double>(Clock::now() - start).count());
     ack_.set_sequence(result->sequence);
-    ack_.set_facts_added(result->facts_added);
-    ack_.set_duplicate_facts(result->duplicate_facts);
-    ack_.set_entities_created(result->entities_created);
-    ack_.set_relations_created(result->relations_created);
-    StartWrite(&ack_);
+    Kind::Fill(*result, &ack_);
+    this->StartWrite(&ack_);
   }
 
   void End(const grpc::Status& status) {
-    service_->observer_->OnCall("AddTriples", static_cast<int>(status.error_code()),
+    service_->observer_->OnCall(Kind::kMethod, static_cast<int>(status.error_code()),
                                 std::chrono::duration<double>(Clock::now() - start_).count());
-    Finish(status);
+    this->Finish(status);
   }
 
   KnowledgeGraphService* const service_;
@@ -253,8 +296,8 @@ class KnowledgeGraphService::AddTriplesCall final
   LinkPredictor* predictor_ = nullptr;
   const Clock::time_point start_ = Clock::now();
   uint64_t index_ = 0;
-  kg::v1::AddTriplesRequest chunk_;
-  kg::v1::AddTriplesAck ack_;
+  Request chunk_;
+  typename Kind::Ack ack_;
   std::vector<NamedTriple> facts_;
 };
 
@@ -428,7 +471,12 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::RankHeads(grpc::CallbackServerC
 
 grpc::ServerBidiReactor<kg::v1::AddTriplesRequest, kg::v1::AddTriplesAck>*
 KnowledgeGraphService::AddTriples(grpc::CallbackServerContext* context) {
-  return new AddTriplesCall(this, context);
+  return new ChunkStreamCall<kg::v1::AddTriplesRequest>(this, context);
+}
+
+grpc::ServerBidiReactor<kg::v1::RemoveTriplesRequest, kg::v1::RemoveTriplesAck>*
+KnowledgeGraphService::RemoveTriples(grpc::CallbackServerContext* context) {
+  return new ChunkStreamCall<kg::v1::RemoveTriplesRequest>(this, context);
 }
 
 grpc::ServerUnaryReactor* KnowledgeGraphService::GetStats(grpc::CallbackServerContext* context,

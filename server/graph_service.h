@@ -3,13 +3,13 @@
 // proto/kg/v1/knowledge_graph.proto for the API's contract.
 //
 // Handlers use gRPC's callback API: a call waiting for its scores holds no thread (the
-// engine finishes it from its own threads), and AddTriples chunks are stored by one writer
-// thread, so a slow disk never blocks gRPC's threads either.
+// engine finishes it from its own threads), and AddTriples / RemoveTriples chunks are
+// applied by one writer thread, so a slow disk never blocks gRPC's threads either.
 //
 // The service exists before the model and the graph are loaded (so that health checks get
 // answers during a long start): until Activate() every call returns UNAVAILABLE. Calls in
 // flight are bounded (ServiceLimits::max_calls_in_flight): beyond, a call fails at once
-// with RESOURCE_EXHAUSTED. After BeginDrain() open AddTriples streams end with UNAVAILABLE
+// with RESOURCE_EXHAUSTED. After BeginDrain() open chunk streams end with UNAVAILABLE
 // between chunks; other calls finish (gRPC itself refuses new ones once the server shuts
 // down).
 //
@@ -47,6 +47,8 @@ class ServiceObserver {
   virtual void OnCall(absl::string_view method, int grpc_code, double seconds) {}
   // An acknowledged AddTriples chunk of `facts` facts and how long storing it took.
   virtual void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {}
+  // Likewise for a RemoveTriples chunk.
+  virtual void OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) {}
   // A call refused at once because `limit` (e.g. "max_calls_in_flight") was reached.
   virtual void OnServiceLimit(absl::string_view limit) {}
   // A call's credentials checked (only with access tokens): `outcome` is
@@ -95,13 +97,16 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackServi
                                       kg::v1::RankResponse* response) override;
   grpc::ServerBidiReactor<kg::v1::AddTriplesRequest, kg::v1::AddTriplesAck>* AddTriples(
       grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<kg::v1::RemoveTriplesRequest, kg::v1::RemoveTriplesAck>* RemoveTriples(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
                                      const kg::v1::GetStatsRequest* request,
                                      kg::v1::GetStatsResponse* response) override;
 
  private:
   class UnaryCall;
-  class AddTriplesCall;
+  template <typename Request>
+  class ChunkStreamCall;
   class ChunkWriter;
 
   // The predictor; or UNAUTHENTICATED / PERMISSION_DENIED when the call's token is missing,

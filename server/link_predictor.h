@@ -105,6 +105,10 @@ class LinkPredictor {
   absl::StatusOr<ChunkResult> Add(absl::Span<const NamedTriple> facts) {
     return store_.AddChunk(facts);
   }
+  // Removes a chunk from the store (see TripleStore::RemoveChunk); likewise visible.
+  absl::StatusOr<ChunkResult> Remove(absl::Span<const NamedTriple> facts) {
+    return store_.RemoveChunk(facts);
+  }
 
   const GrailModel& model() const { return model_; }
   TripleStore& store() const { return store_; }

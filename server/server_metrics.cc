@@ -24,8 +24,9 @@ namespace grail {
 namespace {
 
 // The methods of kg.v1.KnowledgeGraph, in a fixed order for per-method lookup tables.
-constexpr std::array<absl::string_view, 6> kMethods = {"ScoreTriplet", "ScoreTriplets", "RankTails",
-                                                       "RankHeads",    "AddTriples",    "GetStats"};
+constexpr std::array<absl::string_view, 7> kMethods = {
+    "ScoreTriplet", "ScoreTriplets", "RankTails", "RankHeads",
+    "AddTriples",   "RemoveTriples", "GetStats"};
 int MethodIndex(absl::string_view method) {
   for (size_t i = 0; i < kMethods.size(); ++i) {
     if (kMethods[i] == method) return static_cast<int>(i);
@@ -128,6 +129,9 @@ struct ServerMetrics::Instruments {
   prometheus::Counter* entities_created = nullptr;
   prometheus::Counter* duplicates = nullptr;
   prometheus::Histogram* chunk_seconds = nullptr;
+  prometheus::Counter* facts_removed = nullptr;
+  prometheus::Counter* removal_chunks = nullptr;
+  prometheus::Histogram* removal_seconds = nullptr;
   std::array<prometheus::Counter*, 2> dropped{};  // by DropReason
   std::array<prometheus::Counter*, 2> dropped_calls{};
   std::optional<Labelled<prometheus::Counter>> rejected;
@@ -173,6 +177,14 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
   m.chunk_seconds =
       &Histogram(r, "grail_ingest_chunk_duration_seconds",
                  "Time to validate, store durably and index one chunk.", LatencyBucketsSeconds());
+  m.facts_removed =
+      &Counter(r, "grail_facts_removed_total", "Stored facts removed through RemoveTriples.");
+  m.removal_chunks =
+      &Counter(r, "grail_removal_chunks_total", "RemoveTriples chunks applied and acknowledged.");
+  m.removal_seconds = &Histogram(r, "grail_removal_chunk_duration_seconds",
+                                 "Time to validate, remove durably and index one RemoveTriples "
+                                 "chunk.",
+                                 LatencyBucketsSeconds());
 
   const Labelled<prometheus::Counter> dropped = Counters(
       r, "grail_dropped_subgraphs_total",
@@ -254,7 +266,8 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
               [](const GraphSnapshot& g) { return g.num_relations(); });
   graph_gauge("grail_graph_facts", "Facts stored in the graph.",
               [](const GraphSnapshot& g) { return static_cast<double>(g.num_facts()); });
-  graph_gauge("grail_graph_sequence", "AddTriples chunks stored so far (the graph version).",
+  graph_gauge("grail_graph_sequence",
+              "AddTriples and RemoveTriples chunks applied so far (the graph version).",
               [](const GraphSnapshot& g) { return static_cast<double>(g.sequence()); });
 
   Must(m.scraped.AddFamily(
@@ -353,6 +366,12 @@ void ServerMetrics::OnAccess(absl::string_view method, absl::string_view outcome
 void ServerMetrics::OnTokensLoaded(bool ok, size_t tokens) {
   instruments_->token_reloads[ok ? 1 : 0]->Increment();
   if (ok) instruments_->tokens->Set(static_cast<double>(tokens));
+}
+
+void ServerMetrics::OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) {
+  instruments_->removal_chunks->Increment();
+  instruments_->facts_removed->Increment(static_cast<double>(result.facts_removed));
+  instruments_->removal_seconds->Observe(seconds);
 }
 
 void ServerMetrics::OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {

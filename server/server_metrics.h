@@ -12,6 +12,8 @@
 //   grail_graph_entities, grail_graph_relations, grail_graph_facts, grail_graph_sequence
 //   grail_facts_ingested_total, grail_ingest_chunks_total, grail_entities_created_total
 //   grail_duplicate_facts_total
+//   grail_facts_removed_total, grail_removal_chunks_total
+//   grail_removal_chunk_duration_seconds            histogram
 //   grail_dropped_calls_total{reason}              calls ended by deadline/cancellation
 //   grail_dropped_subgraphs_total{reason}          and their facts never scored
 //   grail_rejected_calls_total{limit}              calls refused with RESOURCE_EXHAUSTED
@@ -69,6 +71,7 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   // ServiceObserver
   void OnCall(absl::string_view method, int grpc_code, double seconds) override;
   void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) override;
+  void OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) override;
   void OnServiceLimit(absl::string_view limit) override;
   void OnAccess(absl::string_view method, absl::string_view outcome,
                 absl::string_view token_name) override;

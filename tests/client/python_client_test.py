@@ -143,6 +143,19 @@ class PlaintextTest(ServerCase):
         self.assertEqual(cli.returncode, 1)
         self.assertTrue(cli.stderr.startswith("error: NOT_FOUND: "), cli.stderr)
 
+    def test_remove_triples_yields_one_ack_per_chunk_and_the_facts_are_gone(self):
+        with Client(self.target) as kg:
+            list(kg.add_triples([("p1", "r1", "p2"), ("p2", "r2", "p3"), ("p3", "r1", "p1")]))
+            acks = list(kg.remove_triples([("p1", "r1", "p2"), ("p2", "r2", "p3"),
+                                           ("p1", "r2", "nobody")], chunk=2))
+            self.assertEqual([a.chunk_index for a in acks], [0, 1])
+            self.assertEqual([a.facts_sent for a in acks], [2, 1])
+            self.assertEqual([a.facts_removed for a in acks], [2, 0])
+            self.assertEqual([a.facts_not_present for a in acks], [0, 1])
+            self.assertFalse(kg.score("p1", "r1", "p2").known_fact)
+            self.assertTrue(kg.score("p3", "r1", "p1").known_fact)
+            self.assertEqual(kg.score("p1", "r1", "p2").graph_sequence, acks[-1].sequence)
+
     def test_health(self):
         with Client(self.target) as kg:
             self.assertEqual(kg.health(), "SERVING")

@@ -31,6 +31,7 @@
 #include "model/grail_model.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
+#include "tests/testing/graph_calls.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
@@ -64,40 +65,6 @@ std::vector<NamedTriple> RandomGraph(int entities, int facts, uint32_t seed) {
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure() << actual << " vs " << expected;
-}
-
-kg::v1::Triple ToProto(const NamedTriple& t) {
-  kg::v1::Triple p;
-  p.set_head(t.head);
-  p.set_relation(t.relation);
-  p.set_tail(t.tail);
-  return p;
-}
-
-// Streams `chunks` into AddTriples; returns the acks and the final status.
-struct AddOutcome {
-  std::vector<kg::v1::AddTriplesAck> acks;
-  grpc::Status status;
-};
-AddOutcome AddChunks(KnowledgeGraph::Stub& stub,
-                     const std::vector<std::vector<NamedTriple>>& chunks, uint64_t first_line = 0) {
-  AddOutcome outcome;
-  grpc::ClientContext context;
-  auto stream = stub.AddTriples(&context);
-  uint64_t line = first_line;
-  for (const auto& chunk : chunks) {
-    kg::v1::AddTriplesRequest request;
-    for (const NamedTriple& t : chunk) *request.add_triples() = ToProto(t);
-    request.set_first_line(line);
-    if (line > 0) line += chunk.size();
-    if (!stream->Write(request)) break;
-    kg::v1::AddTriplesAck ack;
-    if (!stream->Read(&ack)) break;
-    outcome.acks.push_back(ack);
-  }
-  stream->WritesDone();
-  outcome.status = stream->Finish();
-  return outcome;
 }
 
 // The health service's answer for the whole server: 1 SERVING, 2 NOT_SERVING, -1 error.

@@ -65,6 +65,16 @@ class AddAck:
     facts_sent: int = field(default=0)
 
 
+@dataclass(frozen=True)
+class RemoveAck:
+    """One acknowledged RemoveTriples chunk: removed durably before it is acknowledged."""
+    sequence: int
+    chunk_index: int
+    facts_removed: int
+    facts_not_present: int
+    facts_sent: int = field(default=0)
+
+
 def _read(path: Optional[str]) -> Optional[bytes]:
     if path is None:
         return None
@@ -188,9 +198,27 @@ class Client:
         chunk as the server acknowledges it. A rejected chunk raises GrailError naming its
         line (lines count from 1 over the whole iterable); the chunks acknowledged before
         it are stored."""
+        for ack, sent in self._stream_chunks(self._stub.AddTriples, pb.AddTriplesRequest,
+                                             triples, chunk):
+            yield AddAck(int(ack.sequence), int(ack.chunk_index), ack.facts_added,
+                         ack.duplicate_facts, ack.entities_created, ack.relations_created, sent)
+
+    def remove_triples(self, triples: Iterable[Triple],
+                       chunk: int = 1000) -> Iterator[RemoveAck]:
+        """RemoveTriples: streams `triples` in chunks like add_triples and yields one
+        RemoveAck per chunk as the server acknowledges it. Facts not stored are ignored
+        (counted in facts_not_present); entities stay, even without facts."""
+        for ack, sent in self._stream_chunks(self._stub.RemoveTriples, pb.RemoveTriplesRequest,
+                                             triples, chunk):
+            yield RemoveAck(int(ack.sequence), int(ack.chunk_index), ack.facts_removed,
+                            ack.facts_not_present, sent)
+
+    @staticmethod
+    def _stream_chunks(method, request_type, triples: Iterable[Triple], chunk: int):
+        """Streams `triples` through `method` in chunks; yields (ack, facts in its chunk)."""
         if chunk < 1:
             raise ValueError("chunk must be at least 1")
-        sent = []  # facts per chunk sent, for AddAck.facts_sent
+        sent = []  # facts per chunk sent
 
         def requests():
             batch, first_line, line = [], 1, 0
@@ -199,18 +227,16 @@ class Client:
                 batch.append(pb.Triple(head=head, relation=relation, tail=tail))
                 if len(batch) == chunk:
                     sent.append(len(batch))
-                    yield pb.AddTriplesRequest(triples=batch, first_line=first_line)
+                    yield request_type(triples=batch, first_line=first_line)
                     batch, first_line = [], line + 1
             if batch:
                 sent.append(len(batch))
-                yield pb.AddTriplesRequest(triples=batch, first_line=first_line)
+                yield request_type(triples=batch, first_line=first_line)
 
         try:
-            for ack in self._stub.AddTriples(requests(), timeout=None):
+            for ack in method(requests(), timeout=None):
                 index = int(ack.chunk_index)
-                yield AddAck(int(ack.sequence), index, ack.facts_added, ack.duplicate_facts,
-                             ack.entities_created, ack.relations_created,
-                             sent[index] if index < len(sent) else 0)
+                yield ack, sent[index] if index < len(sent) else 0
         except grpc.RpcError as e:
             raise GrailError(e.code(), e.details() or "") from None
 

@@ -1,0 +1,251 @@
+// A live graph's lifecycle against the real grail-server binary (loopback port, real RocksDB
+// directory, real gRPC): facts removed while serving, and removals that survive kill -9.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "tests/testing/graph_calls.h"
+#include "tests/testing/run_binary.h"
+#include "tests/testing/saved_model.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace grail {
+namespace {
+
+using kg::v1::KnowledgeGraph;
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kRelations = {"r0", "r1", "r2", "r3"};
+
+// Distinct facts over `entities` entities named n0.., without self-loops.
+std::vector<NamedTriple> DistinctFacts(int entities, int facts, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int> entity(0, entities - 1), relation(0, 3);
+  std::vector<NamedTriple> out;
+  std::set<std::tuple<int, int, int>> seen;
+  while (static_cast<int>(out.size()) < facts) {
+    const int h = entity(random), r = relation(random), t = entity(random);
+    if (h == t || !seen.insert({h, r, t}).second) continue;
+    out.push_back({absl::StrCat("n", h), kRelations[r], absl::StrCat("n", t)});
+  }
+  return out;
+}
+
+std::vector<std::vector<NamedTriple>> Chunked(const std::vector<NamedTriple>& facts, size_t size) {
+  std::vector<std::vector<NamedTriple>> chunks;
+  for (size_t i = 0; i < facts.size(); i += size) {
+    chunks.emplace_back(facts.begin() + i, facts.begin() + std::min(facts.size(), i + size));
+  }
+  return chunks;
+}
+
+class LiveGraphServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(
+        SaveUntrainedModel(dir_.Sub("model.pt"), kRelations, /*seed=*/5, TwoHopConfig()).ok());
+  }
+  std::vector<std::string> Flags() const {
+    return {"--model=" + dir_.Sub("model.pt"), "--data-dir=" + dir_.Sub("store"),
+            "--max-request-triples=100000"};
+  }
+  bool Start(const std::string& log) {
+    if (!server_.Start(Flags(), dir_.Sub(log))) return false;
+    stub_ = KnowledgeGraph::NewStub(
+        grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+    return true;
+  }
+
+  kg::v1::ScoreTripletResponse Score(const NamedTriple& t) {
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto(t);
+    kg::v1::ScoreTripletResponse response;
+    const grpc::Status status = stub_->ScoreTriplet(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+  kg::v1::GetStatsResponse Stats() {
+    grpc::ClientContext context;
+    kg::v1::GetStatsResponse stats;
+    const grpc::Status status = stub_->GetStats(&context, kg::v1::GetStatsRequest(), &stats);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return stats;
+  }
+  // Whether each of `facts` is stored, by ScoreTriplets' known_fact, on one graph version.
+  std::vector<bool> Stored(const std::vector<NamedTriple>& facts) {
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletsRequest request;
+    for (const NamedTriple& t : facts) *request.add_triples() = ToProto(t);
+    kg::v1::ScoreTripletsResponse response;
+    const grpc::Status status = stub_->ScoreTriplets(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    std::vector<bool> stored;
+    for (const auto& r : response.results()) stored.push_back(r.known_fact());
+    return stored;
+  }
+
+  ScopedTempDir dir_;
+  ServerProcess server_;
+  std::unique_ptr<KnowledgeGraph::Stub> stub_;
+};
+
+TEST_F(LiveGraphServerTest, RemovingFactsRestoresTheScoresOfTheGraphBeforeThem) {
+  ASSERT_TRUE(Start("server.log"));
+  const std::vector<NamedTriple> graph = DistinctFacts(30, 90, 1);
+  ASSERT_TRUE(AddChunks(*stub_, Chunked(graph, 40)).status.ok());
+  const NamedTriple query{"n1", "r2", "n2"};
+  const float before = Score(query).score();
+  const uint64_t facts_before = Stats().facts();
+
+  // Facts between existing entities around the query's two ends change its subgraph.
+  const std::vector<NamedTriple> extra = {
+      {"n1", "r0", "n7"}, {"n7", "r1", "n2"}, {"n2", "r3", "n1"}, {"n9", "r0", "n1"}};
+  std::vector<NamedTriple> new_ones;
+  for (const NamedTriple& t : extra) {
+    if (std::find(graph.begin(), graph.end(), t) == graph.end()) new_ones.push_back(t);
+  }
+  ASSERT_FALSE(new_ones.empty());
+  ASSERT_TRUE(AddChunks(*stub_, {new_ones}).status.ok());
+  EXPECT_NE(Score(query).score(), before);
+
+  // Removed again, plus a fact never stored and a repeat.
+  std::vector<NamedTriple> removal = new_ones;
+  removal.push_back({"n1", "r0", "nobody"});
+  removal.push_back(new_ones.front());
+  const RemoveOutcome removed = RemoveChunks(*stub_, {removal});
+  ASSERT_TRUE(removed.status.ok()) << removed.status.error_message();
+  ASSERT_EQ(removed.acks.size(), 1u);
+  EXPECT_EQ(removed.acks[0].facts_removed(), new_ones.size());
+  EXPECT_EQ(removed.acks[0].facts_not_present(), 2u);
+  EXPECT_EQ(removed.acks[0].chunk_index(), 0u);
+
+  // The very next request sees the removal: same graph, same score, and the version moved.
+  const kg::v1::ScoreTripletResponse after = Score(query);
+  EXPECT_EQ(after.score(), before);
+  EXPECT_EQ(after.graph_sequence(), removed.acks[0].sequence());
+  EXPECT_EQ(Stats().facts(), facts_before);
+  EXPECT_FALSE(Score(new_ones.front()).known_fact());
+}
+
+TEST_F(LiveGraphServerTest, AnEntityLeftWithoutFactsIsStillResolvable) {
+  ASSERT_TRUE(Start("server.log"));
+  ASSERT_TRUE(
+      AddChunks(*stub_, {{{"a", "r0", "b"}, {"b", "r1", "c"}, {"c", "r2", "d"}}}).status.ok());
+  ASSERT_TRUE(RemoveChunks(*stub_, {{{"a", "r0", "b"}}}).status.ok());
+  const kg::v1::ScoreTripletResponse response = Score({"a", "r0", "c"});
+  EXPECT_FALSE(response.known_fact());
+  EXPECT_EQ(Stats().entities(), 4u);
+  EXPECT_EQ(Stats().facts(), 2u);
+}
+
+TEST_F(LiveGraphServerTest, BadRemovalChunkIsRejectedWholeNamingItsLineAndEarlierChunksStay) {
+  ASSERT_TRUE(Start("server.log"));
+  const std::vector<NamedTriple> graph = DistinctFacts(20, 40, 2);
+  ASSERT_TRUE(AddChunks(*stub_, {graph}).status.ok());
+  // Lines 11-12 are removed; the chunk of lines 13-15 has an empty relation on line 14.
+  const std::vector<NamedTriple> good = {graph[0], graph[1]};
+  const std::vector<NamedTriple> bad = {graph[2], {"n1", "", "n2"}, graph[3]};
+  const RemoveOutcome outcome = RemoveChunks(*stub_, {good, bad}, /*first_line=*/11);
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("line 14"));
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("relation name is empty"));
+  ASSERT_EQ(outcome.acks.size(), 1u);
+  EXPECT_EQ(outcome.acks[0].facts_removed(), 2u);
+  EXPECT_EQ(Stored({graph[0], graph[1], graph[2], graph[3]}),
+            (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(Stats().facts(), graph.size() - 2);
+}
+
+TEST_F(LiveGraphServerTest, ClientBinaryRemovesAFileAndPrintsWhatWasRemoved) {
+  ASSERT_TRUE(Start("server.log"));
+  const std::vector<NamedTriple> graph = DistinctFacts(20, 40, 3);
+  ASSERT_TRUE(AddChunks(*stub_, {graph}).status.ok());
+  const std::string file = dir_.Sub("remove.tsv");
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < 5; ++i)
+      out << graph[i].head << "\t" << graph[i].relation << "\t" << graph[i].tail << "\n";
+    out << "n1\tr0\tnobody\n";
+  }
+  const BinaryRun run =
+      RunBinary("grail-client", "--target " + server_.target() + " remove " + file + " --chunk 2");
+  ASSERT_EQ(run.exit_code, 0) << run.all();
+  EXPECT_THAT(run.out, HasSubstr("chunks_acknowledged=3"));
+  EXPECT_THAT(run.out, HasSubstr("facts_removed=5"));
+  EXPECT_THAT(run.out, HasSubstr("facts_not_present=1"));
+  EXPECT_EQ(Stats().facts(), graph.size() - 5);
+}
+
+// kill -9 while a removal stream is being applied: after a restart on the same directory
+// exactly a prefix of the stream's chunks is removed, every acknowledged chunk in it, and
+// at most the chunks sent and not acknowledged beyond it, each of them whole.
+TEST_F(LiveGraphServerTest, KilledServerKeepsExactlyTheAcknowledgedRemovals) {
+  ASSERT_TRUE(Start("first.log"));
+  const std::vector<NamedTriple> graph = DistinctFacts(300, 3000, 4);
+  ASSERT_TRUE(AddChunks(*stub_, Chunked(graph, 500)).status.ok());
+  const uint64_t base = Stats().graph_sequence();
+  // Remove every fact but the last 600, 12 per chunk.
+  const std::vector<std::vector<NamedTriple>> chunks =
+      Chunked(std::vector<NamedTriple>(graph.begin(), graph.end() - 600), 12);
+
+  grpc::ClientContext context;
+  auto stream = stub_->RemoveTriples(&context);
+  std::atomic<size_t> sent{0};
+  std::thread writer([&] {
+    for (const auto& chunk : chunks) {
+      kg::v1::RemoveTriplesRequest request;
+      for (const NamedTriple& t : chunk) *request.add_triples() = ToProto(t);
+      if (!stream->Write(request)) return;
+      sent.fetch_add(1);
+    }
+  });
+  std::vector<kg::v1::RemoveTriplesAck> acks;
+  kg::v1::RemoveTriplesAck ack;
+  while (stream->Read(&ack)) {
+    acks.push_back(ack);
+    if (acks.size() == 25) ASSERT_EQ(server_.Stop(SIGKILL), -1);
+  }
+  writer.join();
+  const grpc::Status status = stream->Finish();
+  EXPECT_FALSE(status.ok());
+  ASSERT_GE(acks.size(), 25u);
+  ASSERT_LT(acks.size(), chunks.size()) << "the stream ended before the kill";
+  for (size_t i = 0; i < acks.size(); ++i) {
+    ASSERT_EQ(acks[i].sequence(), base + 1 + i);
+    ASSERT_EQ(acks[i].facts_removed(), chunks[i].size());
+  }
+
+  ASSERT_TRUE(Start("second.log"));
+  const uint64_t applied = Stats().graph_sequence() - base;
+  EXPECT_GE(applied, acks.size()) << "an acknowledged removal was lost";
+  EXPECT_LE(applied, sent.load()) << "a removal appeared that was never sent";
+  const std::vector<bool> stored = Stored(graph);
+  size_t removed = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    for (size_t i = 0; i < chunks[c].size(); ++i) {
+      ASSERT_EQ(stored[c * 12 + i], c >= applied) << "chunk " << c << " fact " << i;
+    }
+    if (c < applied) removed += chunks[c].size();
+  }
+  for (size_t i = graph.size() - 600; i < graph.size(); ++i) ASSERT_TRUE(stored[i]);
+  EXPECT_EQ(Stats().facts(), graph.size() - removed);
+}
+
+}  // namespace
+}  // namespace grail

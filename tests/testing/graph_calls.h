@@ -1,0 +1,74 @@
+// The KnowledgeGraph calls integration tests make over and over: a triple as a proto, and
+// chunks streamed through AddTriples or RemoveTriples one at a time (each chunk's ack read
+// before the next is sent).
+#ifndef GRAIL_TESTS_TESTING_GRAPH_CALLS_H_
+#define GRAIL_TESTS_TESTING_GRAPH_CALLS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "storage/triple_file.h"
+
+namespace grail {
+
+inline kg::v1::Triple ToProto(const NamedTriple& t) {
+  kg::v1::Triple p;
+  p.set_head(t.head);
+  p.set_relation(t.relation);
+  p.set_tail(t.tail);
+  return p;
+}
+
+// The acks of a chunk stream and its final status.
+template <typename Ack>
+struct StreamOutcome {
+  std::vector<Ack> acks;
+  grpc::Status status;
+};
+using AddOutcome = StreamOutcome<kg::v1::AddTriplesAck>;
+using RemoveOutcome = StreamOutcome<kg::v1::RemoveTriplesAck>;
+
+// Sends `chunks` over `stream`, numbering lines from `first_line` (0: leave it unset).
+template <typename Request, typename Ack>
+StreamOutcome<Ack> StreamChunks(grpc::ClientContext* context,
+                                grpc::ClientReaderWriter<Request, Ack>* stream,
+                                const std::vector<std::vector<NamedTriple>>& chunks,
+                                uint64_t first_line) {
+  StreamOutcome<Ack> outcome;
+  uint64_t line = first_line;
+  for (const auto& chunk : chunks) {
+    Request request;
+    for (const NamedTriple& t : chunk) *request.add_triples() = ToProto(t);
+    request.set_first_line(line);
+    if (line > 0) line += chunk.size();
+    if (!stream->Write(request)) break;
+    Ack ack;
+    if (!stream->Read(&ack)) break;
+    outcome.acks.push_back(ack);
+  }
+  stream->WritesDone();
+  outcome.status = stream->Finish();
+  return outcome;
+}
+
+inline AddOutcome AddChunks(kg::v1::KnowledgeGraph::Stub& stub,
+                            const std::vector<std::vector<NamedTriple>>& chunks,
+                            uint64_t first_line = 0) {
+  grpc::ClientContext context;
+  auto stream = stub.AddTriples(&context);
+  return StreamChunks(&context, stream.get(), chunks, first_line);
+}
+
+inline RemoveOutcome RemoveChunks(kg::v1::KnowledgeGraph::Stub& stub,
+                                  const std::vector<std::vector<NamedTriple>>& chunks,
+                                  uint64_t first_line = 0) {
+  grpc::ClientContext context;
+  auto stream = stub.RemoveTriples(&context);
+  return StreamChunks(&context, stream.get(), chunks, first_line);
+}
+
+}  // namespace grail
+
+#endif  // GRAIL_TESTS_TESTING_GRAPH_CALLS_H_
