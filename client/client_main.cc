@@ -102,6 +102,11 @@ commands:
   remove FILE [--chunk N] [--window W]
       Removes a triple file's facts from the graph, streamed like add. Prints a summary:
       chunks_acknowledged, facts_removed, facts_not_present, ..., facts_per_second.
+  reload-model PATH
+      Makes the server serve the model archive PATH (a path on the server's machine; ""
+      for its --model file again) without a restart; calls in flight finish on the old
+      model. Needs an admin token when the server checks tokens. Prints the new version,
+      generation, previous_version, load_seconds and warmup_seconds.
   health
       Asks the standard health service (grpc.health.v1) whether the server is serving.
       Prints SERVING, NOT_SERVING or UNKNOWN; exit status 0 only for SERVING (for probes).
@@ -381,6 +386,30 @@ int RunUpload(const Session& session, const std::vector<std::string>& args, bool
   return report.ok() ? kExitOk : kExitError;
 }
 
+int RunReloadModel(const Session& session, const std::vector<std::string>& args) {
+  kg::v1::ReloadModelRequest request;
+  request.set_path(args[0]);
+  kg::v1::ReloadModelResponse response;
+  grpc::ClientContext context;
+  session.call.Apply(&context);
+  const grpc::Status status = session.stub->ReloadModel(&context, request, &response);
+  if (!status.ok()) return PrintError(status);
+  if (session.json) {
+    PrintLine(JsonLine({{"version", response.model().version()},
+                        {"generation", response.model().generation()},
+                        {"previous_version", response.previous_version()},
+                        {"load_seconds", response.load_seconds()},
+                        {"warmup_seconds", response.warmup_seconds()}}));
+  } else {
+    PrintLine(absl::StrFormat(
+        "version=%s generation=%d previous_version=%s load_seconds=%.3f "
+        "warmup_seconds=%.3f",
+        response.model().version(), response.model().generation(), response.previous_version(),
+        response.load_seconds(), response.warmup_seconds()));
+  }
+  return kExitOk;
+}
+
 int RunHealth(const Session& session, const std::vector<std::string>& args) {
   const int64_t deadline_ms = session.call.deadline_ms > 0 ? session.call.deadline_ms : 30000;
   absl::StatusOr<int> health = CheckHealth(session.channel, std::chrono::milliseconds(deadline_ms));
@@ -530,6 +559,7 @@ const Command kCommands[] = {
     {"remove", 1, "remove FILE",
      [](const Session& s, const std::vector<std::string>& a) { return RunUpload(s, a, true); }},
     {"stats", 0, "stats", RunStats},
+    {"reload-model", 1, "reload-model PATH", RunReloadModel},
     {"health", 0, "health", RunHealth},
     {"load", 0, "load --triples FILE", RunLoadCommand},
 };

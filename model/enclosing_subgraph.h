@@ -34,6 +34,11 @@ struct ExtractionConfig {
   int hops = 3;               // k
   int max_nodes_per_hop = 0;  // cap on newly reached nodes per hop of each BFS; 0 = none
   bool enclosing = true;      // false: the "no enclosing subgraph" ablation (k-hop union)
+
+  friend bool operator==(const ExtractionConfig& a, const ExtractionConfig& b) {
+    return a.hops == b.hops && a.max_nodes_per_hop == b.max_nodes_per_hop &&
+           a.enclosing == b.enclosing;
+  }
 };
 
 // A distance label meaning "farther than k" (only in the union ablation).

@@ -51,23 +51,41 @@ NamedTriple ToNamed(const kg::v1::Triple& t) {
   return NamedTriple{t.head(), t.relation(), t.tail()};
 }
 
-void FillScore(const FactScore& s, uint64_t sequence, kg::v1::ScoreTripletResponse* out) {
+void FillScore(const FactScore& s, uint64_t sequence, const std::string& model_version,
+               kg::v1::ScoreTripletResponse* out) {
   out->set_score(s.score);
   out->set_probability(static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(s.score)))));
   out->set_known_fact(s.known_fact);
   out->set_subgraph_nodes(static_cast<uint32_t>(s.subgraph_nodes));
   out->set_subgraph_edges(static_cast<uint32_t>(s.subgraph_edges));
   out->set_graph_sequence(sequence);
+  out->set_model_version(model_version);
+}
+
+void FillModelInfo(const ServedModel& served, kg::v1::ModelInfo* info) {
+  const GrailModel& model = served.model();
+  info->set_path(served.path());
+  info->set_format(kModelFormat);
+  for (const std::string& r : model.relations()) info->add_relations(r);
+  info->set_hops(model.config().hops);
+  info->set_layers(model.config().num_layers);
+  info->set_dim(model.config().dim);
+  info->set_parameters(model.num_parameters());
+  info->set_training_fingerprint(model.training_fingerprint());
+  info->set_device(model.device());
+  info->set_version(served.version());
+  info->set_generation(served.generation());
+  info->set_loaded_at_unix_seconds(served.loaded_at_unix_seconds());
 }
 
 }  // namespace
 
-// Applies AddTriples and RemoveTriples chunks, one at a time, in order of arrival, on its
-// own thread.
-class KnowledgeGraphService::ChunkWriter {
+// Runs tasks one at a time, in order of arrival, on its own thread: the chunks of
+// AddTriples and RemoveTriples (one writer), and model reloads (which take seconds).
+class KnowledgeGraphService::TaskThread {
  public:
-  ChunkWriter() : thread_([this] { Run(); }) {}
-  ~ChunkWriter() {
+  TaskThread() : thread_([this] { Run(); }) {}
+  ~TaskThread() {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
@@ -86,7 +104,7 @@ class KnowledgeGraphService::ChunkWriter {
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
-            +[](ChunkWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+            +[](TaskThread* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
               return w->stopping_ || !w->tasks_.empty();
             },
             this));
@@ -306,12 +324,14 @@ KnowledgeGraphService::KnowledgeGraphService(const ServiceLimits& limits, Servic
     : limits_(limits),
       observer_(observer != nullptr ? observer : &default_observer_),
       tokens_(tokens),
-      writer_(std::make_unique<ChunkWriter>()) {}
+      writer_(std::make_unique<TaskThread>()),
+      reloads_(std::make_unique<TaskThread>()) {}
 
 KnowledgeGraphService::~KnowledgeGraphService() = default;
 
-void KnowledgeGraphService::Activate(LinkPredictor* predictor, const ServedModelInfo& info,
-                                     uint32_t max_batch_size) {
+void KnowledgeGraphService::Activate(LinkPredictor* predictor, ModelReloader* reloader,
+                                     const ServedModelInfo& info, uint32_t max_batch_size) {
+  reloader_ = reloader;
   info_ = info;
   max_batch_size_ = max_batch_size;
   predictor_.store(predictor, std::memory_order_release);
@@ -361,7 +381,8 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
   predictor->Score({ToNamed(request->triple())}, call->control(),
                    [call, response](absl::StatusOr<ScoredFacts> scored) {
                      if (!scored.ok()) return call->Reply(scored.status());
-                     FillScore(scored->scores[0], scored->graph_sequence, response);
+                     FillScore(scored->scores[0], scored->graph_sequence, scored->model_version,
+                               response);
                      call->Reply(grpc::Status::OK);
                    });
   return call;
@@ -390,15 +411,16 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplets(
     call->Reply(status);
     return call;
   }
-  predictor->Score(std::move(facts), call->control(),
-                   [call, response](absl::StatusOr<ScoredFacts> scored) {
-                     if (!scored.ok()) return call->Reply(scored.status());
-                     for (const FactScore& s : scored->scores) {
-                       FillScore(s, scored->graph_sequence, response->add_results());
-                     }
-                     response->set_graph_sequence(scored->graph_sequence);
-                     call->Reply(grpc::Status::OK);
-                   });
+  predictor->Score(
+      std::move(facts), call->control(), [call, response](absl::StatusOr<ScoredFacts> scored) {
+        if (!scored.ok()) return call->Reply(scored.status());
+        for (const FactScore& s : scored->scores) {
+          FillScore(s, scored->graph_sequence, scored->model_version, response->add_results());
+        }
+        response->set_graph_sequence(scored->graph_sequence);
+        response->set_model_version(scored->model_version);
+        call->Reply(grpc::Status::OK);
+      });
   return call;
 }
 
@@ -441,6 +463,7 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
                     response->set_candidates_filtered(ranking->candidates_filtered);
                     response->set_candidates_shared_score(ranking->candidates_shared_score);
                     response->set_graph_sequence(ranking->graph_sequence);
+                    response->set_model_version(std::move(ranking->model_version));
                     call->Reply(grpc::Status::OK);
                   });
 }
@@ -479,6 +502,35 @@ KnowledgeGraphService::RemoveTriples(grpc::CallbackServerContext* context) {
   return new ChunkStreamCall<kg::v1::RemoveTriplesRequest>(this, context);
 }
 
+grpc::ServerUnaryReactor* KnowledgeGraphService::ReloadModel(
+    grpc::CallbackServerContext* context, const kg::v1::ReloadModelRequest* request,
+    kg::v1::ReloadModelResponse* response) {
+  auto* call = new UnaryCall(this, "ReloadModel", context);
+  LinkPredictor* predictor;
+  grpc::Status status = Admit(context, call->method(), Scope::kAdmin, &predictor);
+  if (status.ok() && reloader_ == nullptr) {
+    status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server cannot reload its model");
+  }
+  if (status.ok() && !request->path().empty()) {
+    status = ToGrpcStatus(ValidateName(request->path(), "path", 4096));
+  }
+  if (!status.ok()) {
+    call->Reply(status);
+    return call;
+  }
+  // Loading and warming up take seconds: not on a gRPC thread.
+  reloads_->Post([this, call, path = request->path(), response] {
+    absl::StatusOr<ReloadOutcome> outcome = reloader_->Reload(path);
+    if (!outcome.ok()) return call->Reply(outcome.status());
+    FillModelInfo(*outcome->model, response->mutable_model());
+    response->set_previous_version(outcome->previous_version);
+    response->set_load_seconds(outcome->load_seconds);
+    response->set_warmup_seconds(outcome->warmup_seconds);
+    call->Reply(grpc::Status::OK);
+  });
+  return call;
+}
+
 grpc::ServerUnaryReactor* KnowledgeGraphService::GetStats(grpc::CallbackServerContext* context,
                                                           const kg::v1::GetStatsRequest* request,
                                                           kg::v1::GetStatsResponse* response) {
@@ -494,17 +546,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::GetStats(grpc::CallbackServerCo
   response->set_relations(graph->num_relations());
   response->set_facts(graph->num_facts());
   response->set_graph_sequence(graph->sequence());
-  const GrailModel& model = predictor->model();
-  kg::v1::ModelInfo* info = response->mutable_model();
-  info->set_path(info_.path);
-  info->set_format(kModelFormat);
-  for (const std::string& r : model.relations()) info->add_relations(r);
-  info->set_hops(model.config().hops);
-  info->set_layers(model.config().num_layers);
-  info->set_dim(model.config().dim);
-  info->set_parameters(model.num_parameters());
-  info->set_training_fingerprint(model.training_fingerprint());
-  info->set_device(model.device());
+  FillModelInfo(*predictor->served_model(), response->mutable_model());
   response->set_max_batch_size(max_batch_size_);
   response->set_max_chunk_facts(limits_.max_chunk_facts);
   response->set_max_request_triples(limits_.max_request_triples);

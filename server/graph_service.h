@@ -28,6 +28,7 @@
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "server/access_tokens.h"
 #include "server/link_predictor.h"
+#include "server/model_reloader.h"
 
 namespace grail {
 
@@ -57,9 +58,8 @@ class ServiceObserver {
                         absl::string_view token_name) {}
 };
 
-// Static facts about the served model, for GetStats.
+// Static facts about the server, for GetStats (the model's come from the predictor).
 struct ServedModelInfo {
-  std::string path;
   std::string version;  // the server's build version
 };
 
@@ -67,14 +67,18 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackServi
  public:
   // `observer` may be null. With `tokens` (which must outlive the service) every
   // KnowledgeGraph call needs a bearer token: read for scoring, ranking and GetStats, write
-  // for AddTriples; without, calls are not authenticated.
+  // for AddTriples and RemoveTriples, admin for ReloadModel; without, calls are not
+  // authenticated.
   KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer,
                         const AccessTokens* tokens = nullptr);
-  // Stops the chunk writer (after the grpc::Server has shut down).
+  // Stops the chunk writer and the reload thread (after the grpc::Server has shut down,
+  // which waits for every call, reloads included, to finish).
   ~KnowledgeGraphService() override;
 
-  // Starts answering with `predictor` (which must outlive the service's calls).
-  void Activate(LinkPredictor* predictor, const ServedModelInfo& info, uint32_t max_batch_size);
+  // Starts answering with `predictor` and, for ReloadModel, `reloader` (null: ReloadModel
+  // is UNIMPLEMENTED); both must outlive the service's calls.
+  void Activate(LinkPredictor* predictor, ModelReloader* reloader, const ServedModelInfo& info,
+                uint32_t max_batch_size);
   // Graceful shutdown has begun: open AddTriples streams end after their current chunk
   // (UNAVAILABLE, saying what is stored); unary calls still being delivered are served, as
   // grpc::Server::Shutdown lets them finish.
@@ -102,12 +106,15 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackServi
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
                                      const kg::v1::GetStatsRequest* request,
                                      kg::v1::GetStatsResponse* response) override;
+  grpc::ServerUnaryReactor* ReloadModel(grpc::CallbackServerContext* context,
+                                        const kg::v1::ReloadModelRequest* request,
+                                        kg::v1::ReloadModelResponse* response) override;
 
  private:
   class UnaryCall;
   template <typename Request>
   class ChunkStreamCall;
-  class ChunkWriter;
+  class TaskThread;
 
   // The predictor; or UNAUTHENTICATED / PERMISSION_DENIED when the call's token is missing,
   // unknown or lacks `needed`; or UNAVAILABLE while loading; or RESOURCE_EXHAUSTED beyond
@@ -128,7 +135,9 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackServi
   ServedModelInfo info_;
   uint32_t max_batch_size_ = 0;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  std::unique_ptr<ChunkWriter> writer_;
+  ModelReloader* reloader_ = nullptr;
+  std::unique_ptr<TaskThread> writer_;
+  std::unique_ptr<TaskThread> reloads_;
 };
 
 }  // namespace grail

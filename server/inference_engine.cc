@@ -1,6 +1,7 @@
 #include "server/inference_engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -93,10 +94,8 @@ struct InferenceEngine::Call {
   int64_t dropped = 0;
 };
 
-InferenceEngine::InferenceEngine(const GrailModel& model, const EngineOptions& options,
-                                 EngineObserver* observer)
-    : model_(model),
-      options_(options),
+InferenceEngine::InferenceEngine(const EngineOptions& options, EngineObserver* observer)
+    : options_(options),
       observer_(observer != nullptr ? observer : &default_observer_),
       quantum_(std::max<int64_t>(1, (int64_t{std::max(1, options.max_batch_nodes)} +
                                      std::max(1, options.max_batch_edges)) /
@@ -236,7 +235,9 @@ std::shared_ptr<InferenceEngine::Call> InferenceEngine::NextExtractionWork() {
 }
 
 void InferenceEngine::ExtractionLoop() {
-  SubgraphExtractor extractor(model_.config().extraction());
+  // Made for the extraction config of the call at hand: calls of a model reloaded with
+  // another config (hops, per-hop cap) get an extractor of their own config.
+  std::optional<SubgraphExtractor> extractor;
   std::vector<QueuedSubgraph> extracted;
   const size_t max_batch = static_cast<size_t>(std::max(1, options_.max_batch_size));
   for (;;) {
@@ -302,6 +303,8 @@ void InferenceEngine::ExtractionLoop() {
       continue;
     }
 
+    const ExtractionConfig config = call->job->model().config().extraction();
+    if (!extractor.has_value() || !(extractor->config() == config)) extractor.emplace(config);
     extracted.clear();
     absl::Status error;
     const Clock::time_point slice_start = Clock::now();
@@ -326,7 +329,7 @@ void InferenceEngine::ExtractionLoop() {
         }
       }
       QueuedSubgraph item;
-      absl::StatusOr<int32_t> relation = call->job->Extract(i, extractor, &item.subgraph);
+      absl::StatusOr<int32_t> relation = call->job->Extract(i, *extractor, &item.subgraph);
       if (!relation.ok()) {
         error = absl::Status(relation.status().code(),
                              absl::StrCat("fact ", i, ": ", relation.status().message()));
@@ -433,6 +436,9 @@ void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
   int64_t nodes = 0, edges = 0;
   bool full = false;
   const size_t n = calls_.size();
+  // One forward runs one model: the first call served picks it, calls of another model (a
+  // reload in progress) wait for a later forward.
+  const GrailModel* model = nullptr;
   // Deficit round-robin: every pass gives each call with queued subgraphs a quantum of
   // cost; a call takes subgraphs while its deficit covers them. Passes repeat until the
   // batch is full or every queue is empty, so a large subgraph waits a few passes for its
@@ -445,6 +451,8 @@ void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
         call.deficit = 0;
         continue;
       }
+      if (model != nullptr && &call.job->model() != model) continue;
+      model = &call.job->model();
       call.deficit += quantum_;
       while (!call.queue.empty() && batch->size() < max_batch) {
         QueuedSubgraph& next = call.queue.front();
@@ -551,7 +559,7 @@ void InferenceEngine::RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch
     edges += item.subgraph.num_edges();
   }
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<std::vector<float>> scores = model_.Score(scratch);
+  absl::StatusOr<std::vector<float>> scores = batch.front().call->job->model().Score(scratch);
   observer_->OnBatch(static_cast<int>(batch.size()), nodes, edges, SecondsBetween(oldest, now),
                      SecondsBetween(start, Clock::now()));
   if (scores.ok()) {

@@ -37,8 +37,11 @@
 // Scores do not depend on what else shares the batch: every subgraph is its own connected
 // component, and the network only mixes nodes along edges and within a subgraph's readout.
 //
-// Thread safety: Submit() may be called from any number of threads. The model must outlive
-// the engine.
+// Models. Each job names the model it is scored with (ScoringJob::model), so calls that
+// started before a model reload finish on the old model while new calls use the new one;
+// a forward only ever holds subgraphs of one model.
+//
+// Thread safety: Submit() may be called from any number of threads.
 #ifndef GRAIL_SERVER_INFERENCE_ENGINE_H_
 #define GRAIL_SERVER_INFERENCE_ENGINE_H_
 
@@ -162,6 +165,10 @@ class ScoringJob {
   // distinct i.
   virtual absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
                                           EnclosingSubgraph* out) = 0;
+  // The model to score the job's subgraphs with; its config is the extraction config. It
+  // must stay alive until Finish() returns. Subgraphs of jobs with different models never
+  // share a forward.
+  virtual const GrailModel& model() const = 0;
   // The map from the job's graph relation ids to the model's.
   virtual const RelationMap& relations() const = 0;
   virtual void Accept(size_t i, const FactScore& score) = 0;
@@ -183,8 +190,7 @@ struct EngineLoad {
 class InferenceEngine {
  public:
   // Starts the extraction threads and the batcher. `observer` may be null.
-  InferenceEngine(const GrailModel& model, const EngineOptions& options,
-                  EngineObserver* observer = nullptr);
+  explicit InferenceEngine(const EngineOptions& options, EngineObserver* observer = nullptr);
   // Shuts down (see Shutdown()).
   ~InferenceEngine();
   InferenceEngine(const InferenceEngine&) = delete;
@@ -228,7 +234,6 @@ class InferenceEngine {
   bool HasQueueRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Wake();
 
-  const GrailModel& model_;
   const EngineOptions options_;
   EngineObserver default_observer_;
   EngineObserver* const observer_;

@@ -36,10 +36,12 @@ class FactScoringJob final : public ScoringJob {
     int32_t model_relation = 0;
   };
 
-  FactScoringJob(std::shared_ptr<const GraphSnapshot> graph,
+  FactScoringJob(std::shared_ptr<const ServedModel> model,
+                 std::shared_ptr<const GraphSnapshot> graph,
                  std::shared_ptr<const RelationMap> relations, std::vector<Fact> facts,
                  LinkPredictor::ScoreCallback done)
-      : graph_(std::move(graph)),
+      : model_(std::move(model)),
+        graph_(std::move(graph)),
         relations_(std::move(relations)),
         facts_(std::move(facts)),
         results_(facts_.size()),
@@ -54,11 +56,12 @@ class FactScoringJob final : public ScoringJob {
     if (!status.ok()) return status;
     return f.model_relation;
   }
+  const GrailModel& model() const override { return model_->model(); }
   const RelationMap& relations() const override { return *relations_; }
   void Accept(size_t i, const FactScore& score) override { results_[i] = score; }
   void Finish(absl::Status status) override {
     if (!status.ok()) return done_(std::move(status));
-    done_(ScoredFacts{std::move(results_), graph_->sequence()});
+    done_(ScoredFacts{std::move(results_), graph_->sequence(), model_->version()});
   }
   size_t MemoryBytes() const override {
     return sizeof(*this) + facts_.capacity() * sizeof(Fact) +
@@ -74,6 +77,7 @@ class FactScoringJob final : public ScoringJob {
   }
 
  private:
+  const std::shared_ptr<const ServedModel> model_;
   const std::shared_ptr<const GraphSnapshot> graph_;
   const std::shared_ptr<const RelationMap> relations_;
   const std::vector<Fact> facts_;
@@ -135,6 +139,7 @@ class TopCandidates {
 class RankingJob final : public ScoringJob {
  public:
   struct Setup {
+    std::shared_ptr<const ServedModel> model;
     std::shared_ptr<const GraphSnapshot> graph;
     std::shared_ptr<const RelationMap> relations;
     ExtractionConfig extraction;
@@ -222,6 +227,7 @@ class RankingJob final : public ScoringJob {
     return s_.model_relation;
   }
 
+  const GrailModel& model() const override { return s_.model->model(); }
   const RelationMap& relations() const override { return *s_.relations; }
 
   void Accept(size_t i, const FactScore& score) override {
@@ -328,6 +334,7 @@ class RankingJob final : public ScoringJob {
     const GraphSnapshot& graph = *s_.graph;
     Ranking ranking;
     ranking.graph_sequence = graph.sequence();
+    ranking.model_version = s_.model->version();
     ranking.candidates_scored = static_cast<uint32_t>(near_.size() + far_count_);
     ranking.candidates_filtered = filtered_;
     ranking.candidates_shared_score = static_cast<uint32_t>(far_count_);
@@ -377,34 +384,27 @@ class RankingJob final : public ScoringJob {
 
 }  // namespace
 
-LinkPredictor::LinkPredictor(const GrailModel& model, TripleStore& store, InferenceEngine& engine,
-                             const RankLimits& limits)
-    : model_(model), store_(store), engine_(engine), limits_(limits) {
-  for (size_t m = 0; m < model_.relations().size(); ++m) {
-    model_relations_.emplace(model_.relations()[m], static_cast<int32_t>(m));
-  }
+LinkPredictor::LinkPredictor(std::shared_ptr<const ServedModel> model, TripleStore& store,
+                             InferenceEngine& engine, const RankLimits& limits)
+    : store_(store), engine_(engine), limits_(limits), model_(std::move(model)) {}
+
+std::shared_ptr<const ServedModel> LinkPredictor::served_model() const {
+  std::lock_guard<std::mutex> lock(model_mu_);
+  return model_;
+}
+
+void LinkPredictor::SetModel(std::shared_ptr<const ServedModel> model) {
+  std::lock_guard<std::mutex> lock(model_mu_);
+  model_.swap(model);
+  // The old model is released outside the lock (below), or by its last call.
 }
 
 LinkPredictor::View LinkPredictor::CurrentView() const {
   View view;
+  view.model = served_model();
   view.snapshot = store_.Snapshot();
-  std::lock_guard<std::mutex> lock(relation_map_mu_);
-  if (relation_map_ == nullptr || relation_map_->size() < view.snapshot->num_relations()) {
-    relation_map_ = std::make_shared<const RelationMap>(
-        MapRelationsByName(view.snapshot->relation_names(), model_.relations()));
-  }
-  view.relations = relation_map_;
+  view.relations = view.model->RelationsOf(*view.snapshot);
   return view;
-}
-
-absl::StatusOr<int32_t> LinkPredictor::ModelRelation(const std::string& relation) const {
-  auto it = model_relations_.find(relation);
-  if (it == model_relations_.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("relation ", QuoteName(relation), " is not in the model's vocabulary (",
-                     model_relations_.size(), " relations; GetStats lists them)"));
-  }
-  return it->second;
 }
 
 void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallControl> control,
@@ -413,7 +413,7 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
   std::vector<FactScoringJob::Fact> scoring(facts.size());
   for (size_t i = 0; i < facts.size(); ++i) {
     const NamedTriple& f = facts[i];
-    absl::StatusOr<int32_t> model_relation = ModelRelation(f.relation);
+    absl::StatusOr<int32_t> model_relation = view.model->RelationId(f.relation);
     if (!model_relation.ok()) return done(model_relation.status());
     absl::StatusOr<EntityId> head = FindEntity(*view.snapshot, f.head);
     if (!head.ok()) return done(head.status());
@@ -428,23 +428,24 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
                                       *model_relation};
   }
   const size_t size = scoring.size();
-  engine_.Submit(std::make_shared<FactScoringJob>(view.snapshot, view.relations, std::move(scoring),
-                                                  std::move(done)),
+  engine_.Submit(std::make_shared<FactScoringJob>(view.model, view.snapshot, view.relations,
+                                                  std::move(scoring), std::move(done)),
                  std::move(control), size);
 }
 
 void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
                          RankCallback done) const {
   const View view = CurrentView();
-  absl::StatusOr<int32_t> model_relation = ModelRelation(query.relation);
+  absl::StatusOr<int32_t> model_relation = view.model->RelationId(query.relation);
   if (!model_relation.ok()) return done(model_relation.status());
   absl::StatusOr<EntityId> fixed = FindEntity(*view.snapshot, query.fixed);
   if (!fixed.ok()) return done(fixed.status());
 
   RankingJob::Setup setup;
+  setup.model = view.model;
   setup.graph = view.snapshot;
   setup.relations = view.relations;
-  setup.extraction = model_.config().extraction();
+  setup.extraction = view.model->model().config().extraction();
   setup.limits = limits_;
   setup.observer = &engine_.observer();
   setup.rank_tails = query.rank_tails;

@@ -6,6 +6,9 @@
 // starts after a chunk was acknowledged sees it. Relations are matched to the model's
 // vocabulary by name (the store numbers relations in order of first appearance).
 //
+// Each call uses the model served when it starts until it finishes, also across a model
+// reload (SetModel).
+//
 // Calls are asynchronous: each hands its work to the InferenceEngine and returns; `done` is
 // called exactly once with the outcome, either before the call returns (errors found at
 // once) or later from an engine thread. No thread waits meanwhile.
@@ -34,6 +37,7 @@
 #include "absl/types/span.h"
 #include "model/grail_model.h"
 #include "server/inference_engine.h"
+#include "server/served_model.h"
 #include "storage/triple_file.h"
 #include "storage/triple_store.h"
 
@@ -42,6 +46,7 @@ namespace grail {
 struct ScoredFacts {
   std::vector<FactScore> scores;  // one per input fact, in order
   uint64_t graph_sequence = 0;
+  std::string model_version;  // the model that scored them (ServedModel::version)
 };
 
 struct RankQuery {
@@ -67,6 +72,7 @@ struct Ranking {
   // Candidates that got the score of the trivial enclosing subgraph, computed once.
   uint32_t candidates_shared_score = 0;
   uint64_t graph_sequence = 0;
+  std::string model_version;  // the model that scored them (ServedModel::version)
 };
 
 struct RankLimits {
@@ -82,9 +88,9 @@ class LinkPredictor {
   using ScoreCallback = std::function<void(absl::StatusOr<ScoredFacts>)>;
   using RankCallback = std::function<void(absl::StatusOr<Ranking>)>;
 
-  // `model`, `store` and `engine` must outlive the predictor; the engine must run `model`.
-  LinkPredictor(const GrailModel& model, TripleStore& store, InferenceEngine& engine,
-                const RankLimits& limits = RankLimits());
+  // Serves `model`; `store` and `engine` must outlive the predictor.
+  LinkPredictor(std::shared_ptr<const ServedModel> model, TripleStore& store,
+                InferenceEngine& engine, const RankLimits& limits = RankLimits());
 
   // Scores each fact. Errors: NOT_FOUND naming an unknown entity; INVALID_ARGUMENT naming
   // a relation outside the model's vocabulary, or for head == tail; RESOURCE_EXHAUSTED
@@ -110,31 +116,30 @@ class LinkPredictor {
     return store_.RemoveChunk(facts);
   }
 
-  const GrailModel& model() const { return model_; }
+  // The model calls starting now use.
+  std::shared_ptr<const ServedModel> served_model() const;
+  // Swaps the served model: calls that already started finish on the one they hold, every
+  // later call uses `model`. O(1); never waits for a call.
+  void SetModel(std::shared_ptr<const ServedModel> model);
+
   TripleStore& store() const { return store_; }
   InferenceEngine& engine() const { return engine_; }
   const RankLimits& limits() const { return limits_; }
 
  private:
-  // The latest snapshot and the map from its relation ids to the model's.
+  // The served model, the latest snapshot and the map from its relation ids to the model's.
   struct View {
+    std::shared_ptr<const ServedModel> model;
     std::shared_ptr<const GraphSnapshot> snapshot;
     std::shared_ptr<const RelationMap> relations;
   };
   View CurrentView() const;
-  // The model's id of `relation`, or INVALID_ARGUMENT naming it.
-  absl::StatusOr<int32_t> ModelRelation(const std::string& relation) const;
 
-  const GrailModel& model_;
   TripleStore& store_;
   InferenceEngine& engine_;
   const RankLimits limits_;
-  absl::flat_hash_map<std::string, int32_t> model_relations_;
-
-  // Relation names only ever get appended, so a map built for the first n relations stays
-  // right; it is rebuilt when a snapshot has more.
-  mutable std::mutex relation_map_mu_;
-  mutable std::shared_ptr<const RelationMap> relation_map_;
+  mutable std::mutex model_mu_;
+  std::shared_ptr<const ServedModel> model_;  // guarded by model_mu_
 };
 
 }  // namespace grail

@@ -41,6 +41,8 @@
 #include "server/graph_service.h"
 #include "server/inference_engine.h"
 #include "server/link_predictor.h"
+#include "server/model_reloader.h"
+#include "server/served_model.h"
 #include "server/server_metrics.h"
 #include "server/transport_security.h"
 #include "storage/triple_store.h"
@@ -97,6 +99,9 @@ ABSL_FLAG(bool, sync_writes, false,
           "fsync every AddTriples chunk before acknowledging it (survives machine crashes, not "
           "just process crashes)");
 ABSL_FLAG(int, drain_seconds, 20, "on SIGTERM, how long calls in flight get to finish");
+ABSL_FLAG(int, warmup_batches, 3,
+          "model forwards run on stored facts before serving, at start and on each reload, so "
+          "that the first calls are not the slow ones (0: none)");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain: serve gRPC over TLS (with --tls-key); rotated files are "
           "picked up within --tls-reload-seconds");
@@ -191,6 +196,7 @@ std::vector<FlagRange> NumericFlags() {
       // nothing.
       {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes), 4096, kMaxInt},
       {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds), 0, 86400},
+      {"warmup_batches", absl::GetFlag(FLAGS_warmup_batches), 0, 1000},
       {"tls_reload_seconds", absl::GetFlag(FLAGS_tls_reload_seconds), 1, 86400},
   };
 }
@@ -273,7 +279,8 @@ int Run() {
                 {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)},
                 {"allow_unknown_relations", absl::GetFlag(FLAGS_allow_unknown_relations)},
                 {"sync_writes", absl::GetFlag(FLAGS_sync_writes)},
-                {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)}});
+                {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)},
+                {"warmup_batches", absl::GetFlag(FLAGS_warmup_batches)}});
 
   UseServingAllocator();
   SetComputeThreads(compute_threads);
@@ -346,26 +353,55 @@ int Run() {
 
   // The model and the graph.
   const Clock::time_point load_start = Clock::now();
-  absl::StatusOr<std::unique_ptr<GrailModel>> model =
-      GrailModel::Load(model_path, absl::GetFlag(FLAGS_device));
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
+      LoadServedModel(model_path, absl::GetFlag(FLAGS_device), /*generation=*/1);
   if (!model.ok()) return Fail("loading the model", model.status());
   StoreOptions store_options;
   store_options.sync = absl::GetFlag(FLAGS_sync_writes);
   store_options.max_name_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_name_bytes));
   store_options.max_chunk_facts = limits.max_chunk_facts;
   if (!absl::GetFlag(FLAGS_allow_unknown_relations)) {
-    store_options.allowed_relations = (*model)->relations();
+    store_options.allowed_relations = (*model)->model().relations();
   }
   absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(data_dir, store_options);
   if (!store.ok()) return Fail("opening the store", store.status());
-  InferenceEngine engine(**model, engine_options, &metrics);
-  LinkPredictor predictor(**model, **store, engine, rank_limits);
+  WarmupOptions warmup;
+  warmup.batches = absl::GetFlag(FLAGS_warmup_batches);
+  warmup.batch_size = engine_options.max_batch_size;
+  warmup.max_batch_nodes = engine_options.max_batch_nodes;
+  warmup.max_batch_edges = engine_options.max_batch_edges;
+  const Clock::time_point warmup_start = Clock::now();
+  const absl::StatusOr<int> warmup_forwards = WarmUp(**model, *(*store)->Snapshot(), warmup);
+  if (!warmup_forwards.ok()) return Fail("warming up the model", warmup_forwards.status());
+  const double warmup_seconds = std::chrono::duration<double>(Clock::now() - warmup_start).count();
+  InferenceEngine engine(engine_options, &metrics);
+  LinkPredictor predictor(*model, **store, engine, rank_limits);
+  ReloadOptions reload_options;
+  reload_options.default_path = model_path;
+  reload_options.device = absl::GetFlag(FLAGS_device);
+  reload_options.allow_unknown_relations = absl::GetFlag(FLAGS_allow_unknown_relations);
+  reload_options.warmup = warmup;
+  ModelReloader reloader(
+      predictor, reload_options, [&metrics](const absl::StatusOr<ReloadOutcome>& outcome) {
+        metrics.OnModelReload(outcome.ok(),
+                              outcome.ok() ? outcome->load_seconds + outcome->warmup_seconds : 0);
+        if (outcome.ok()) {
+          Log("model_reloaded", {{"version", outcome->model->version()},
+                                 {"generation", outcome->model->generation()},
+                                 {"previous_version", outcome->previous_version},
+                                 {"load_seconds", outcome->load_seconds},
+                                 {"warmup_forwards", outcome->warmup_forwards},
+                                 {"warmup_seconds", outcome->warmup_seconds}});
+        } else {
+          Log("model_not_reloaded", {{"error", outcome.status().ToString()}});
+        }
+      });
   metrics.Attach(predictor, service);
   // From here on a scrape reads the predictor, the engine and the service: on every way out
   // of Run() the endpoint stops before they are destroyed (they were declared after the
   // metrics, so they would go first).
   absl::Cleanup stop_metrics_http = [&metrics] { metrics.StopHttp(); };
-  service.Activate(&predictor, ServedModelInfo{model_path, GRAIL_VERSION},
+  service.Activate(&predictor, &reloader, ServedModelInfo{GRAIL_VERSION},
                    static_cast<uint32_t>(engine_options.max_batch_size));
   health->SetServingStatus(true);
   ready.store(true);
@@ -377,8 +413,11 @@ int Run() {
          {"relations", graph->num_relations()},
          {"facts", graph->num_facts()},
          {"sequence", graph->sequence()},
-         {"model_relations", (*model)->relations().size()},
-         {"parameters", (*model)->num_parameters()}});
+         {"model_version", (*model)->version()},
+         {"model_relations", (*model)->model().relations().size()},
+         {"parameters", (*model)->model().num_parameters()},
+         {"warmup_forwards", *warmup_forwards},
+         {"warmup_seconds", warmup_seconds}});
   }
   const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
   if (!ready_file.empty()) {
@@ -390,7 +429,8 @@ int Run() {
   }
 
   // Wait for SIGTERM/SIGINT (blocked in every thread since main's start). Meanwhile, re-read
-  // the token file when it changes (checked every second) or on SIGHUP.
+  // the token file when it changes (checked every second) or on SIGHUP, and on SIGHUP
+  // reload the model from --model.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -401,6 +441,8 @@ int Run() {
     const timespec second{1, 0};
     signal_number = sigtimedwait(&signals, nullptr, &second);
     if (signal_number == SIGTERM || signal_number == SIGINT) break;
+    // SIGHUP also re-reads --model (the outcome is logged and counted by the reloader).
+    if (signal_number == SIGHUP) reloader.Reload("").IgnoreError();
     if (tokens == nullptr) continue;
     const absl::StatusOr<bool> reloaded = tokens->Reload(/*force=*/signal_number == SIGHUP);
     if (!reloaded.ok()) {
@@ -420,7 +462,8 @@ int Run() {
 
   const Clock::time_point drain_start = Clock::now();
   Log("draining", {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"},
-                   {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)}});
+                   {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)},
+                   {"warmup_batches", absl::GetFlag(FLAGS_warmup_batches)}});
   ready.store(false);
   health->SetServingStatus(false);
   service.BeginDrain();

@@ -24,9 +24,9 @@ namespace grail {
 namespace {
 
 // The methods of kg.v1.KnowledgeGraph, in a fixed order for per-method lookup tables.
-constexpr std::array<absl::string_view, 7> kMethods = {
+constexpr std::array<absl::string_view, 8> kMethods = {
     "ScoreTriplet", "ScoreTriplets", "RankTails", "RankHeads",
-    "AddTriples",   "RemoveTriples", "GetStats"};
+    "AddTriples",   "RemoveTriples", "GetStats",  "ReloadModel"};
 int MethodIndex(absl::string_view method) {
   for (size_t i = 0; i < kMethods.size(); ++i) {
     if (kMethods[i] == method) return static_cast<int>(i);
@@ -129,6 +129,8 @@ struct ServerMetrics::Instruments {
   prometheus::Counter* entities_created = nullptr;
   prometheus::Counter* duplicates = nullptr;
   prometheus::Histogram* chunk_seconds = nullptr;
+  std::array<prometheus::Counter*, 2> reloads{};  // error, ok
+  prometheus::Histogram* reload_seconds = nullptr;
   prometheus::Counter* facts_removed = nullptr;
   prometheus::Counter* removal_chunks = nullptr;
   prometheus::Histogram* removal_seconds = nullptr;
@@ -179,6 +181,15 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
                  "Time to validate, store durably and index one chunk.", LatencyBucketsSeconds());
   m.facts_removed =
       &Counter(r, "grail_facts_removed_total", "Stored facts removed through RemoveTriples.");
+  const Labelled<prometheus::Counter> reloads =
+      Counters(r, "grail_model_reloads_total",
+               "Model reloads (ReloadModel, SIGHUP), by result: ok (now serving) or error (the "
+               "old model kept serving).",
+               {"result"});
+  m.reloads = {&reloads.Add({"error"}), &reloads.Add({"ok"})};
+  m.reload_seconds = &Histogram(r, "grail_model_reload_duration_seconds",
+                                "Time to load, check and warm up a model before it serves.",
+                                LatencyBucketsSeconds());
   m.removal_chunks =
       &Counter(r, "grail_removal_chunks_total", "RemoveTriples chunks applied and acknowledged.");
   m.removal_seconds = &Histogram(r, "grail_removal_chunk_duration_seconds",
@@ -273,16 +284,20 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
   Must(m.scraped.AddFamily(
       prometheus::MetricType::Gauge, "grail_model_info",
       "The served model (value 1): format, device, subgraph hops, layers, dimension, relation "
-      "count and training-data fingerprint.",
-      {"format", "device", "hops", "layers", "dim", "relations", "fingerprint"},
+      "count, training-data fingerprint, version (path@archive SHA-256 prefix) and generation "
+      "(1 at start, +1 per reload).",
+      {"format", "device", "hops", "layers", "dim", "relations", "fingerprint", "version",
+       "generation"},
       [this]() -> std::vector<ScrapedSample> {
         const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
         if (predictor == nullptr) return {};
-        const GrailModel& model = predictor->model();
+        const std::shared_ptr<const ServedModel> served = predictor->served_model();
+        const GrailModel& model = served->model();
         return {ScrapedSample{
             {kModelFormat, model.device(), absl::StrCat(model.config().hops),
              absl::StrCat(model.config().num_layers), absl::StrCat(model.config().dim),
-             absl::StrCat(model.relations().size()), model.training_fingerprint()},
+             absl::StrCat(model.relations().size()), model.training_fingerprint(),
+             served->version(), absl::StrCat(served->generation())},
             1.0}};
       }));
   Must(m.scraped.AddFamily(prometheus::MetricType::Gauge, "grail_build_info",
@@ -366,6 +381,11 @@ void ServerMetrics::OnAccess(absl::string_view method, absl::string_view outcome
 void ServerMetrics::OnTokensLoaded(bool ok, size_t tokens) {
   instruments_->token_reloads[ok ? 1 : 0]->Increment();
   if (ok) instruments_->tokens->Set(static_cast<double>(tokens));
+}
+
+void ServerMetrics::OnModelReload(bool ok, double seconds) {
+  instruments_->reloads[ok ? 1 : 0]->Increment();
+  if (ok) instruments_->reload_seconds->Observe(seconds);
 }
 
 void ServerMetrics::OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) {

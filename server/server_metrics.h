@@ -22,7 +22,9 @@
 //   grail_calls_in_flight, grail_scoring_calls, grail_pending_subgraphs,
 //   grail_queued_subgraphs, grail_queued_bytes     what the service and its engine hold
 //   grail_ingest_chunk_duration_seconds            histogram
-//   grail_model_info{format,device,hops,layers,dim,relations,fingerprint}  gauge, always 1
+//   grail_model_info{format,device,hops,layers,dim,relations,fingerprint,version,generation}
+//                                                  gauge, always 1
+//   grail_model_reloads_total{result}, grail_model_reload_duration_seconds (histogram)
 //   grail_build_info{version}                      gauge, always 1
 //   process_*                                      CPU, memory, file descriptors, start time
 //
@@ -75,6 +77,10 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   void OnServiceLimit(absl::string_view limit) override;
   void OnAccess(absl::string_view method, absl::string_view outcome,
                 absl::string_view token_name) override;
+
+  // A model reload finished: `ok` (the new model serves; `seconds` to load, check and warm
+  // it up) or not.
+  void OnModelReload(bool ok, double seconds);
 
   // The --auth-tokens file was (re)read: `ok` with `tokens` in use, or not (the old ones stay).
   void OnTokensLoaded(bool ok, size_t tokens);

@@ -11,6 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "rocksdb/db.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/options.h"
@@ -361,7 +362,7 @@ absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
       if (!valid.ok()) return RejectFact(i, valid.message());
     }
     if (check_relations && options_.allowed_relations.has_value() &&
-        !allowed_relations_.contains(fact.relation)) {
+        !allowed_relations_.contains(fact.relation)) {  // write_mu_ is held
       return RejectFact(i, absl::StrCat("relation ", QuoteName(fact.relation),
                                         " is not in the allowed vocabulary"));
     }
@@ -514,6 +515,25 @@ absl::Status TripleStore::Commit(rocksdb::WriteBatch& batch, const GraphDelta& d
   }
   // Published only once durable: a reader never sees a chunk that a crash could take back.
   graph_.Apply(delta);
+  return absl::OkStatus();
+}
+
+absl::Status TripleStore::SetAllowedRelations(const std::vector<std::string>& relations) {
+  if (!options_.allowed_relations.has_value()) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(write_mu_);
+  absl::flat_hash_set<std::string> allowed(relations.begin(), relations.end());
+  std::vector<std::string> missing;
+  for (const std::string& relation : graph_.Snapshot()->relation_names()) {
+    if (!allowed.contains(relation)) missing.push_back(QuoteName(relation));
+  }
+  if (!missing.empty()) {
+    const size_t count = missing.size();
+    missing.resize(std::min<size_t>(count, 5));
+    return absl::FailedPreconditionError(
+        absl::StrCat(count, " relation(s) of the stored graph are not in the new vocabulary (",
+                     absl::StrJoin(missing, ", "), count > 5 ? ", ..." : "", ")"));
+  }
+  allowed_relations_ = std::move(allowed);
   return absl::OkStatus();
 }
 

@@ -142,6 +142,12 @@ class TripleStore {
   // before this call.
   std::shared_ptr<const GraphSnapshot> Snapshot() const { return graph_.Snapshot(); }
 
+  // Replaces the allowed relation vocabulary (a no-op for a store opened without one), for
+  // a new model. FAILED_PRECONDITION, changing nothing, if a relation the store already
+  // holds is not in `relations` (the message names the first few). Serialised with the
+  // writers, so no chunk slips in between the check and the swap.
+  absl::Status SetAllowedRelations(const std::vector<std::string>& relations);
+
   // Fsyncs the WAL: every chunk committed so far survives a machine crash.
   absl::Status Sync();
 
@@ -170,6 +176,7 @@ class TripleStore {
 
   const std::string dir_;
   const StoreOptions options_;
+  // Guarded by write_mu_ (SetAllowedRelations replaces it).
   absl::flat_hash_set<std::string> allowed_relations_;
   rocksdb::DB* db_ = nullptr;
   // Indexed by the Family enum in the .cc file.

@@ -63,8 +63,12 @@ class RecordingObserver : public EngineObserver {
 // optional gate holds Prepare() until opened, so a test can keep a call pending.
 class TestJob final : public ScoringJob {
  public:
-  TestJob(std::shared_ptr<const StaticGraph> graph, std::vector<Triple> facts)
-      : graph_(std::move(graph)), facts_(std::move(facts)), results_(facts_.size()) {}
+  TestJob(const GrailModel* model, std::shared_ptr<const StaticGraph> graph,
+          std::vector<Triple> facts)
+      : model_(model),
+        graph_(std::move(graph)),
+        facts_(std::move(facts)),
+        results_(facts_.size()) {}
 
   absl::Status Prepare() override {
     if (gate_ != nullptr) gate_->WaitForNotification();
@@ -78,6 +82,7 @@ class TestJob final : public ScoringJob {
     if (!status.ok()) return status;
     return static_cast<int32_t>(t.relation);
   }
+  const GrailModel& model() const override { return *model_; }
   const RelationMap& relations() const override { return identity_; }
   void Accept(size_t i, const FactScore& score) override { results_[i] = score; }
   void Finish(absl::Status status) override {
@@ -102,6 +107,7 @@ class TestJob final : public ScoringJob {
   static std::atomic<int> next_finish;
 
  private:
+  const GrailModel* model_;
   std::shared_ptr<const StaticGraph> graph_;
   std::vector<Triple> facts_;
   std::vector<FactScore> results_;
@@ -135,7 +141,7 @@ class InferenceEngineTest : public ::testing::Test {
   }
 
   std::shared_ptr<TestJob> Job(std::vector<Triple> facts) const {
-    return std::make_shared<TestJob>(graph_, std::move(facts));
+    return std::make_shared<TestJob>(model_.get(), graph_, std::move(facts));
   }
   std::vector<Triple> Repeated(size_t n) const {
     std::vector<Triple> out;
@@ -162,7 +168,7 @@ TEST_F(InferenceEngineTest, ConcurrentCallersGetTheOfflineScorersScores) {
   EngineOptions options;
   options.max_batch_size = 16;
   options.extraction_threads = 2;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   std::atomic<int> mismatches{0}, failures{0};
   std::vector<std::thread> callers;
   for (int c = 0; c < 6; ++c) {
@@ -196,7 +202,7 @@ TEST_F(InferenceEngineTest, ConcurrentCallersGetTheOfflineScorersScores) {
 }
 
 TEST_F(InferenceEngineTest, ReportsSubgraphSizesAndWhetherTheFactIsKnown) {
-  InferenceEngine engine(*model_, EngineOptions{});
+  InferenceEngine engine(EngineOptions{});
   const Triple known = graph_->OutEdges(0).empty() ? Triple{0, 0, 1}
                                                    : Triple{0, graph_->OutEdges(0)[0].relation,
                                                             graph_->OutEdges(0)[0].entity};
@@ -212,7 +218,7 @@ TEST_F(InferenceEngineTest, ReportsSubgraphSizesAndWhetherTheFactIsKnown) {
 }
 
 TEST_F(InferenceEngineTest, AFactTheExtractionRefusesFailsItsCallOnly) {
-  InferenceEngine engine(*model_, EngineOptions{});
+  InferenceEngine engine(EngineOptions{});
   std::vector<Triple> facts = queries_;
   facts[7].tail = facts[7].head;
   absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Job(facts));
@@ -229,7 +235,7 @@ TEST_F(InferenceEngineTest, ASmallCallWaitsBehindAtMostAboutOneBatchOfALargeOne)
   EngineOptions options;
   options.max_batch_size = 16;
   options.extraction_threads = 2;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   std::shared_ptr<TestJob> large = Job(Repeated(4000));
   large->observer = &observer;
   engine.Submit(large, NoDeadline(), large->size());
@@ -252,7 +258,7 @@ TEST_F(InferenceEngineTest, ConcurrentLargeCallsShareTheForwards) {
   RecordingObserver observer;
   EngineOptions options;
   options.max_batch_size = 16;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   std::shared_ptr<TestJob> first = Job(Repeated(2000));
   std::shared_ptr<TestJob> second = Job(Repeated(2000));
   first->observer = second->observer = &observer;
@@ -267,7 +273,7 @@ TEST_F(InferenceEngineTest, ConcurrentLargeCallsShareTheForwards) {
 
 TEST_F(InferenceEngineTest, ExpiredDeadlineDropsTheWorkAndCountsIt) {
   RecordingObserver observer;
-  InferenceEngine engine(*model_, EngineOptions{}, &observer);
+  InferenceEngine engine(EngineOptions{}, &observer);
   std::shared_ptr<TestJob> job = Job(Repeated(500));
   engine.Submit(job, std::make_shared<CallControl>(EngineClock::now() - std::chrono::seconds(1)),
                 job->size());
@@ -285,7 +291,7 @@ TEST_F(InferenceEngineTest, ADeadlinePassingMidwayFinishesTheCallAtOnce) {
   EngineOptions options;
   options.max_batch_size = 16;
   options.extraction_threads = 1;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   std::shared_ptr<TestJob> job = Job(Repeated(60000));
   engine.Submit(job,
                 std::make_shared<CallControl>(EngineClock::now() + std::chrono::milliseconds(50)),
@@ -301,7 +307,7 @@ TEST_F(InferenceEngineTest, CancellingStopsTheRemainingWork) {
   EngineOptions options;
   options.max_batch_size = 16;
   options.extraction_threads = 1;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   auto control = std::make_shared<CallControl>();
   observer.on_extracted = [&] {
     if (observer.extracted.load() == 1) control->Cancel();
@@ -319,7 +325,7 @@ TEST_F(InferenceEngineTest, AdmissionRefusesWorkBeyondThePendingLimitAndKeepsSer
   RecordingObserver observer;
   EngineOptions options;
   options.max_pending_subgraphs = 100;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   absl::Notification gate;
   std::shared_ptr<TestJob> held = Job(Repeated(80));
   held->set_gate(&gate);  // pending until the gate opens
@@ -350,7 +356,7 @@ TEST_F(InferenceEngineTest, AdmissionRefusesACallBeyondTheQueuedBytes) {
   RecordingObserver observer;
   EngineOptions options;
   options.max_queued_bytes = 1 << 20;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   std::shared_ptr<TestJob> big = Job(queries_);
   big->memory_bytes = 2 << 20;
   engine.Submit(big, NoDeadline(), big->size());
@@ -364,7 +370,7 @@ TEST_F(InferenceEngineTest, ForwardsCloseAtTheirEdgeBudget) {
   RecordingObserver observer;
   EngineOptions options;
   options.max_batch_edges = 60;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   // Subgraphs that fit, each on its own, in 60 edges.
   SubgraphExtractor extractor(model_->config().extraction());
   std::vector<Triple> fitting;
@@ -384,7 +390,7 @@ TEST_F(InferenceEngineTest, ASubgraphAboveTheSizeLimitFailsItsCallNamingTheLimit
   RecordingObserver observer;
   EngineOptions options;
   options.max_subgraph_edges = 3;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   SubgraphExtractor extractor(model_->config().extraction());
   Triple large{}, small{};
   bool found_large = false, found_small = false;
@@ -411,7 +417,7 @@ TEST_F(InferenceEngineTest, ASubgraphLargerThanTheBatchBudgetRunsAlone) {
   RecordingObserver observer;
   EngineOptions options;
   options.max_batch_edges = 3;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   SubgraphExtractor extractor(model_->config().extraction());
   std::vector<Triple> large;
   for (const Triple& q : queries_) {
@@ -430,7 +436,7 @@ TEST_F(InferenceEngineTest, ExtractionRunsAtMostAboutTwoForwardsAhead) {
   EngineOptions options;
   options.max_batch_size = 8;
   options.extraction_threads = 2;
-  InferenceEngine engine(*model_, options, &observer);
+  InferenceEngine engine(options, &observer);
   std::atomic<int64_t> most_queued{0};
   observer.on_extracted = [&] {
     const int64_t queued = engine.Load().queued_subgraphs;
@@ -451,14 +457,14 @@ TEST_F(InferenceEngineTest, ExtractionRunsAtMostAboutTwoForwardsAhead) {
 }
 
 TEST_F(InferenceEngineTest, AfterShutdownCallsAreUnavailable) {
-  InferenceEngine engine(*model_, EngineOptions{});
+  InferenceEngine engine(EngineOptions{});
   engine.Shutdown();
   engine.Shutdown();  // idempotent
   EXPECT_EQ(ScoreAll(engine, Job(queries_)).status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(InferenceEngineTest, NoFactsNoWork) {
-  InferenceEngine engine(*model_, EngineOptions{});
+  InferenceEngine engine(EngineOptions{});
   absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Job({}));
   ASSERT_TRUE(scores.ok());
   EXPECT_TRUE(scores->empty());

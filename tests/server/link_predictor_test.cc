@@ -104,8 +104,13 @@ struct ServingStack {
     EngineOptions options;
     options.max_batch_size = max_batch_size;
     options.extraction_threads = 2;
-    engine = std::make_unique<InferenceEngine>(*model, options, &observer);
-    predictor = std::make_unique<LinkPredictor>(*model, *store, *engine, limits);
+    engine = std::make_unique<InferenceEngine>(options, &observer);
+    // The test keeps owning the model; the served copy only points at it.
+    predictor = std::make_unique<LinkPredictor>(
+        std::make_shared<const ServedModel>(
+            std::shared_ptr<const GrailModel>(std::shared_ptr<void>(), model.get()), "test.pt",
+            "0123456789abcdef", 1),
+        *store, *engine, limits);
   }
 };
 

@@ -1,11 +1,18 @@
 // A live graph's lifecycle against the real grail-server binary (loopback port, real RocksDB
-// directory, real gRPC): facts removed while serving, and removals that survive kill -9.
+// directory, real gRPC): facts removed while serving, removals that survive kill -9, and the
+// model replaced while serving (ReloadModel, SIGHUP) with its warm-up.
+#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -245,6 +252,205 @@ TEST_F(LiveGraphServerTest, KilledServerKeepsExactlyTheAcknowledgedRemovals) {
   }
   for (size_t i = graph.size() - 600; i < graph.size(); ++i) ASSERT_TRUE(stored[i]);
   EXPECT_EQ(Stats().facts(), graph.size() - removed);
+}
+
+// --- Model reload -------------------------------------------------------------------------
+
+class ModelReloadTest : public LiveGraphServerTest {
+ protected:
+  void SetUp() override {
+    LiveGraphServerTest::SetUp();
+    // B differs from A in its weights and its subgraph radius, so calls on the two models
+    // also extract differently.
+    GrailConfig three_hops = TwoHopConfig();
+    three_hops.hops = 3;
+    ASSERT_TRUE(
+        SaveUntrainedModel(dir_.Sub("model_b.pt"), kRelations, /*seed=*/6, three_hops).ok());
+  }
+  grpc::Status Reload(const std::string& path, kg::v1::ReloadModelResponse* response) {
+    grpc::ClientContext context;
+    kg::v1::ReloadModelRequest request;
+    request.set_path(path);
+    return stub_->ReloadModel(&context, request, response);
+  }
+  std::string Metrics() {
+    httplib::Client client("127.0.0.1", server_.metrics_port());
+    httplib::Result scrape = client.Get("/metrics");
+    return scrape ? scrape->body : "";
+  }
+};
+
+TEST_F(ModelReloadTest, ReloadUnderConcurrentLoadFailsNoCallAndEachAnswerComesFromOneModel) {
+  ASSERT_TRUE(Start("server.log"));
+  const std::vector<NamedTriple> graph = DistinctFacts(60, 240, 6);
+  ASSERT_TRUE(AddChunks(*stub_, Chunked(graph, 100)).status.ok());
+  const std::string version_a = Stats().model().version();
+  const NamedTriple query{"n1", "r2", "n2"};
+
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> completed{0}, failed{0};
+  std::mutex mu;
+  std::map<std::string, std::vector<float>> scores_by_version;  // ScoreTriplet of `query`
+  std::map<std::string, int> rankings_by_version;
+  std::string first_error;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      auto stub = KnowledgeGraph::NewStub(
+          grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+      while (!stop.load()) {
+        grpc::ClientContext context;
+        grpc::Status status;
+        std::string version;
+        float score = 0;
+        if (c % 2 == 0) {
+          kg::v1::ScoreTripletRequest request;
+          *request.mutable_triple() = ToProto(query);
+          kg::v1::ScoreTripletResponse response;
+          status = stub->ScoreTriplet(&context, request, &response);
+          version = response.model_version();
+          score = response.score();
+        } else {
+          kg::v1::RankTailsRequest request;
+          request.set_head("n3");
+          request.set_relation("r1");
+          request.mutable_options()->set_top_k(5);
+          kg::v1::RankResponse response;
+          status = stub->RankTails(&context, request, &response);
+          version = response.model_version();
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        if (!status.ok()) {
+          failed.fetch_add(1);
+          if (first_error.empty()) first_error = status.error_message();
+        } else if (c % 2 == 0) {
+          scores_by_version[version].push_back(score);
+        } else {
+          ++rankings_by_version[version];
+        }
+        completed.fetch_add(1);
+      }
+    });
+  }
+  // Waits until the clients have finished `calls` more calls.
+  auto wait_for_calls = [&](int64_t calls) {
+    const int64_t target = completed.load() + calls;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (completed.load() < target && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  wait_for_calls(40);
+  std::string version_b;
+  for (const std::string& path : {dir_.Sub("model_b.pt"), dir_.Sub("model.pt"),
+                                  dir_.Sub("model_b.pt"), dir_.Sub("model.pt")}) {
+    kg::v1::ReloadModelResponse response;
+    const grpc::Status status = Reload(path, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.model().path(), path);
+    if (path == dir_.Sub("model_b.pt")) version_b = response.model().version();
+    wait_for_calls(40);
+  }
+  stop.store(true);
+  for (std::thread& t : clients) t.join();
+
+  EXPECT_EQ(failed.load(), 0) << first_error;
+  ASSERT_NE(version_a, version_b);
+  EXPECT_EQ(Stats().model().generation(), 5u);
+  EXPECT_EQ(Stats().model().version(), version_a);
+  // Every answer names one of the two models, both models answered, and all answers of one
+  // model agree: no call mixed the two.
+  ASSERT_EQ(scores_by_version.size(), 2u);
+  ASSERT_EQ(scores_by_version.count(version_a) + scores_by_version.count(version_b), 2u);
+  EXPECT_EQ(rankings_by_version.count(version_a) + rankings_by_version.count(version_b),
+            rankings_by_version.size());
+  for (const auto& [version, scores] : scores_by_version) {
+    for (float score : scores) {
+      ASSERT_LE(std::fabs(score - scores.front()), 1e-5f * std::max(1.0f, std::fabs(score)))
+          << version;
+    }
+  }
+  EXPECT_NE(scores_by_version[version_a].front(), scores_by_version[version_b].front());
+  EXPECT_THAT(Metrics(), HasSubstr("grail_model_reloads_total{result=\"ok\"} 4"));
+}
+
+TEST_F(ModelReloadTest, ABadArchiveIsRefusedNamingItAndTheOldModelKeepsServing) {
+  ASSERT_TRUE(Start("server.log"));
+  ASSERT_TRUE(AddChunks(*stub_, {DistinctFacts(20, 40, 7)}).status.ok());
+  const kg::v1::GetStatsResponse before = Stats();
+  const float score = Score({"n1", "r2", "n2"}).score();
+
+  kg::v1::ReloadModelResponse response;
+  const std::string missing = dir_.Sub("no-such-model.pt");
+  grpc::Status status = Reload(missing, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr(missing));
+
+  const std::string garbage = dir_.Sub("garbage.pt");
+  std::ofstream(garbage) << "not a model archive";
+  status = Reload(garbage, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr(garbage));
+
+  // A model that does not know r3, which the stored graph uses.
+  const std::string narrow = dir_.Sub("narrow.pt");
+  ASSERT_TRUE(SaveUntrainedModel(narrow, {"r0", "r1", "r2"}, 8, TwoHopConfig()).ok());
+  status = Reload(narrow, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("\"r3\""));
+
+  const kg::v1::GetStatsResponse after = Stats();
+  EXPECT_EQ(after.model().version(), before.model().version());
+  EXPECT_EQ(after.model().generation(), 1u);
+  EXPECT_EQ(Score({"n1", "r2", "n2"}).score(), score);
+  // The store still takes r3, the served model's relation.
+  EXPECT_TRUE(AddChunks(*stub_, {{{"n1", "r3", "n5"}}}).status.ok());
+  EXPECT_THAT(Metrics(), HasSubstr("grail_model_reloads_total{result=\"error\"} 3"));
+}
+
+TEST_F(ModelReloadTest, SighupReReadsTheModelFileAndTheClientReloadsByPath) {
+  ASSERT_TRUE(Start("server.log"));
+  ASSERT_TRUE(AddChunks(*stub_, {DistinctFacts(20, 40, 9)}).status.ok());
+  const std::string version_a = Stats().model().version();
+  // Replace the --model file (as a deployment would: written aside, renamed over it).
+  std::filesystem::copy_file(dir_.Sub("model_b.pt"), dir_.Sub("model.pt.new"));
+  std::filesystem::rename(dir_.Sub("model.pt.new"), dir_.Sub("model.pt"));
+  server_.Signal(SIGHUP);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (Stats().model().generation() < 2 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const kg::v1::GetStatsResponse stats = Stats();
+  EXPECT_EQ(stats.model().generation(), 2u);
+  EXPECT_EQ(stats.model().path(), dir_.Sub("model.pt"));
+  EXPECT_NE(stats.model().version(), version_a);
+  EXPECT_EQ(stats.model().hops(), 3u);
+  EXPECT_THAT(server_.Log(), HasSubstr("\"event\":\"model_reloaded\""));
+
+  const std::string other = dir_.Sub("model_c.pt");
+  ASSERT_TRUE(SaveUntrainedModel(other, kRelations, 10, TwoHopConfig()).ok());
+  const BinaryRun run =
+      RunBinary("grail-client", "--target " + server_.target() + " reload-model " + other);
+  ASSERT_EQ(run.exit_code, 0) << run.all();
+  EXPECT_THAT(run.out, HasSubstr("generation=3"));
+  EXPECT_THAT(run.out, HasSubstr("version=" + other + "@"));
+  EXPECT_THAT(run.out, HasSubstr("previous_version=" + stats.model().version()));
+  EXPECT_EQ(Score({"n1", "r2", "n2"}).model_version(), Stats().model().version());
+}
+
+TEST_F(ModelReloadTest, TheModelIsWarmedUpBeforeTheServerReportsServing) {
+  // An empty store: the warm-up runs on a synthetic graph of the model's relations.
+  ASSERT_TRUE(Start("empty.log"));
+  EXPECT_THAT(server_.Log(), HasSubstr("\"warmup_forwards\":3"));
+  ASSERT_TRUE(AddChunks(*stub_, {DistinctFacts(20, 40, 11)}).status.ok());
+  ASSERT_EQ(server_.Stop(SIGTERM), 0);
+  std::vector<std::string> flags = Flags();
+  flags.push_back("--warmup-batches=5");
+  ASSERT_TRUE(server_.Start(flags, dir_.Sub("stored.log")));
+  const std::string log = server_.Log();
+  const size_t serving = log.find("\"event\":\"serving\"");
+  ASSERT_NE(serving, std::string::npos);
+  EXPECT_NE(log.find("\"warmup_forwards\":5", serving), std::string::npos) << log;
 }
 
 }  // namespace

@@ -130,6 +130,23 @@ std::map<std::string, grpc::Status> CallEveryRpc(const std::shared_ptr<grpc::Cha
     stream->WritesDone();
     out["AddTriples"] = stream->Finish();
   }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Soon());
+    auto stream = stub->RemoveTriples(&context);
+    kg::v1::RemoveTriplesRequest request;
+    *request.add_triples() = Fact(absl::StrCat("gone", round), "r1", "a");
+    kg::v1::RemoveTriplesAck ack;
+    if (stream->Write(request)) stream->Read(&ack);
+    stream->WritesDone();
+    out["RemoveTriples"] = stream->Finish();
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Soon());
+    kg::v1::ReloadModelResponse response;
+    out["ReloadModel"] = stub->ReloadModel(&context, kg::v1::ReloadModelRequest(), &response);
+  }
   return out;
 }
 
@@ -264,9 +281,10 @@ TEST_F(SecurityTest, EachScopeAgainstEachRpc) {
   }
   for (const auto& [rpc, status] :
        CallEveryRpc(Channel(server_.target(), WithToken(kReadToken)), ++round)) {
-    if (rpc == "AddTriples") {
+    if (rpc == "AddTriples" || rpc == "RemoveTriples" || rpc == "ReloadModel") {
       EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << rpc;
-      EXPECT_THAT(status.error_message(), HasSubstr("needs write"));
+      EXPECT_THAT(status.error_message(),
+                  HasSubstr(rpc == "ReloadModel" ? "needs admin" : "needs write"));
       EXPECT_THAT(status.error_message(), Not(HasSubstr(kReadToken)));
     } else {
       EXPECT_TRUE(status.ok()) << rpc << ": " << status.error_message();
@@ -275,6 +293,11 @@ TEST_F(SecurityTest, EachScopeAgainstEachRpc) {
   for (const std::string& token : {kWriteToken, kAdminToken}) {
     for (const auto& [rpc, status] :
          CallEveryRpc(Channel(server_.target(), WithToken(token)), ++round)) {
+      if (rpc == "ReloadModel" && token == kWriteToken) {
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+        EXPECT_THAT(status.error_message(), HasSubstr("needs admin"));
+        continue;
+      }
       EXPECT_TRUE(status.ok()) << rpc << " with " << token << ": " << status.error_message();
     }
   }

@@ -1,0 +1,57 @@
+#include "server/model_reloader.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace grail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+ModelReloader::ModelReloader(LinkPredictor& predictor, ReloadOptions options, Observer observer)
+    : predictor_(predictor), options_(std::move(options)), observer_(std::move(observer)) {}
+
+absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string path = requested.empty() ? options_.default_path : requested;
+  const std::shared_ptr<const ServedModel> previous = predictor_.served_model();
+  auto attempt = [&]() -> absl::StatusOr<ReloadOutcome> {
+    ReloadOutcome outcome;
+    outcome.previous_version = previous->version();
+    const Clock::time_point load_start = Clock::now();
+    absl::StatusOr<std::shared_ptr<const ServedModel>> loaded =
+        LoadServedModel(path, options_.device, previous->generation() + 1);
+    if (!loaded.ok()) return loaded.status();
+    outcome.model = *std::move(loaded);
+    outcome.load_seconds = SecondsSince(load_start);
+    TripleStore& store = predictor_.store();
+    const Clock::time_point warmup_start = Clock::now();
+    const absl::StatusOr<int> warm = WarmUp(*outcome.model, *store.Snapshot(), options_.warmup);
+    if (!warm.ok()) return warm.status();
+    outcome.warmup_forwards = *warm;
+    outcome.warmup_seconds = SecondsSince(warmup_start);
+    if (!options_.allow_unknown_relations) {
+      const absl::Status allowed = store.SetAllowedRelations(outcome.model->model().relations());
+      if (!allowed.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "model ", path, " cannot serve the stored graph: ", allowed.message(),
+            "; serve a model trained with them, or run with --allow-unknown-relations"));
+      }
+    }
+    predictor_.SetModel(outcome.model);
+    return outcome;
+  };
+  absl::StatusOr<ReloadOutcome> outcome = attempt();
+  if (observer_) observer_(outcome);
+  return outcome;
+}
+
+}  // namespace grail

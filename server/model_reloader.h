@@ -1,0 +1,66 @@
+// Replacing the served model while serving (ReloadModel, SIGHUP), and the same steps for
+// the model loaded at start: load the archive, check it against the stored graph, warm it
+// up, and only then make it the one new calls use.
+//
+//   1. LoadServedModel: the archive's format and parameters (GrailModel::Load), on the
+//      server's device, and its SHA-256 for the version.
+//   2. WarmUp: representative forwards (--warmup-batches); a failing forward refuses it.
+//   3. The store's allowed relations become the new vocabulary (unless the server accepts
+//      unknown relations); refused if the stored graph holds a relation the model lacks.
+//   4. LinkPredictor::SetModel: one pointer swap. Calls in flight keep the model they hold.
+// Any failure leaves the old model serving, and the store's vocabulary as it was.
+//
+// Thread safety: Reload() may be called from any thread; reloads run one at a time.
+#ifndef GRAIL_SERVER_MODEL_RELOADER_H_
+#define GRAIL_SERVER_MODEL_RELOADER_H_
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/link_predictor.h"
+#include "server/served_model.h"
+
+namespace grail {
+
+struct ReloadOutcome {
+  std::shared_ptr<const ServedModel> model;  // now serving
+  std::string previous_version;
+  double load_seconds = 0;
+  double warmup_seconds = 0;
+  int warmup_forwards = 0;
+};
+
+struct ReloadOptions {
+  std::string default_path;  // the --model path, for a reload without one
+  std::string device;
+  bool allow_unknown_relations = false;
+  WarmupOptions warmup;
+};
+
+class ModelReloader {
+ public:
+  // Called after every reload attempt with its outcome (or error); may be empty.
+  using Observer = std::function<void(const absl::StatusOr<ReloadOutcome>&)>;
+
+  // `predictor` must outlive the reloader.
+  ModelReloader(LinkPredictor& predictor, ReloadOptions options, Observer observer = nullptr);
+
+  // Serves the archive at `path` (empty: options.default_path) from now on, or returns why
+  // not, leaving the old model serving. Errors name the path: NOT_FOUND or INVALID_ARGUMENT
+  // (not readable, not a model archive), FAILED_PRECONDITION (vocabulary), or the warm-up
+  // forward's error.
+  absl::StatusOr<ReloadOutcome> Reload(const std::string& path);
+
+ private:
+  LinkPredictor& predictor_;
+  const ReloadOptions options_;
+  const Observer observer_;
+  std::mutex mu_;  // one reload at a time
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_SERVER_MODEL_RELOADER_H_

@@ -1,0 +1,186 @@
+#include "server/served_model.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/seeded_random.h"
+#include "model/enclosing_subgraph.h"
+#include "storage/static_graph.h"
+#include "storage/vocabulary.h"
+
+namespace grail {
+namespace {
+
+// Hex SHA-256 of the file at `path`; NOT_FOUND if it cannot be read.
+absl::StatusOr<std::string> FileSha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read model ", path));
+  EVP_MD_CTX* context = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(context, EVP_sha256(), nullptr);
+  std::vector<char> buffer(1 << 16);
+  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+    EVP_DigestUpdate(context, buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  const bool failed = in.bad();
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_DigestFinal_ex(context, digest, &size);
+  EVP_MD_CTX_free(context);
+  if (failed) return absl::NotFoundError(absl::StrCat("cannot read model ", path));
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), static_cast<size_t>(size)));
+}
+
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A fact to warm up with, given by the graph's ids, and the model id of its relation.
+struct WarmupFact {
+  Triple fact;
+  int32_t model_relation = 0;
+};
+
+// Up to `count` stored facts of `graph`, drawn at random (entities with no out-edge and
+// facts the model cannot score, self-loops, are skipped).
+std::vector<WarmupFact> SampleStoredFacts(const ServedModel& served, const GraphSnapshot& graph,
+                                          const RelationMap& relations, size_t count,
+                                          uint64_t seed) {
+  std::vector<WarmupFact> facts;
+  if (graph.num_facts() == 0) return facts;
+  SeededRandom random(MixBits(seed));
+  for (size_t attempt = 0; attempt < 20 * count && facts.size() < count; ++attempt) {
+    const EntityId head = static_cast<EntityId>(random.Uniform(graph.num_entities()));
+    const absl::Span<const Neighbor> out = graph.OutEdges(head);
+    if (out.empty()) continue;
+    const Neighbor& edge = out[random.Uniform(out.size())];
+    if (edge.entity == head) continue;
+    const int32_t model_relation = relations[edge.relation];
+    facts.push_back({Triple{head, edge.relation, edge.entity}, std::max(0, model_relation)});
+  }
+  return facts;
+}
+
+}  // namespace
+
+ServedModel::ServedModel(std::shared_ptr<const GrailModel> model, std::string path,
+                         std::string sha256, uint64_t generation)
+    : model_(std::move(model)),
+      path_(std::move(path)),
+      sha256_(std::move(sha256)),
+      version_(absl::StrCat(path_, "@", sha256_.substr(0, 16))),
+      generation_(generation),
+      loaded_at_unix_seconds_(UnixSeconds()) {
+  for (size_t m = 0; m < model_->relations().size(); ++m) {
+    relation_ids_.emplace(model_->relations()[m], static_cast<int32_t>(m));
+  }
+}
+
+absl::StatusOr<int32_t> ServedModel::RelationId(absl::string_view name) const {
+  auto it = relation_ids_.find(name);
+  if (it == relation_ids_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("relation ", QuoteName(name), " is not in the model's vocabulary (",
+                     relation_ids_.size(), " relations; GetStats lists them)"));
+  }
+  return it->second;
+}
+
+std::shared_ptr<const RelationMap> ServedModel::RelationsOf(const GraphSnapshot& graph) const {
+  std::lock_guard<std::mutex> lock(relation_map_mu_);
+  if (relation_map_ == nullptr || relation_map_->size() < graph.num_relations()) {
+    relation_map_ = std::make_shared<const RelationMap>(
+        MapRelationsByName(graph.relation_names(), model_->relations()));
+  }
+  return relation_map_;
+}
+
+absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::string& path,
+                                                                   absl::string_view device,
+                                                                   uint64_t generation) {
+  absl::StatusOr<std::string> sha256 = FileSha256(path);
+  if (!sha256.ok()) return sha256.status();
+  absl::StatusOr<std::unique_ptr<GrailModel>> model = GrailModel::Load(path, device);
+  if (!model.ok()) return model.status();
+  return std::make_shared<const ServedModel>(std::shared_ptr<const GrailModel>(*std::move(model)),
+                                             path, *std::move(sha256), generation);
+}
+
+absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph,
+                           const WarmupOptions& options) {
+  if (options.batches <= 0) return 0;
+  const GrailModel& model = served.model();
+  const size_t per_batch = static_cast<size_t>(std::max(1, options.batch_size));
+
+  // Stored facts when there are any; otherwise a ring of 32 entities over the model's
+  // relations (its ids are the model's, so the relation map is the identity).
+  std::shared_ptr<const RelationMap> relations = served.RelationsOf(graph);
+  std::vector<WarmupFact> facts =
+      SampleStoredFacts(served, graph, *relations, per_batch * options.batches, options.seed);
+  const GraphView* source = &graph;
+  StaticGraph synthetic;
+  const RelationMap identity;
+  if (facts.empty()) {
+    constexpr uint32_t kRing = 32;
+    const uint32_t num_relations = static_cast<uint32_t>(model.relations().size());
+    std::vector<Triple> edges;
+    for (uint32_t e = 0; e < kRing; ++e) {
+      edges.push_back({e, e % num_relations, (e + 1) % kRing});
+      edges.push_back({e, (e + 1) % num_relations, (e + 3) % kRing});
+    }
+    synthetic = StaticGraph(kRing, edges);
+    source = &synthetic;
+    relations = std::shared_ptr<const RelationMap>(std::shared_ptr<void>(), &identity);
+    for (uint32_t i = 0; i < per_batch * options.batches; ++i) {
+      const uint32_t head = i % kRing;
+      facts.push_back({Triple{head, i % num_relations, (head + 2) % kRing},
+                       static_cast<int32_t>(i % num_relations)});
+    }
+  }
+
+  SubgraphExtractor extractor(model.config().extraction());
+  EnclosingSubgraph subgraph;
+  SubgraphBatch batch;
+  size_t next = 0;
+  int forwards = 0;
+  for (int b = 0; b < options.batches; ++b) {
+    batch.Clear();
+    int64_t nodes = 0, edges = 0;
+    // Facts are reused when there are few; a subgraph that alone exceeds a forward's
+    // limits (a hub's) is skipped, as the engine would run it alone.
+    for (size_t tried = 0;
+         tried < 4 * facts.size() && batch.num_graphs() < static_cast<int64_t>(per_batch);
+         ++tried) {
+      const WarmupFact& f = facts[next++ % facts.size()];
+      absl::Status extracted = extractor.Extract(*source, f.fact.head, f.fact.relation, f.fact.tail,
+                                                 /*hide_target_fact=*/false, &subgraph);
+      if (!extracted.ok()) return extracted;
+      if (nodes + subgraph.num_nodes() > options.max_batch_nodes ||
+          edges + subgraph.num_edges() > options.max_batch_edges) {
+        if (batch.num_graphs() > 0) break;
+        continue;
+      }
+      nodes += subgraph.num_nodes();
+      edges += subgraph.num_edges();
+      batch.Add(subgraph, f.model_relation, *relations);
+    }
+    if (batch.num_graphs() == 0) continue;
+    absl::StatusOr<std::vector<float>> scores = model.Score(batch);
+    if (!scores.ok()) {
+      return absl::Status(scores.status().code(), absl::StrCat("warming up model ", served.path(),
+                                                               ": ", scores.status().message()));
+    }
+    ++forwards;
+  }
+  return forwards;
+}
+
+}  // namespace grail

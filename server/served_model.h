@@ -1,0 +1,92 @@
+// One model as the server serves it: the network, the archive it came from and its version,
+// and its relation vocabulary by name. Calls hold a shared_ptr to the ServedModel they
+// started with, so a reload (ReloadModel, SIGHUP) swaps the pointer without disturbing
+// them: the old model lives until its last call finishes.
+//
+// Also the warm-up a model passes before it serves (WarmUp): it runs representative forwards so
+// that the first user call does not pay for LibTorch's first runs (the TorchScript executor
+// profiles and optimises the graph on its first calls, and allocators grow their pools).
+//
+// Thread safety: a ServedModel is immutable after LoadServedModel returns, except for the
+// relation-map cache, which is guarded; every method may be called from any thread.
+#ifndef GRAIL_SERVER_SERVED_MODEL_H_
+#define GRAIL_SERVER_SERVED_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/grail_model.h"
+#include "model/subgraph_batch.h"
+#include "storage/live_graph.h"
+
+namespace grail {
+
+class ServedModel {
+ public:
+  ServedModel(std::shared_ptr<const GrailModel> model, std::string path, std::string sha256,
+              uint64_t generation);
+  ServedModel(const ServedModel&) = delete;
+  ServedModel& operator=(const ServedModel&) = delete;
+
+  const GrailModel& model() const { return *model_; }
+  const std::string& path() const { return path_; }
+  // Hex SHA-256 of the archive's bytes.
+  const std::string& sha256() const { return sha256_; }
+  // "PATH@" + the first 16 hex digits of sha256(): what responses carry.
+  const std::string& version() const { return version_; }
+  // 1 for the model loaded at start, one more per reload.
+  uint64_t generation() const { return generation_; }
+  double loaded_at_unix_seconds() const { return loaded_at_unix_seconds_; }
+
+  // The model's id of relation `name`, or INVALID_ARGUMENT naming it.
+  absl::StatusOr<int32_t> RelationId(absl::string_view name) const;
+  // The map from `graph`'s relation ids to the model's (MapRelationsByName). Cached: a
+  // store only ever appends relation names, so a map built for the first n stays right and
+  // is rebuilt only when a snapshot has more.
+  std::shared_ptr<const RelationMap> RelationsOf(const GraphSnapshot& graph) const;
+
+ private:
+  const std::shared_ptr<const GrailModel> model_;
+  const std::string path_;
+  const std::string sha256_;
+  const std::string version_;
+  const uint64_t generation_;
+  const double loaded_at_unix_seconds_;
+  absl::flat_hash_map<std::string, int32_t> relation_ids_;
+
+  mutable std::mutex relation_map_mu_;
+  mutable std::shared_ptr<const RelationMap> relation_map_;
+};
+
+// Loads the archive at `path` on `device` (GrailModel::Load: format and contents checked)
+// and fingerprints its bytes. Errors name the path: NOT_FOUND if it cannot be read,
+// INVALID_ARGUMENT if it is not a model archive of this format.
+absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::string& path,
+                                                                   absl::string_view device,
+                                                                   uint64_t generation);
+
+struct WarmupOptions {
+  int batches = 3;      // forwards to run; 0: none
+  int batch_size = 64;  // subgraphs per forward, at most
+  int max_batch_nodes = 4096;
+  int max_batch_edges = 8192;
+  uint64_t seed = 1;
+};
+
+// Runs `options.batches` forwards of the model over enclosing subgraphs of facts sampled
+// from `graph` (stored facts, so the shapes are those users will send), filled up to the
+// batch limits; with no facts stored, over a small synthetic graph of the model's
+// relations. Returns the number of forwards run. An error (a forward failing) means the
+// model cannot serve.
+absl::StatusOr<int> WarmUp(const ServedModel& model, const GraphSnapshot& graph,
+                           const WarmupOptions& options);
+
+}  // namespace grail
+
+#endif  // GRAIL_SERVER_SERVED_MODEL_H_
