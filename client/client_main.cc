@@ -53,6 +53,9 @@ ABSL_FLAG(bool, json, false, "print one JSON object (score-file: one per line) i
 ABSL_FLAG(bool, wait_for_ready, false,
           "wait (within the deadline) for the server to come up instead of failing UNAVAILABLE");
 ABSL_FLAG(int, batch, 256, "score-file: facts per ScoreTriplets call");
+ABSL_FLAG(bool, explain, false,
+          "score: also print the strongest paths from head to tail behind the score");
+ABSL_FLAG(int, paths, 3, "score --explain: how many paths (1..100)");
 ABSL_FLAG(int, top_k, 0, "rank-*, load: return only the best K (0: all)");
 ABSL_FLAG(std::string, candidates, "",
           "rank-*: file of candidate entities, one per line (default: every entity)");
@@ -82,9 +85,11 @@ constexpr const char kUsage[] =
                     [--token T]  COMMAND ARGS...
 
 commands:
-  score H R T
+  score H R T [--explain [--paths K]]
       Scores one fact. Prints the score; --json: an object with head, relation, tail,
       score, probability, known_fact, subgraph_nodes, subgraph_edges, graph_sequence.
+      --explain: then the K (default 3) strongest paths from H to T behind the score, one
+      per line: weight<TAB>rule body<TAB>the entities it runs through (--json: "paths").
   score-file FILE [--batch N]
       Scores every fact of a triple file (head<TAB>relation<TAB>tail per line), N per call.
       Prints head<TAB>relation<TAB>tail<TAB>score per fact; --json: one object per line.
@@ -183,17 +188,63 @@ std::string ScoreJson(const kg::v1::Triple& triple, const kg::v1::ScoreTripletRe
                    {"graph_sequence", result.graph_sequence()}});
 }
 
+// One explanation path as text: weight, rule body, and the entities it runs through.
+std::string PathText(const kg::v1::ExplanationPath& path) {
+  std::string through;
+  for (int i = 0; i < path.steps_size(); ++i) {
+    const kg::v1::PathStep& step = path.steps(i);
+    if (i == 0) through = step.from_entity();
+    absl::StrAppend(&through, step.inverse() ? " <-" : " -", step.relation(),
+                    step.inverse() ? "- " : "-> ", step.to_entity());
+  }
+  return absl::StrCat(FormatFloat(static_cast<float>(path.weight())), "\t", path.rule(), "\t",
+                      through);
+}
+
 int RunScore(const Session& session, const std::vector<std::string>& args) {
   kg::v1::ScoreTripletRequest request;
   request.mutable_triple()->set_head(args[0]);
   request.mutable_triple()->set_relation(args[1]);
   request.mutable_triple()->set_tail(args[2]);
+  if (absl::GetFlag(FLAGS_explain)) {
+    const int paths = absl::GetFlag(FLAGS_paths);
+    if (paths < 1 || paths > 100) return PrintUsageError("--paths takes 1..100");
+    request.set_explain(true);
+    request.set_max_paths(static_cast<uint32_t>(paths));
+  }
   kg::v1::ScoreTripletResponse response;
   grpc::ClientContext context;
   session.call.Apply(&context);
   const grpc::Status status = session.stub->ScoreTriplet(&context, request, &response);
   if (!status.ok()) return PrintError(status);
-  PrintLine(session.json ? ScoreJson(request.triple(), response) : FormatFloat(response.score()));
+  if (session.json) {
+    Json json = Json::parse(ScoreJson(request.triple(), response));
+    if (request.explain()) {
+      json["paths"] = Json::array();
+      for (const kg::v1::ExplanationPath& path : response.paths()) {
+        Json steps = Json::array();
+        for (const kg::v1::PathStep& step : path.steps()) {
+          Json attention = Json::array();
+          for (float a : step.attention()) attention.push_back(JsonFloat(a));
+          steps.push_back({{"from", step.from_entity()},
+                           {"relation", step.relation()},
+                           {"to", step.to_entity()},
+                           {"inverse", step.inverse()},
+                           {"attention", attention}});
+        }
+        Json layer_weights = Json::array();
+        for (double w : path.layer_weights()) layer_weights.push_back(w);
+        json["paths"].push_back({{"rule", path.rule()},
+                                 {"weight", path.weight()},
+                                 {"layer_weights", layer_weights},
+                                 {"steps", steps}});
+      }
+    }
+    PrintLine(JsonLine(json));
+    return kExitOk;
+  }
+  PrintLine(FormatFloat(response.score()));
+  for (const kg::v1::ExplanationPath& path : response.paths()) PrintLine(PathText(path));
   return kExitOk;
 }
 

@@ -389,4 +389,56 @@ absl::StatusOr<std::vector<float>> GrailModel::Score(const SubgraphBatch& batch)
   }
 }
 
+absl::StatusOr<std::vector<std::vector<float>>> GrailModel::EdgeAttention(
+    const SubgraphBatch& batch) const {
+  if (batch.num_graphs() == 0) return absl::InvalidArgumentError("empty batch");
+  const size_t edges = static_cast<size_t>(batch.num_edges());
+  std::vector<std::vector<float>> attention(config_.num_layers, std::vector<float>(edges, 1.0f));
+  if (!config_.attention || edges == 0) return attention;
+  try {
+    torch::NoGradGuard no_grad;
+    torch::jit::Module& m = module_->module;
+    const std::vector<torch::jit::IValue> in = BatchInputs(batch, module_->device, false);
+    const torch::Tensor dist_u = in[0].toTensor(), dist_v = in[1].toTensor();
+    const torch::Tensor node_graph = in[2].toTensor(), src = in[3].toTensor();
+    const torch::Tensor dst = in[4].toTensor(), rel = in[5].toTensor();
+    const torch::Tensor target = in[8].toTensor();
+    // The forward's first lines (kForwardHead), then per layer the attention equations
+    // (kLayerAttention) on the layer's input states, then the layer itself.
+    torch::Tensor h;
+    if (config_.node_labels) {
+      h = torch::cat({m.run_method("one_hot_distance", dist_u).toTensor(),
+                      m.run_method("one_hot_distance", dist_v).toTensor()},
+                     1);
+    } else {
+      const torch::Tensor ones = torch::ones_like(dist_u);
+      const torch::Tensor one_hot = m.run_method("one_hot_distance", ones).toTensor();
+      h = torch::cat({one_hot, one_hot}, 1);
+    }
+    const torch::Tensor node_target = target.index_select(0, node_graph);
+    const torch::Tensor relation_embedding = m.attr("attention_relation_embedding").toTensor();
+    for (int l = 0; l < config_.num_layers; ++l) {
+      auto param = [&](const char* name) { return m.attr(absl::StrCat(name, l)).toTensor(); };
+      const torch::Tensor at_node =
+          torch::matmul(h, param("att_dst_")) +
+          torch::matmul(relation_embedding, param("att_target_")).index_select(0, node_target);
+      const torch::Tensor z =
+          torch::matmul(h, param("att_src_")).index_select(0, src) + at_node.index_select(0, dst) +
+          torch::matmul(relation_embedding, param("att_rel_")).index_select(0, rel) +
+          param("att_b1_");
+      const torch::Tensor alpha =
+          torch::sigmoid(torch::matmul(torch::relu(z), param("att_w2_")) + param("att_b2_"))
+              .reshape({-1})
+              .to(torch::kCPU)
+              .contiguous();
+      const float* data = alpha.data_ptr<float>();
+      attention[l].assign(data, data + alpha.numel());
+      h = m.run_method(absl::StrCat("layer_", l), h, src, dst, rel, node_target, false).toTensor();
+    }
+    return attention;
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("attention failed: ", e.what_without_backtrace()));
+  }
+}
+
 }  // namespace grail

@@ -109,6 +109,11 @@ class GrailModel {
   // no gradients). Errors: INVALID_ARGUMENT for an empty or inconsistent batch.
   absl::StatusOr<std::vector<float>> Score(const SubgraphBatch& batch) const;
 
+  // The attention coefficient alpha of every edge of `batch`, per layer: result[l][e] for
+  // layer l (0-based) and batch edge e, in inference mode. 1 for every edge of a model
+  // without attention. Errors as Score().
+  absl::StatusOr<std::vector<std::vector<float>>> EdgeAttention(const SubgraphBatch& batch) const;
+
   // The module itself, for the trainer.
   GrailModule& module() { return *module_; }
 

@@ -20,6 +20,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// ScoreTriplet's explanations: paths when max_paths is 0, and the most a call may ask for.
+constexpr int kDefaultExplanationPaths = 3;
+constexpr uint32_t kMaxExplanationPaths = 100;
+
 grpc::Status InvalidArgument(std::string message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::move(message));
 }
@@ -374,17 +378,41 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
   LinkPredictor* predictor;
   grpc::Status status = Admit(context, call->method(), Scope::kRead, &predictor);
   if (status.ok()) status = ValidateTriple(request->triple(), "triple", limits_.max_name_bytes);
+  if (status.ok() && request->max_paths() > kMaxExplanationPaths) {
+    status = InvalidArgument(absl::StrCat("max_paths is ", request->max_paths(), "; at most ",
+                                          kMaxExplanationPaths, " paths are returned"));
+  }
   if (!status.ok()) {
     call->Reply(status);
     return call;
   }
-  predictor->Score({ToNamed(request->triple())}, call->control(),
-                   [call, response](absl::StatusOr<ScoredFacts> scored) {
-                     if (!scored.ok()) return call->Reply(scored.status());
-                     FillScore(scored->scores[0], scored->graph_sequence, scored->model_version,
-                               response);
-                     call->Reply(grpc::Status::OK);
-                   });
+  const int explain_paths = !request->explain()        ? 0
+                            : request->max_paths() > 0 ? static_cast<int>(request->max_paths())
+                                                       : kDefaultExplanationPaths;
+  predictor->Score(
+      {ToNamed(request->triple())}, call->control(),
+      [call, response](absl::StatusOr<ScoredFacts> scored) {
+        if (!scored.ok()) return call->Reply(scored.status());
+        FillScore(scored->scores[0], scored->graph_sequence, scored->model_version, response);
+        if (!scored->paths.empty()) {
+          for (const NamedPath& path : scored->paths[0]) {
+            kg::v1::ExplanationPath* out = response->add_paths();
+            out->set_rule(path.rule);
+            out->set_weight(path.weight);
+            for (double w : path.layer_weights) out->add_layer_weights(w);
+            for (const NamedPathStep& step : path.steps) {
+              kg::v1::PathStep* s = out->add_steps();
+              s->set_from_entity(step.from);
+              s->set_to_entity(step.to);
+              s->set_relation(step.relation);
+              s->set_inverse(step.inverse);
+              for (float a : step.attention) s->add_attention(a);
+            }
+          }
+        }
+        call->Reply(grpc::Status::OK);
+      },
+      explain_paths);
   return call;
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "model/explanation.h"
 #include "storage/vocabulary.h"
 
 namespace grail {
@@ -39,12 +40,14 @@ class FactScoringJob final : public ScoringJob {
   FactScoringJob(std::shared_ptr<const ServedModel> model,
                  std::shared_ptr<const GraphSnapshot> graph,
                  std::shared_ptr<const RelationMap> relations, std::vector<Fact> facts,
-                 LinkPredictor::ScoreCallback done)
+                 int explain_paths, LinkPredictor::ScoreCallback done)
       : model_(std::move(model)),
         graph_(std::move(graph)),
         relations_(std::move(relations)),
         facts_(std::move(facts)),
         results_(facts_.size()),
+        explain_paths_(explain_paths),
+        paths_(explain_paths > 0 ? facts_.size() : 0),
         done_(std::move(done)) {}
 
   size_t size() const override { return facts_.size(); }
@@ -54,6 +57,12 @@ class FactScoringJob final : public ScoringJob {
     absl::Status status = extractor.Extract(*graph_, f.head, f.graph_relation, f.tail,
                                             /*hide_target_fact=*/false, out);
     if (!status.ok()) return status;
+    if (explain_paths_ > 0) {
+      absl::StatusOr<std::vector<ExplainedPath>> paths =
+          ExplainSubgraph(model_->model(), *out, f.model_relation, *relations_, explain_paths_);
+      if (!paths.ok()) return paths.status();
+      for (const ExplainedPath& p : *paths) paths_[i].push_back(Name(p));
+    }
     return f.model_relation;
   }
   const GrailModel& model() const override { return model_->model(); }
@@ -61,7 +70,8 @@ class FactScoringJob final : public ScoringJob {
   void Accept(size_t i, const FactScore& score) override { results_[i] = score; }
   void Finish(absl::Status status) override {
     if (!status.ok()) return done_(std::move(status));
-    done_(ScoredFacts{std::move(results_), graph_->sequence(), model_->version()});
+    done_(
+        ScoredFacts{std::move(results_), graph_->sequence(), model_->version(), std::move(paths_)});
   }
   size_t MemoryBytes() const override {
     return sizeof(*this) + facts_.capacity() * sizeof(Fact) +
@@ -77,11 +87,40 @@ class FactScoringJob final : public ScoringJob {
   }
 
  private:
+  // `path` with the graph's names, and its rule body: h and t for the fact's ends, z1, z2,
+  // ... for the entities between them in path order.
+  NamedPath Name(const ExplainedPath& path) const {
+    NamedPath named;
+    named.weight = path.weight;
+    named.layer_weights = path.layer_weights;
+    const size_t m = path.steps.size();
+    auto variable = [m](size_t position) {
+      return position == 0   ? std::string("h")
+             : position == m ? std::string("t")
+                             : absl::StrCat("z", position);
+    };
+    for (size_t i = 0; i < m; ++i) {
+      const PathStep& step = path.steps[i];
+      NamedPathStep out;
+      out.from = graph_->EntityName(step.from);
+      out.to = graph_->EntityName(step.to);
+      out.relation = graph_->RelationName(step.relation);
+      out.inverse = step.inverse;
+      out.attention = step.attention;
+      absl::StrAppend(&named.rule, i > 0 ? " ∧ " : "", out.relation, step.inverse ? "^-1" : "", "(",
+                      variable(i), ",", variable(i + 1), ")");
+      named.steps.push_back(std::move(out));
+    }
+    return named;
+  }
+
   const std::shared_ptr<const ServedModel> model_;
   const std::shared_ptr<const GraphSnapshot> graph_;
   const std::shared_ptr<const RelationMap> relations_;
   const std::vector<Fact> facts_;
   std::vector<FactScore> results_;
+  const int explain_paths_;
+  std::vector<std::vector<NamedPath>> paths_;  // per fact; slot i written by Extract(i)
   LinkPredictor::ScoreCallback done_;
 };
 
@@ -408,7 +447,7 @@ LinkPredictor::View LinkPredictor::CurrentView() const {
 }
 
 void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallControl> control,
-                          ScoreCallback done) const {
+                          ScoreCallback done, int explain_paths) const {
   const View view = CurrentView();
   std::vector<FactScoringJob::Fact> scoring(facts.size());
   for (size_t i = 0; i < facts.size(); ++i) {
@@ -428,9 +467,10 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
                                       *model_relation};
   }
   const size_t size = scoring.size();
-  engine_.Submit(std::make_shared<FactScoringJob>(view.model, view.snapshot, view.relations,
-                                                  std::move(scoring), std::move(done)),
-                 std::move(control), size);
+  engine_.Submit(
+      std::make_shared<FactScoringJob>(view.model, view.snapshot, view.relations,
+                                       std::move(scoring), explain_paths, std::move(done)),
+      std::move(control), size);
 }
 
 void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,

@@ -43,10 +43,25 @@
 
 namespace grail {
 
+// A path explaining a score (model/explanation.h), with names instead of ids.
+struct NamedPathStep {
+  std::string from, to, relation;
+  bool inverse = false;
+  std::vector<float> attention;  // per layer
+};
+struct NamedPath {
+  std::string rule;  // "r1(h,z1) ∧ r2^-1(z1,t)"
+  double weight = 0;
+  std::vector<double> layer_weights;
+  std::vector<NamedPathStep> steps;
+};
+
 struct ScoredFacts {
   std::vector<FactScore> scores;  // one per input fact, in order
   uint64_t graph_sequence = 0;
   std::string model_version;  // the model that scored them (ServedModel::version)
+  // With explain_paths > 0: the strongest paths of each fact, in order.
+  std::vector<std::vector<NamedPath>> paths;
 };
 
 struct RankQuery {
@@ -96,8 +111,10 @@ class LinkPredictor {
   // a relation outside the model's vocabulary, or for head == tail; RESOURCE_EXHAUSTED
   // from admission or for a subgraph too large for one forward; DEADLINE_EXCEEDED or
   // CANCELLED as `control` says.
+  // With explain_paths > 0, each fact also gets its explain_paths strongest paths
+  // (computed on the extraction threads, on the subgraph the score comes from).
   void Score(std::vector<NamedTriple> facts, std::shared_ptr<CallControl> control,
-             ScoreCallback done) const;
+             ScoreCallback done, int explain_paths = 0) const;
 
   // Ranks candidates for the query's open slot by score, best first, equal scores in id
   // order. Every score equals what Score() returns for the completed fact (up to the last

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -197,6 +198,54 @@ TEST_F(LiveGraphServerTest, ClientBinaryRemovesAFileAndPrintsWhatWasRemoved) {
   EXPECT_THAT(run.out, HasSubstr("facts_removed=5"));
   EXPECT_THAT(run.out, HasSubstr("facts_not_present=1"));
   EXPECT_EQ(Stats().facts(), graph.size() - 5);
+}
+
+TEST_F(LiveGraphServerTest, ExplainReturnsTheStrongestPathsAsRuleBodiesWithTheirWeights) {
+  ASSERT_TRUE(Start("server.log"));
+  ASSERT_TRUE(AddChunks(*stub_, {{{"a", "r0", "b"},
+                                  {"b", "r1", "c"},
+                                  {"c", "r3", "d"},
+                                  {"d", "r2", "a"},
+                                  {"a", "r1", "c"},
+                                  {"e", "r0", "a"}}})
+                  .status.ok());
+  grpc::ClientContext context;
+  kg::v1::ScoreTripletRequest request;
+  *request.mutable_triple() = ToProto({"a", "r2", "c"});
+  request.set_explain(true);
+  request.set_max_paths(2);
+  kg::v1::ScoreTripletResponse response;
+  ASSERT_TRUE(stub_->ScoreTriplet(&context, request, &response).ok());
+  EXPECT_EQ(response.score(), Score({"a", "r2", "c"}).score());
+  // Paths of at most 2 edges (k = 2) from a to c: a-r1->c, a-r0->b-r1->c, a<-r2-d<-r3-c.
+  ASSERT_EQ(response.paths_size(), 2);
+  std::set<std::string> rules;
+  for (const kg::v1::ExplanationPath& path : response.paths()) {
+    rules.insert(path.rule());
+    ASSERT_EQ(path.layer_weights_size(), TwoHopConfig().num_layers);
+    double product = 1;
+    for (int l = 0; l < path.layer_weights_size(); ++l) {
+      double layer = 1;
+      for (const kg::v1::PathStep& step : path.steps()) layer *= step.attention(l);
+      EXPECT_NEAR(path.layer_weights(l), layer, 1e-6 * layer);
+      product *= path.layer_weights(l);
+    }
+    EXPECT_NEAR(path.weight(), product, 1e-6 * product);
+    EXPECT_EQ(path.steps(0).from_entity(), "a");
+    EXPECT_EQ(path.steps(path.steps_size() - 1).to_entity(), "c");
+  }
+  EXPECT_GE(response.paths(0).weight(), response.paths(1).weight());
+  const std::set<std::string> possible = {"r1(h,t)", "r0(h,z1) ∧ r1(z1,t)",
+                                          "r2^-1(h,z1) ∧ r3^-1(z1,t)"};
+  for (const std::string& rule : rules) EXPECT_TRUE(possible.count(rule)) << rule;
+
+  const BinaryRun run = RunBinary(
+      "grail-client", "--target " + server_.target() + " score a r2 c --explain --paths 3");
+  ASSERT_EQ(run.exit_code, 0) << run.all();
+  const std::vector<std::string> lines = absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u) << run.out;  // the score, then the three paths
+  EXPECT_THAT(run.out, HasSubstr("\tr0(h,z1) ∧ r1(z1,t)\ta -r0-> b -r1-> c"));
+  EXPECT_THAT(run.out, HasSubstr("\tr2^-1(h,z1) ∧ r3^-1(z1,t)\ta <-r2- d <-r3- c"));
 }
 
 // kill -9 while a removal stream is being applied: after a restart on the same directory
