@@ -107,6 +107,10 @@ commands:
   remove FILE [--chunk N] [--window W]
       Removes a triple file's facts from the graph, streamed like add. Prints a summary:
       chunks_acknowledged, facts_removed, facts_not_present, ..., facts_per_second.
+  remove-entities FILE [--chunk N]
+      Removes the entities named in FILE (one per line), each with all its facts; their
+      names are unknown afterwards until a fact names them again. Prints
+      chunks_acknowledged, entities_removed, entities_not_present, facts_removed.
   reload-model PATH
       Makes the server serve the model archive PATH (a path on the server's machine; ""
       for its --model file again) without a restart; calls in flight finish on the old
@@ -437,6 +441,49 @@ int RunUpload(const Session& session, const std::vector<std::string>& args, bool
   return report.ok() ? kExitOk : kExitError;
 }
 
+// remove-entities FILE: the names in FILE (one per line), --chunk per RemoveTriples chunk,
+// each chunk's ack read before the next is sent.
+int RunRemoveEntities(const Session& session, const std::vector<std::string>& args) {
+  const int chunk = absl::GetFlag(FLAGS_chunk);
+  if (chunk < 1) return PrintUsageError("--chunk must be at least 1");
+  absl::StatusOr<std::vector<std::string>> names = ReadNameList(args[0]);
+  if (!names.ok()) return PrintError(names.status());
+  grpc::ClientContext context;
+  session.call.Apply(&context);
+  auto stream = session.stub->RemoveTriples(&context);
+  uint64_t chunks = 0, entities_removed = 0, entities_not_present = 0, facts_removed = 0;
+  uint64_t last_sequence = 0;
+  for (size_t begin = 0; begin < names->size(); begin += static_cast<size_t>(chunk)) {
+    kg::v1::RemoveTriplesRequest request;
+    const size_t end = std::min(names->size(), begin + static_cast<size_t>(chunk));
+    for (size_t i = begin; i < end; ++i) request.add_entities((*names)[i]);
+    kg::v1::RemoveTriplesAck ack;
+    if (!stream->Write(request) || !stream->Read(&ack)) break;
+    ++chunks;
+    entities_removed += ack.entities_removed();
+    entities_not_present += ack.entities_not_present();
+    facts_removed += ack.facts_removed();
+    last_sequence = ack.sequence();
+  }
+  stream->WritesDone();
+  const grpc::Status status = stream->Finish();
+  if (!status.ok()) PrintError(status);
+  if (session.json) {
+    PrintLine(JsonLine({{"ok", status.ok()},
+                        {"chunks_acknowledged", chunks},
+                        {"entities_removed", entities_removed},
+                        {"entities_not_present", entities_not_present},
+                        {"facts_removed", facts_removed},
+                        {"last_sequence", last_sequence}}));
+  } else {
+    PrintLine(absl::StrFormat(
+        "chunks_acknowledged=%d entities_removed=%d entities_not_present=%d "
+        "facts_removed=%d last_sequence=%d",
+        chunks, entities_removed, entities_not_present, facts_removed, last_sequence));
+  }
+  return status.ok() ? kExitOk : kExitError;
+}
+
 int RunReloadModel(const Session& session, const std::vector<std::string>& args) {
   kg::v1::ReloadModelRequest request;
   request.set_path(args[0]);
@@ -611,6 +658,7 @@ const Command kCommands[] = {
      [](const Session& s, const std::vector<std::string>& a) { return RunUpload(s, a, true); }},
     {"stats", 0, "stats", RunStats},
     {"reload-model", 1, "reload-model PATH", RunReloadModel},
+    {"remove-entities", 1, "remove-entities FILE", RunRemoveEntities},
     {"health", 0, "health", RunHealth},
     {"load", 0, "load --triples FILE", RunLoadCommand},
 };

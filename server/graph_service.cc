@@ -172,8 +172,10 @@ template <>
 struct ChunkStreamKind<kg::v1::AddTriplesRequest> {
   using Ack = kg::v1::AddTriplesAck;
   static constexpr absl::string_view kMethod = "AddTriples";
+  static int Size(const kg::v1::AddTriplesRequest& chunk) { return chunk.triples_size(); }
   static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor,
-                                           absl::Span<const NamedTriple> facts) {
+                                           absl::Span<const NamedTriple> facts,
+                                           const kg::v1::AddTriplesRequest& chunk) {
     return predictor.Add(facts);
   }
   static void Report(ServiceObserver& observer, const ChunkResult& result, size_t facts,
@@ -192,9 +194,14 @@ template <>
 struct ChunkStreamKind<kg::v1::RemoveTriplesRequest> {
   using Ack = kg::v1::RemoveTriplesAck;
   static constexpr absl::string_view kMethod = "RemoveTriples";
+  static int Size(const kg::v1::RemoveTriplesRequest& chunk) {
+    return chunk.triples_size() + chunk.entities_size();
+  }
   static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor,
-                                           absl::Span<const NamedTriple> facts) {
-    return predictor.Remove(facts);
+                                           absl::Span<const NamedTriple> facts,
+                                           const kg::v1::RemoveTriplesRequest& chunk) {
+    const std::vector<std::string> entities(chunk.entities().begin(), chunk.entities().end());
+    return predictor.Remove(facts, entities);
   }
   static void Report(ServiceObserver& observer, const ChunkResult& result, size_t facts,
                      double seconds) {
@@ -203,6 +210,8 @@ struct ChunkStreamKind<kg::v1::RemoveTriplesRequest> {
   static void Fill(const ChunkResult& result, Ack* ack) {
     ack->set_facts_removed(result.facts_removed);
     ack->set_facts_not_present(result.facts_not_present);
+    ack->set_entities_removed(result.entities_removed);
+    ack->set_entities_not_present(result.entities_not_present);
   }
 };
 
@@ -241,18 +250,18 @@ class KnowledgeGraphService::ChunkStreamCall final
       return;
     }
     const uint64_t first_line = chunk_.first_line() > 0 ? chunk_.first_line() : 1;
-    if (static_cast<uint32_t>(chunk_.triples_size()) > service_->limits_.max_chunk_facts) {
+    if (static_cast<uint32_t>(Kind::Size(chunk_)) > service_->limits_.max_chunk_facts) {
       End(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("chunk ", index_, " (lines ", first_line, "-",
-                       first_line + chunk_.triples_size() - 1, ") has ", chunk_.triples_size(),
-                       " facts; the limit is ", service_->limits_.max_chunk_facts,
+                       first_line + chunk_.triples_size() - 1, ") has ", Kind::Size(chunk_),
+                       " facts and entities; the limit is ", service_->limits_.max_chunk_facts,
                        "; nothing of it was applied")));
       return;
     }
     ack_.Clear();
     ack_.set_chunk_index(index_);
-    if (chunk_.triples_size() == 0) {
+    if (Kind::Size(chunk_) == 0) {
       // Nothing to apply; acknowledge so that the client's count of acks stays in step.
       ack_.set_sequence(predictor_->store().Snapshot()->sequence());
       this->StartWrite(&ack_);
@@ -283,11 +292,17 @@ class KnowledgeGraphService::ChunkStreamCall final
     facts_.clear();
     for (const kg::v1::Triple& t : chunk_.triples()) facts_.push_back(ToNamed(t));
     const Clock::time_point start = Clock::now();
-    absl::StatusOr<ChunkResult> result = Kind::Apply(*predictor_, facts_);
+    absl::StatusOr<ChunkResult> result = Kind::Apply(*predictor_, facts_, chunk_);
     if (!result.ok()) {
       const std::optional<size_t> position = RejectedFactIndex(result.status());
       if (!position) {
-        End(ToGrpcStatus(result.status()));
+        const grpc::Status status = ToGrpcStatus(result.status());
+        End(status.error_code() != grpc::StatusCode::INVALID_ARGUMENT
+                ? status
+                : grpc::Status(status.error_code(),
+                               absl::StrCat("chunk ", index_, ": ", status.error_message(),
+                                            "; nothing of this chunk was applied, the ", index_,
+                                            " chunks acknowledged before it are")));
         return;
       }
       // The store says "fact N: reason"; the client knows lines, not positions.
@@ -570,7 +585,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::GetStats(grpc::CallbackServerCo
     return call;
   }
   const std::shared_ptr<const GraphSnapshot> graph = predictor->store().Snapshot();
-  response->set_entities(graph->num_entities());
+  response->set_entities(graph->num_live_entities());
   response->set_relations(graph->num_relations());
   response->set_facts(graph->num_facts());
   response->set_graph_sequence(graph->sequence());

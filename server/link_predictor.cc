@@ -219,11 +219,11 @@ class RankingJob final : public ScoringJob {
       if (!status.ok()) return status;
     } else {
       // The "no enclosing" ablation keeps both neighbourhoods whole: no candidate shares.
-      if (graph.num_entities() - 1 > s_.limits.max_rank_subgraphs) {
+      if (graph.num_live_entities() - 1 > s_.limits.max_rank_subgraphs) {
         return Refuse("max_rank_subgraphs",
                       absl::StrCat("ranking every entity with a model without enclosing "
                                    "subgraphs scores ",
-                                   graph.num_entities() - 1,
+                                   graph.num_live_entities() - 1,
                                    " candidates on their own subgraphs; "
                                    "the limit is ",
                                    s_.limits.max_rank_subgraphs,
@@ -231,7 +231,7 @@ class RankingJob final : public ScoringJob {
                                    "list of entities instead"));
       }
       for (EntityId e = 0; e < graph.num_entities(); ++e) {
-        if (e != s_.fixed) near_.push_back(e);
+        if (e != s_.fixed && !graph.IsRemoved(e)) near_.push_back(e);
       }
     }
     if (s_.filter_known_facts && s_.graph_relation != kNoGraphRelation) {
@@ -344,29 +344,35 @@ class RankingJob final : public ScoringJob {
                                  "list of entities instead"));
     }
     near_ = not_far_;
-    far_count_ = graph.num_entities() - 1 - not_far_.size();
+    // Removed entities have no facts, so none is near; they are not candidates at all.
+    far_count_ = graph.num_live_entities() - 1 - not_far_.size();
     if (far_count_ > 0) representative_ = FarCursor(this).Next();
     return absl::OkStatus();
   }
 
-  // Walks the far candidates in id order: every entity not in not_far_ and not the fixed
-  // one. O(top_k + not_far_) for the first top_k.
+  // Walks the far candidates in id order: every entity not in not_far_, not removed and
+  // not the fixed one. O(top_k + not_far_ + removed) for the first top_k.
   class FarCursor {
    public:
-    explicit FarCursor(const RankingJob* job) : job_(job) {}
+    explicit FarCursor(const RankingJob* job)
+        : job_(job), removed_(job->s_.graph->RemovedEntities()) {}
     EntityId Next() {
       for (;; ++id_) {
         while (skip_ < job_->not_far_.size() && job_->not_far_[skip_] < id_) ++skip_;
+        while (skip_removed_ < removed_.size() && removed_[skip_removed_] < id_) ++skip_removed_;
         if (id_ == job_->s_.fixed) continue;
         if (skip_ < job_->not_far_.size() && job_->not_far_[skip_] == id_) continue;
+        if (skip_removed_ < removed_.size() && removed_[skip_removed_] == id_) continue;
         return id_++;
       }
     }
 
    private:
     const RankingJob* job_;
+    const absl::Span<const EntityId> removed_;
     EntityId id_ = 0;
     size_t skip_ = 0;
+    size_t skip_removed_ = 0;
   };
 
   Ranking Result() {

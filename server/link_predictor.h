@@ -128,9 +128,11 @@ class LinkPredictor {
   absl::StatusOr<ChunkResult> Add(absl::Span<const NamedTriple> facts) {
     return store_.AddChunk(facts);
   }
-  // Removes a chunk from the store (see TripleStore::RemoveChunk); likewise visible.
-  absl::StatusOr<ChunkResult> Remove(absl::Span<const NamedTriple> facts) {
-    return store_.RemoveChunk(facts);
+  // Removes a chunk of facts and entities from the store (see TripleStore::RemoveChunk);
+  // likewise visible.
+  absl::StatusOr<ChunkResult> Remove(absl::Span<const NamedTriple> facts,
+                                     absl::Span<const std::string> entities = {}) {
+    return store_.RemoveChunk(facts, entities);
   }
 
   // The model calls starting now use.

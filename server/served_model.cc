@@ -59,7 +59,7 @@ std::vector<WarmupFact> SampleStoredFacts(const ServedModel& served, const Graph
   SeededRandom random(MixBits(seed));
   for (size_t attempt = 0; attempt < 20 * count && facts.size() < count; ++attempt) {
     const EntityId head = static_cast<EntityId>(random.Uniform(graph.num_entities()));
-    const absl::Span<const Neighbor> out = graph.OutEdges(head);
+    const absl::Span<const Neighbor> out = graph.OutEdges(head);  // none if removed
     if (out.empty()) continue;
     const Neighbor& edge = out[random.Uniform(out.size())];
     if (edge.entity == head) continue;

@@ -409,7 +409,7 @@ int Run() {
     const std::shared_ptr<const GraphSnapshot> graph = (*store)->Snapshot();
     Log("serving",
         {{"load_seconds", std::chrono::duration<double>(Clock::now() - load_start).count()},
-         {"entities", graph->num_entities()},
+         {"entities", graph->num_live_entities()},
          {"relations", graph->num_relations()},
          {"facts", graph->num_facts()},
          {"sequence", graph->sequence()},

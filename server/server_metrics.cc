@@ -272,7 +272,7 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
         }));
   };
   graph_gauge("grail_graph_entities", "Entities stored in the graph.",
-              [](const GraphSnapshot& g) { return g.num_entities(); });
+              [](const GraphSnapshot& g) { return g.num_live_entities(); });
   graph_gauge("grail_graph_relations", "Relations stored in the graph.",
               [](const GraphSnapshot& g) { return g.num_relations(); });
   graph_gauge("grail_graph_facts", "Facts stored in the graph.",

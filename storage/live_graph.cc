@@ -6,10 +6,16 @@
 
 namespace grail {
 
-std::optional<EntityId> GraphSnapshot::FindEntity(absl::string_view name) const {
+std::optional<EntityId> GraphSnapshot::FindEntityIncludingRemoved(absl::string_view name) const {
   std::optional<uint32_t> id = entity_names_->Find(name);
   // The table is shared with later versions: an id beyond this version is not here yet.
   if (!id.has_value() || *id >= num_entities_) return std::nullopt;
+  return id;
+}
+
+std::optional<EntityId> GraphSnapshot::FindEntity(absl::string_view name) const {
+  std::optional<EntityId> id = FindEntityIncludingRemoved(name);
+  if (id.has_value() && IsRemoved(*id)) return std::nullopt;
   return id;
 }
 
@@ -18,6 +24,7 @@ LiveGraph::LiveGraph() : entity_names_(std::make_shared<NameTable>()) {
   empty->entity_names_ = entity_names_;
   empty->relations_ = std::make_shared<const Vocabulary>();
   empty->self_loops_ = std::make_shared<const std::vector<EntityId>>();
+  empty->removed_ = std::make_shared<const std::vector<EntityId>>();
   current_ = std::move(empty);
 }
 
@@ -77,6 +84,19 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
     }
   }
   next->num_facts_ = base->num_facts_ + added - removed;
+
+  next->removed_ = base->removed_;
+  if (!delta.removed_entities.empty() || !delta.revived_entities.empty()) {
+    auto changed = std::make_shared<std::vector<EntityId>>(*base->removed_);
+    changed->insert(changed->end(), delta.removed_entities.begin(), delta.removed_entities.end());
+    std::sort(changed->begin(), changed->end());
+    changed->erase(std::unique(changed->begin(), changed->end()), changed->end());
+    for (EntityId e : delta.revived_entities) {
+      auto at = std::lower_bound(changed->begin(), changed->end(), e);
+      if (at != changed->end() && *at == e) changed->erase(at);
+    }
+    next->removed_ = std::move(changed);
+  }
 
   std::shared_ptr<const GraphSnapshot> previous = std::move(next);
   {

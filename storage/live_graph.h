@@ -13,6 +13,7 @@
 #ifndef GRAIL_STORAGE_LIVE_GRAPH_H_
 #define GRAIL_STORAGE_LIVE_GRAPH_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -48,9 +49,22 @@ class GraphSnapshot final : public GraphView {
   // The number of chunks this version contains (the store's sequence number).
   uint64_t sequence() const { return sequence_; }
 
+  // Entities removed explicitly (RemoveTriples' `entities`): their ids stay taken, they have
+  // no facts, FindEntity does not find them and rankings skip them. Sorted.
+  absl::Span<const EntityId> RemovedEntities() const { return *removed_; }
+  bool IsRemoved(EntityId e) const {
+    return std::binary_search(removed_->begin(), removed_->end(), e);
+  }
+  // Entities that exist in this version: num_entities() minus the removed ones.
+  uint32_t num_live_entities() const {
+    return num_entities_ - static_cast<uint32_t>(removed_->size());
+  }
+
   // The id of the entity called `name`, or nullopt if this version has no such entity
-  // (including entities created after this snapshot was taken).
+  // (including entities created after this snapshot was taken, and removed ones).
   std::optional<EntityId> FindEntity(absl::string_view name) const;
+  // The same, removed entities included (the store revives them when a fact names them).
+  std::optional<EntityId> FindEntityIncludingRemoved(absl::string_view name) const;
   // The name of entity `e`. Requires e < num_entities(). Valid while the snapshot is held.
   const std::string& EntityName(EntityId e) const { return entity_names_->Name(e); }
 
@@ -78,6 +92,8 @@ class GraphSnapshot final : public GraphView {
   // Shared by the versions between two chunks that give a new entity a self-loop (copied
   // then: self-loops are rare, and the list holds one id per entity that has any).
   std::shared_ptr<const std::vector<EntityId>> self_loops_;
+  // Likewise for the removed entities (copied by a chunk that removes or revives one).
+  std::shared_ptr<const std::vector<EntityId>> removed_;
 };
 
 // What one chunk changes in the graph, with ids already assigned by the store.
@@ -91,6 +107,10 @@ struct GraphDelta {
   // Facts the chunk removes, applied after `facts`. Facts not in the graph and repeats are
   // ignored. Entities keep their names and ids when their last fact goes.
   std::vector<Triple> removed_facts;
+  // Entities the chunk removes (their facts must be in removed_facts) and removed entities
+  // it brings back (a fact names them again). Distinct ids.
+  std::vector<EntityId> removed_entities;
+  std::vector<EntityId> revived_entities;
   // The sequence number of the version this delta produces.
   uint64_t sequence = 0;
 };

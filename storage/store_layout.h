@@ -16,17 +16,21 @@
 namespace grail {
 namespace store_layout {
 
-// Written once when a store is created; a store with another version is not opened.
-inline constexpr uint64_t kFormatVersion = 1;
+// Written when a store is created. Version 2 added the removed_entities family; a version 1
+// store is upgraded on open (the family is created empty, the version rewritten), and a
+// store of any other version is not opened.
+inline constexpr uint64_t kFormatVersion = 2;
+inline constexpr uint64_t kOldestReadableFormatVersion = 1;
 
 // Column families. RocksDB always has "default"; the store leaves it empty.
-inline constexpr char kMeta[] = "meta";                        // counter name -> u64
-inline constexpr char kEntityByName[] = "entity_by_name";      // name -> u32 id
-inline constexpr char kEntityNames[] = "entity_names";         // u32 id -> name
-inline constexpr char kRelationByName[] = "relation_by_name";  // name -> u32 id
-inline constexpr char kRelationNames[] = "relation_names";     // u32 id -> name
-inline constexpr char kFactsOut[] = "facts_out";               // head|relation|tail -> ""
-inline constexpr char kFactsIn[] = "facts_in";                 // tail|relation|head -> ""
+inline constexpr char kMeta[] = "meta";                         // counter name -> u64
+inline constexpr char kEntityByName[] = "entity_by_name";       // name -> u32 id
+inline constexpr char kEntityNames[] = "entity_names";          // u32 id -> name
+inline constexpr char kRelationByName[] = "relation_by_name";   // name -> u32 id
+inline constexpr char kRelationNames[] = "relation_names";      // u32 id -> name
+inline constexpr char kFactsOut[] = "facts_out";                // head|relation|tail -> ""
+inline constexpr char kFactsIn[] = "facts_in";                  // tail|relation|head -> ""
+inline constexpr char kRemovedEntities[] = "removed_entities";  // u32 id -> "" (version 2)
 
 // Keys of the meta family. Values are u64, fixed-width big-endian.
 inline constexpr char kFormatVersionKey[] = "format_version";

@@ -36,6 +36,7 @@ enum Family {
   kRelationNamesFamily,
   kFactsOutFamily,
   kFactsInFamily,
+  kRemovedEntitiesFamily,
   kNumFamilies,
 };
 
@@ -48,6 +49,7 @@ constexpr const char* kFamilyNames[kNumFamilies] = {
     layout::kRelationNames,
     layout::kFactsOut,
     layout::kFactsIn,
+    layout::kRemovedEntities,
 };
 
 // Ids are u32 and every id must be representable, so a count may reach 2^32 - 1.
@@ -261,10 +263,18 @@ absl::Status TripleStore::Load() {
     return absl::DataLossError(
         absl::StrCat("the store in ", dir_, " has a malformed format version"));
   }
-  if (*version != layout::kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("the store in ", dir_, " has format version ",
-                                                      *version, "; this build reads only version ",
-                                                      layout::kFormatVersion));
+  if (*version < layout::kOldestReadableFormatVersion || *version > layout::kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store in ", dir_, " has format version ", *version, "; this build reads versions ",
+        layout::kOldestReadableFormatVersion, " to ", layout::kFormatVersion));
+  }
+  if (*version < layout::kFormatVersion) {
+    // Version 1 lacks only the removed_entities family, which Open just created empty.
+    rocksdb::WriteOptions write;
+    write.sync = true;
+    rocksdb::Status upgraded = db_->Put(write, families_[kMetaFamily], layout::kFormatVersionKey,
+                                        layout::EncodeCounter(layout::kFormatVersion));
+    if (!upgraded.ok()) return FromRocks(upgraded, "upgrading the store's format version");
   }
 
   auto read_counter = [&](const char* key, uint64_t* out) -> absl::Status {
@@ -342,6 +352,16 @@ absl::Status TripleStore::Load() {
     return absl::DataLossError(absl::StrCat("facts_out in ", dir_, " holds ", delta.facts.size(),
                                             " facts; the counter says ", num_facts));
   }
+  it.reset(db_->NewIterator(read, families_[kRemovedEntitiesFamily]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::optional<uint32_t> id = layout::DecodeId(View(it->key()));
+    if (!id.has_value() || *id >= num_entities) {
+      return absl::DataLossError(
+          absl::StrCat("removed_entities in ", dir_, " holds a malformed entity id"));
+    }
+    delta.removed_entities.push_back(*id);
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "reading the removed entities");
   graph_.Apply(delta);
   return absl::OkStatus();
 }
@@ -384,8 +404,15 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
   delta.sequence = base->sequence() + 1;
   // Keys point into `facts`, which outlives this call's use of them.
   absl::flat_hash_map<absl::string_view, uint64_t> new_entity_ids, new_relation_ids;
+  absl::flat_hash_set<EntityId> revived;
   auto entity_id = [&](const std::string& name) -> uint64_t {
-    if (std::optional<EntityId> id = base->FindEntity(name)) return *id;
+    if (std::optional<EntityId> id = base->FindEntityIncludingRemoved(name)) {
+      // A removed entity named again comes back with its id.
+      if (base->IsRemoved(*id) && revived.insert(*id).second) {
+        delta.revived_entities.push_back(*id);
+      }
+      return *id;
+    }
     auto [it, inserted] =
         new_entity_ids.try_emplace(name, uint64_t{base->num_entities()} + new_entity_ids.size());
     if (inserted) delta.new_entities.push_back(name);
@@ -441,6 +468,12 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
     writer.Put(kFactsInFamily, layout::InFactKey(t), rocksdb::Slice());
   }
   if (!writer.status().ok()) return FromRocks(writer.status(), "building the chunk's batch");
+  for (EntityId e : delta.revived_entities) {
+    if (rocksdb::Status s = batch.Delete(families_[kRemovedEntitiesFamily], layout::EncodeId(e));
+        !s.ok()) {
+      return FromRocks(s, "building the chunk's batch");
+    }
+  }
   if (absl::Status committed = Commit(batch, delta, num_entities, num_relations, num_facts);
       !committed.ok()) {
     return committed;
@@ -448,18 +481,26 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
 
   result.sequence = delta.sequence;
   result.facts_added = static_cast<uint32_t>(delta.facts.size());
-  result.entities_created = static_cast<uint32_t>(delta.new_entities.size());
+  result.entities_created =
+      static_cast<uint32_t>(delta.new_entities.size() + delta.revived_entities.size());
   result.relations_created = static_cast<uint32_t>(delta.new_relations.size());
   return result;
 }
 
-absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTriple> facts) {
+absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTriple> facts,
+                                                     absl::Span<const std::string> entities) {
   std::lock_guard<std::mutex> lock(write_mu_);
   if (!write_error_.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the store refuses writes after a failed write; reopen it: ", write_error_.message()));
   }
   if (absl::Status valid = Validate(facts, /*check_relations=*/false); !valid.ok()) return valid;
+  for (size_t i = 0; i < entities.size(); ++i) {
+    const absl::Status valid = ValidateName(entities[i], "entity name", options_.max_name_bytes);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("entities[", i, "]: ", valid.message()));
+    }
+  }
 
   const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
   GraphDelta delta;
@@ -478,12 +519,35 @@ absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTripl
     }
     delta.removed_facts.push_back(Triple{*head, *relation, *tail});
   }
+  // Each removed entity takes every fact it is in with it.
+  absl::flat_hash_set<EntityId> removed;
+  for (const std::string& name : entities) {
+    const std::optional<EntityId> e = base->FindEntity(name);
+    if (!e || !removed.insert(*e).second) {
+      ++result.entities_not_present;
+      continue;
+    }
+    delta.removed_entities.push_back(*e);
+    for (const Neighbor& n : base->OutEdges(*e)) {
+      const Triple t{*e, n.relation, n.entity};
+      if (seen.insert(t).second) delta.removed_facts.push_back(t);
+    }
+    for (const Neighbor& n : base->InEdges(*e)) {
+      const Triple t{n.entity, n.relation, *e};
+      if (seen.insert(t).second) delta.removed_facts.push_back(t);
+    }
+  }
 
   rocksdb::WriteBatch batch;
   rocksdb::Status deleted;
   for (const Triple& t : delta.removed_facts) {
     if (deleted.ok()) deleted = batch.Delete(families_[kFactsOutFamily], layout::OutFactKey(t));
     if (deleted.ok()) deleted = batch.Delete(families_[kFactsInFamily], layout::InFactKey(t));
+  }
+  for (EntityId e : delta.removed_entities) {
+    if (deleted.ok()) {
+      deleted = batch.Put(families_[kRemovedEntitiesFamily], layout::EncodeId(e), rocksdb::Slice());
+    }
   }
   if (!deleted.ok()) return FromRocks(deleted, "building the chunk's batch");
   if (absl::Status committed = Commit(batch, delta, base->num_entities(), base->num_relations(),
@@ -493,6 +557,7 @@ absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTripl
   }
   result.sequence = delta.sequence;
   result.facts_removed = static_cast<uint32_t>(delta.removed_facts.size());
+  result.entities_removed = static_cast<uint32_t>(delta.removed_entities.size());
   return result;
 }
 
@@ -622,6 +687,23 @@ absl::Status TripleStore::CheckConsistency() const {
       return mismatch(absl::StrCat(kFamilyNames[family], " holds ", seen, " facts; the index ",
                                    graph->num_facts()));
     }
+  }
+
+  // removed_entities holds exactly the index's removed entities, none of which has a fact.
+  std::vector<EntityId> removed;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, families_[kRemovedEntitiesFamily]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::optional<uint32_t> id = layout::DecodeId(View(it->key()));
+    if (!id.has_value()) return mismatch("removed_entities holds a malformed id");
+    removed.push_back(*id);
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "scanning the removed entities");
+  const absl::Span<const EntityId> index_removed = graph->RemovedEntities();
+  if (!std::equal(removed.begin(), removed.end(), index_removed.begin(), index_removed.end())) {
+    return mismatch("removed_entities disagrees with the index");
+  }
+  for (EntityId e : removed) {
+    if (graph->Degree(e) != 0) return mismatch(absl::StrCat("removed entity ", e, " has facts"));
   }
   return absl::OkStatus();
 }

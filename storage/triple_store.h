@@ -8,9 +8,9 @@
 // -9); with StoreOptions::sync it also survives a machine crash. Reopening the directory restores
 // the same entities, relations, facts and ids, and rebuilds the index from disk.
 //
-// RocksDB layout (format version 1; constants and key encodings in storage/store_layout.h;
-// ids are u32 and counters u64, both fixed-width big-endian, so bytewise order is numeric
-// order):
+// RocksDB layout (format version 2, which reads and upgrades version 1; constants and key encodings
+// in storage/store_layout.h; ids are u32 and counters u64, both fixed-width big-endian, so bytewise
+// order is numeric order):
 //   column family     key                          value
 //   meta              "format_version"             1
 //                     "entities" "relations"       counts (= next free id)
@@ -22,6 +22,7 @@
 //   relation_names    id                           name
 //   facts_out         head|relation|tail           (empty)
 //   facts_in          tail|relation|head           (empty)
+//   removed_entities  id                           (empty)   entities removed explicitly
 // The fact families use a fixed 4-byte prefix extractor and bloom filters, so one entity's
 // out- or in-adjacency is one prefix scan and a fact lookup is one bloom-filtered Get; the
 // dictionaries both ways let tools look names up without loading the index. The default
@@ -86,10 +87,13 @@ struct ChunkResult {
   uint32_t duplicate_facts = 0;
   uint32_t entities_created = 0;
   uint32_t relations_created = 0;
-  // RemoveChunk only: facts removed, and facts of the chunk that were not stored (unknown
-  // names included) or repeated within it.
+  // RemoveChunk only: facts removed (those of removed entities included), and facts of the
+  // chunk that were not stored (unknown names included) or repeated within it; entities
+  // removed, and entity names that were unknown, already removed or repeated.
   uint32_t facts_removed = 0;
   uint32_t facts_not_present = 0;
+  uint32_t entities_removed = 0;
+  uint32_t entities_not_present = 0;
 };
 
 // Thread safety: every method may be called from any thread. AddChunk and RemoveChunk
@@ -128,15 +132,26 @@ class TripleStore {
   // is unknown, and the index must not disagree with the disk.
   absl::StatusOr<ChunkResult> AddChunk(absl::Span<const NamedTriple> facts);
 
-  // Removes a chunk of facts atomically and durably, like AddChunk: one WriteBatch deletes
-  // them from both fact families and updates the counters, then one version swap hides
-  // them. Facts not stored (including facts naming an entity or relation the store does
-  // not know) and repeats within the chunk are ignored, counted in facts_not_present; the
-  // chunk still commits and takes a sequence number. Names are never removed: an entity
-  // left with no facts keeps its id and name, stays resolvable and is still ranked as a
-  // candidate, and a later fact about it reuses them. Validation and errors as AddChunk,
-  // except that relations outside allowed_relations are simply not present.
-  absl::StatusOr<ChunkResult> RemoveChunk(absl::Span<const NamedTriple> facts);
+  // Removes a chunk of facts, and of entities, atomically and durably, like AddChunk: one
+  // WriteBatch deletes the facts from both fact families, records the removed entities and
+  // updates the counters, then one version swap hides them. Facts not stored (including
+  // facts naming an entity or relation the store does not know) and repeats within the
+  // chunk are ignored, counted in facts_not_present; the chunk still commits and takes a
+  // sequence number.
+  //
+  // An entity left with no facts by removed facts stays: it keeps its id and name, stays
+  // resolvable and is still ranked as a candidate. An entity named in `entities` is removed
+  // with every fact it is in: FindEntity no longer finds it and rankings skip it; its id
+  // stays taken, and a later AddChunk that names it brings it back with that id (counted in
+  // entities_created). Unknown or already removed names are counted in
+  // entities_not_present. Removing an entity costs O(its degree): a hub's every fact goes
+  // into the one batch.
+  //
+  // Validation and errors as AddChunk, except that relations outside allowed_relations are
+  // simply not present; a bad entity name is INVALID_ARGUMENT "entities[N]: ..." (not a
+  // RejectedFactIndex).
+  absl::StatusOr<ChunkResult> RemoveChunk(absl::Span<const NamedTriple> facts,
+                                          absl::Span<const std::string> entities = {});
 
   // The latest version of the graph: every chunk whose AddChunk or RemoveChunk returned
   // before this call.

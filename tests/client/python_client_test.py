@@ -156,6 +156,17 @@ class PlaintextTest(ServerCase):
             self.assertTrue(kg.score("p3", "r1", "p1").known_fact)
             self.assertEqual(kg.score("p1", "r1", "p2").graph_sequence, acks[-1].sequence)
 
+    def test_remove_entities_removes_each_with_its_facts(self):
+        with Client(self.target) as kg:
+            list(kg.add_triples([("q1", "r1", "q2"), ("q2", "r2", "q3")]))
+            acks = list(kg.remove_entities(["q2", "nobody"]))
+            self.assertEqual([(a.entities_removed, a.entities_not_present, a.facts_removed)
+                              for a in acks], [(1, 1, 2)])
+            with self.assertRaises(GrailError) as gone:
+                kg.score("q1", "r1", "q2")
+            self.assertEqual(gone.exception.code, grpc.StatusCode.NOT_FOUND)
+            self.assertFalse(kg.score("q1", "r1", "q3").known_fact)
+
     def test_health(self):
         with Client(self.target) as kg:
             self.assertEqual(kg.health(), "SERVING")

@@ -162,6 +162,92 @@ TEST_F(LiveGraphServerTest, AnEntityLeftWithoutFactsIsStillResolvable) {
   EXPECT_EQ(Stats().facts(), 2u);
 }
 
+TEST_F(LiveGraphServerTest, ARemovedEntityIsNotFoundAndLeftOutOfRankingsUntilNamedAgain) {
+  ASSERT_TRUE(Start("server.log"));
+  std::vector<NamedTriple> graph = DistinctFacts(30, 90, 12);
+  // A component of its own: far from everything, so rankings give it the shared score.
+  for (int i = 0; i < 5; ++i) {
+    graph.push_back({absl::StrCat("far", i), kRelations[i % 4], absl::StrCat("far", i + 1)});
+  }
+  ASSERT_TRUE(AddChunks(*stub_, {graph}).status.ok());
+  const kg::v1::GetStatsResponse before = Stats();
+  size_t removed_facts = 2;  // far2's two, and n3's
+  for (const NamedTriple& t : graph) removed_facts += (t.head == "n3" || t.tail == "n3") ? 1 : 0;
+  ASSERT_GT(removed_facts, 0u);
+
+  grpc::ClientContext context;
+  auto stream = stub_->RemoveTriples(&context);
+  kg::v1::RemoveTriplesRequest request;
+  request.add_entities("n3");
+  request.add_entities("nobody");
+  request.add_entities("far2");
+  kg::v1::RemoveTriplesAck ack;
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&ack));
+  // An empty entity name rejects its chunk, naming it.
+  kg::v1::RemoveTriplesRequest bad;
+  bad.add_entities("n4");
+  bad.add_entities("");
+  ASSERT_TRUE(stream->Write(bad));
+  EXPECT_FALSE(stream->Read(&ack));
+  stream->WritesDone();
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("entities[1]"));
+  EXPECT_EQ(ack.entities_removed(), 2u);
+  EXPECT_EQ(ack.entities_not_present(), 1u);
+  EXPECT_EQ(ack.facts_removed(), removed_facts);
+
+  const kg::v1::GetStatsResponse after = Stats();
+  EXPECT_EQ(after.entities(), before.entities() - 2);
+  EXPECT_EQ(after.facts(), before.facts() - removed_facts);
+  {
+    grpc::ClientContext c;
+    kg::v1::ScoreTripletRequest score;
+    *score.mutable_triple() = ToProto({"n1", "r0", "n3"});
+    kg::v1::ScoreTripletResponse response;
+    const grpc::Status missing = stub_->ScoreTriplet(&c, score, &response);
+    EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_THAT(missing.error_message(), HasSubstr("n3"));
+  }
+  {
+    // Every live entity but the head is ranked; n3 and far2 are not among them, n4 and the
+    // rest of the far component are.
+    grpc::ClientContext c;
+    kg::v1::RankTailsRequest rank;
+    rank.set_head("n1");
+    rank.set_relation("r0");
+    kg::v1::RankResponse response;
+    ASSERT_TRUE(stub_->RankTails(&c, rank, &response).ok());
+    EXPECT_EQ(response.candidates_scored(), after.entities() - 1);
+    std::set<std::string> ranked;
+    for (const kg::v1::RankedEntity& e : response.ranked()) ranked.insert(e.entity());
+    EXPECT_EQ(ranked.count("n3"), 0u);
+    EXPECT_EQ(ranked.count("far2"), 0u);
+    EXPECT_EQ(ranked.count("n4"), 1u);
+    for (const char* kept : {"far0", "far1", "far3", "far4", "far5"}) {
+      EXPECT_EQ(ranked.count(kept), 1u) << kept;
+    }
+    EXPECT_GT(response.candidates_shared_score(), 0u);
+    EXPECT_EQ(ranked.size(), after.entities() - 1);
+  }
+  // Named again, it is back.
+  const AddOutcome added = AddChunks(*stub_, {{{"n3", "r1", "n1"}}});
+  ASSERT_TRUE(added.status.ok());
+  EXPECT_EQ(added.acks[0].entities_created(), 1u);
+  EXPECT_TRUE(Score({"n3", "r1", "n1"}).known_fact());
+  EXPECT_EQ(Stats().entities(), before.entities() - 1);
+
+  const std::string file = dir_.Sub("entities.txt");
+  std::ofstream(file) << "n3\nn5\nnobody\n";
+  const BinaryRun run = RunBinary(
+      "grail-client", "--target " + server_.target() + " remove-entities " + file + " --chunk 2");
+  ASSERT_EQ(run.exit_code, 0) << run.all();
+  EXPECT_THAT(run.out,
+              HasSubstr("chunks_acknowledged=2 entities_removed=2 entities_not_present=1"));
+  EXPECT_EQ(Stats().entities(), before.entities() - 3);
+}
+
 TEST_F(LiveGraphServerTest, BadRemovalChunkIsRejectedWholeNamingItsLineAndEarlierChunksStay) {
   ASSERT_TRUE(Start("server.log"));
   const std::vector<NamedTriple> graph = DistinctFacts(20, 40, 2);

@@ -108,9 +108,11 @@ class WriterProcess {
     pending_.append(buffer, static_cast<size_t>(n));
     size_t newline;
     while ((newline = pending_.find('\n')) != std::string::npos) {
-      unsigned long long sequence, added, duplicates, entities, relations, removed, absent;
-      if (std::sscanf(pending_.c_str(), "ACK %llu %llu %llu %llu %llu %llu %llu", &sequence, &added,
-                      &duplicates, &entities, &relations, &removed, &absent) == 7) {
+      unsigned long long sequence, added, duplicates, entities, relations, removed, absent,
+          entities_removed, entities_absent;
+      if (std::sscanf(pending_.c_str(), "ACK %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+                      &sequence, &added, &duplicates, &entities, &relations, &removed, &absent,
+                      &entities_removed, &entities_absent) == 9) {
         ChunkResult ack;
         ack.sequence = sequence;
         ack.facts_added = static_cast<uint32_t>(added);
@@ -119,6 +121,8 @@ class WriterProcess {
         ack.relations_created = static_cast<uint32_t>(relations);
         ack.facts_removed = static_cast<uint32_t>(removed);
         ack.facts_not_present = static_cast<uint32_t>(absent);
+        ack.entities_removed = static_cast<uint32_t>(entities_removed);
+        ack.entities_not_present = static_cast<uint32_t>(entities_absent);
         acks_.push_back(ack);
       } else {
         malformed_ = true;
@@ -143,6 +147,9 @@ void ExpectStoreEquals(const GraphSnapshot& graph, const ExpectedStore& expected
     ASSERT_EQ(graph.EntityName(e), expected.entities().Name(e)) << "entity id " << e;
   }
   ASSERT_EQ(graph.relation_names(), expected.relations().names());
+  const std::vector<EntityId> removed(graph.RemovedEntities().begin(),
+                                      graph.RemovedEntities().end());
+  ASSERT_EQ(removed, expected.RemovedEntities()) << "removed entities at " << graph.sequence();
   std::vector<Triple> facts;
   for (EntityId h = 0; h < graph.num_entities(); ++h) {
     for (const Neighbor& n : graph.OutEdges(h)) facts.push_back({h, n.relation, n.entity});
@@ -222,7 +229,9 @@ void RunCrashTrials(const CrashPlan& plan, CrashStats* stats) {
       const uint64_t sequence = expected->sequence() + 1;
       const std::vector<NamedTriple> chunk = CrashWorkloadChunk(workload_seed, sequence);
       const ChunkResult want =
-          CrashWorkloadRemoves(sequence) ? expected->Remove(chunk) : expected->Apply(chunk);
+          CrashWorkloadRemoves(sequence)
+              ? expected->Remove(chunk, CrashWorkloadRemovedEntities(workload_seed, sequence))
+              : expected->Apply(chunk);
       if (sequence <= last_acked) {
         const ChunkResult& got = acks[sequence - stored_before - 1];
         ASSERT_EQ(got.facts_added, want.facts_added) << "chunk " << sequence;
@@ -231,6 +240,8 @@ void RunCrashTrials(const CrashPlan& plan, CrashStats* stats) {
         ASSERT_EQ(got.relations_created, want.relations_created) << "chunk " << sequence;
         ASSERT_EQ(got.facts_removed, want.facts_removed) << "chunk " << sequence;
         ASSERT_EQ(got.facts_not_present, want.facts_not_present) << "chunk " << sequence;
+        ASSERT_EQ(got.entities_removed, want.entities_removed) << "chunk " << sequence;
+        ASSERT_EQ(got.entities_not_present, want.entities_not_present) << "chunk " << sequence;
       }
     }
     // The whole content equals the first `recovered` chunks: chunk recovered + 1, if it

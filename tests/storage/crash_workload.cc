@@ -1,6 +1,7 @@
 #include "tests/storage/crash_workload.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -65,29 +66,73 @@ std::vector<NamedTriple> CrashWorkloadChunk(uint64_t seed, uint64_t sequence) {
   return chunk;
 }
 
-ChunkResult ExpectedStore::Remove(const std::vector<NamedTriple>& chunk) {
+std::vector<std::string> CrashWorkloadRemovedEntities(uint64_t seed, uint64_t sequence) {
+  if (!CrashWorkloadRemoves(sequence) || sequence % 10 != 0) return {};
+  SeededRandom rng(MixBits(seed + 1) ^ sequence);
+  const uint64_t entity_pool = 30 + 6 * sequence;
+  return {EntityName(rng.Uniform(entity_pool)), EntityName(rng.Uniform(entity_pool))};
+}
+
+ChunkResult ExpectedStore::Remove(const std::vector<NamedTriple>& chunk,
+                                  const std::vector<std::string>& entities) {
   ChunkResult result;
+  // A removed entity's name is unknown to removals, as if never stored.
+  auto live = [&](const std::string& name) -> std::optional<uint32_t> {
+    std::optional<uint32_t> id = entities_.Find(name);
+    if (id && removed_.contains(*id)) return std::nullopt;
+    return id;
+  };
   for (const NamedTriple& fact : chunk) {
-    const std::optional<uint32_t> head = entities_.Find(fact.head);
+    const std::optional<uint32_t> head = live(fact.head);
     const std::optional<uint32_t> relation = relations_.Find(fact.relation);
-    const std::optional<uint32_t> tail = entities_.Find(fact.tail);
+    const std::optional<uint32_t> tail = live(fact.tail);
     if (head && relation && tail && facts_.erase(Triple{*head, *relation, *tail}) == 1) {
       ++result.facts_removed;
     } else {
       ++result.facts_not_present;
     }
   }
+  for (const std::string& name : entities) {
+    const std::optional<uint32_t> id = live(name);
+    if (!id) {
+      ++result.entities_not_present;  // unknown, removed, or named twice in this chunk
+      continue;
+    }
+    removed_.insert(*id);
+    ++result.entities_removed;
+    for (auto it = facts_.begin(); it != facts_.end();) {
+      if (it->head == *id || it->tail == *id) {
+        facts_.erase(it++);
+        ++result.facts_removed;
+      } else {
+        ++it;
+      }
+    }
+  }
   result.sequence = ++sequence_;
   return result;
+}
+
+std::vector<EntityId> ExpectedStore::RemovedEntities() const {
+  std::vector<EntityId> ids(removed_.begin(), removed_.end());
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 ChunkResult ExpectedStore::Apply(const std::vector<NamedTriple>& chunk) {
   ChunkResult result;
   const uint32_t entities_before = entities_.size();
   const uint32_t relations_before = relations_.size();
+  uint32_t revived = 0;
+  auto entity = [&](const std::string& name) {
+    const uint32_t id = entities_.Intern(name);
+    if (removed_.erase(id) == 1) ++revived;  // a removed entity named again comes back
+    return id;
+  };
   for (const NamedTriple& fact : chunk) {
-    const Triple t{entities_.Intern(fact.head), relations_.Intern(fact.relation),
-                   entities_.Intern(fact.tail)};
+    const uint32_t head = entity(fact.head);
+    const uint32_t relation = relations_.Intern(fact.relation);
+    const Triple t{head, relation, entity(fact.tail)};
     if (facts_.insert(t).second) {
       ++result.facts_added;
     } else {
@@ -95,7 +140,7 @@ ChunkResult ExpectedStore::Apply(const std::vector<NamedTriple>& chunk) {
     }
   }
   result.sequence = ++sequence_;
-  result.entities_created = entities_.size() - entities_before;
+  result.entities_created = entities_.size() - entities_before + revived;
   result.relations_created = relations_.size() - relations_before;
   return result;
 }

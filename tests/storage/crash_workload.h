@@ -11,6 +11,7 @@
 #define GRAIL_TESTS_STORAGE_CRASH_WORKLOAD_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -25,6 +26,10 @@ namespace grail {
 std::vector<NamedTriple> CrashWorkloadChunk(uint64_t seed, uint64_t sequence);
 // Whether chunk `sequence` is a removal (RemoveChunk) rather than an addition.
 inline bool CrashWorkloadRemoves(uint64_t sequence) { return sequence % 5 == 0; }
+// The entities removal chunk `sequence` removes (with all their facts): every other
+// removal chunk names two, mostly stored, sometimes unknown or already removed; later
+// additions bring many of them back.
+std::vector<std::string> CrashWorkloadRemovedEntities(uint64_t seed, uint64_t sequence);
 
 // The store's documented semantics, restated plainly: ids by first appearance (head,
 // relation, tail), duplicates ignored, removals forget facts but never names, every chunk
@@ -33,8 +38,12 @@ class ExpectedStore {
  public:
   // Applies `chunk` as the next chunk; returns what AddChunk must report for it.
   ChunkResult Apply(const std::vector<NamedTriple>& chunk);
-  // Removes `chunk`'s facts as the next chunk; returns what RemoveChunk must report.
-  ChunkResult Remove(const std::vector<NamedTriple>& chunk);
+  // Removes `chunk`'s facts, then `entities` with all their facts, as the next chunk;
+  // returns what RemoveChunk must report.
+  ChunkResult Remove(const std::vector<NamedTriple>& chunk,
+                     const std::vector<std::string>& entities);
+  // Ids of the removed entities, sorted.
+  std::vector<EntityId> RemovedEntities() const;
 
   uint64_t sequence() const { return sequence_; }
   const Vocabulary& entities() const { return entities_; }
@@ -47,6 +56,7 @@ class ExpectedStore {
   Vocabulary entities_;
   Vocabulary relations_;
   absl::flat_hash_set<Triple> facts_;
+  absl::flat_hash_set<EntityId> removed_;
 };
 
 }  // namespace grail

@@ -4,7 +4,7 @@
 // crash workload's chunks (additions and removals) after whatever the store already holds, forever.
 // After each AddChunk returns it writes one line straight to fd 1 (no stdio buffer to lose):
 //   ACK <sequence> <facts_added> <duplicate_facts> <entities_created> <relations_created>
-//       <facts_removed> <facts_not_present>
+//       <facts_removed> <facts_not_present> <entities_removed> <entities_not_present>
 // A line on the pipe is an acknowledgement: the test may rely on that chunk being stored.
 // Exits non-zero, with the reason on stderr, if the store misbehaves.
 #include <unistd.h>
@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
   // Bounded only as a safety net; the test kills the writer long before.
   for (uint64_t sequence = (*store)->Snapshot()->sequence() + 1; sequence < 1000000; ++sequence) {
     const std::vector<grail::NamedTriple> chunk = grail::CrashWorkloadChunk(seed, sequence);
+    const std::vector<std::string> entities = grail::CrashWorkloadRemovedEntities(seed, sequence);
     absl::StatusOr<grail::ChunkResult> result = grail::CrashWorkloadRemoves(sequence)
-                                                    ? (*store)->RemoveChunk(chunk)
+                                                    ? (*store)->RemoveChunk(chunk, entities)
                                                     : (*store)->AddChunk(chunk);
     if (!result.ok()) {
       std::fprintf(stderr, "crash_writer: chunk %llu: %s\n",
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
     if (!WriteAll(absl::StrCat("ACK ", result->sequence, " ", result->facts_added, " ",
                                result->duplicate_facts, " ", result->entities_created, " ",
                                result->relations_created, " ", result->facts_removed, " ",
-                               result->facts_not_present, "\n"))) {
+                               result->facts_not_present, " ", result->entities_removed, " ",
+                               result->entities_not_present, "\n"))) {
       return 3;
     }
   }

@@ -21,9 +21,11 @@
 namespace grail {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 using NamedFact = std::array<std::string, 3>;
@@ -309,6 +311,76 @@ TEST_F(TripleStoreTest, AnEntityLeftWithoutFactsKeepsItsNameAndIdAndCanComeBack)
   EXPECT_EQ(again.entities_created, 0u);
   EXPECT_EQ(store->Snapshot()->FindEntity("a"), 0u);
   EXPECT_TRUE(store->CheckConsistency().ok());
+}
+
+TEST_F(TripleStoreTest, ARemovedEntityLosesItsFactsAndNameUntilAFactNamesItAgain) {
+  auto store = OpenStore();
+  MustAdd(store.get(), {F("a", "r", "b"), F("b", "r", "c"), F("c", "s", "a"), F("b", "s", "b")});
+  const std::vector<std::string> entities = {"b", "nobody", "b"};
+  absl::StatusOr<ChunkResult> removed = store->RemoveChunk({F("c", "s", "a")}, entities);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->entities_removed, 1u);
+  EXPECT_EQ(removed->entities_not_present, 2u);  // unknown, and a repeat
+  EXPECT_EQ(removed->facts_removed, 4u);         // b's three facts and (c, s, a)
+  auto graph = store->Snapshot();
+  EXPECT_EQ(graph->FindEntity("b"), std::nullopt);
+  EXPECT_EQ(graph->FindEntityIncludingRemoved("b"), 1u);
+  EXPECT_THAT(graph->RemovedEntities(), ElementsAre(1u));
+  EXPECT_EQ(graph->num_entities(), 3u);
+  EXPECT_EQ(graph->num_live_entities(), 2u);
+  EXPECT_EQ(graph->num_facts(), 0u);
+  EXPECT_THAT(graph->SelfLoopEntities(), IsEmpty());
+  EXPECT_TRUE(store->CheckConsistency().ok());
+
+  // Durable: the reopened store has the same removed entity.
+  store.reset();
+  store = OpenStore();
+  EXPECT_EQ(store->Snapshot()->FindEntity("b"), std::nullopt);
+  EXPECT_THAT(store->Snapshot()->RemovedEntities(), ElementsAre(1u));
+  EXPECT_TRUE(store->CheckConsistency().ok());
+
+  // Named again, it comes back with its id.
+  ChunkResult again = MustAdd(store.get(), {F("b", "r", "a"), F("d", "r", "b")});
+  EXPECT_EQ(again.entities_created, 2u);  // b revived, d new
+  EXPECT_EQ(store->Snapshot()->FindEntity("b"), 1u);
+  EXPECT_EQ(store->Snapshot()->FindEntity("d"), 3u);
+  EXPECT_THAT(store->Snapshot()->RemovedEntities(), IsEmpty());
+  EXPECT_TRUE(store->CheckConsistency().ok());
+  store.reset();
+  EXPECT_THAT(OpenStore()->Snapshot()->RemovedEntities(), IsEmpty());
+}
+
+TEST_F(TripleStoreTest, AVersionOneStoreIsUpgradedOnOpenKeepingItsData) {
+  MustAdd(OpenStore().get(), {F("a", "r", "b")});
+  {
+    // What version 1 wrote: no removed_entities family, format version 1.
+    RawStore raw(store_dir());
+    ASSERT_TRUE(raw.db()->DropColumnFamily(raw.family(store_layout::kRemovedEntities)).ok());
+    ASSERT_TRUE(raw.db()
+                    ->Put(rocksdb::WriteOptions(), raw.family(store_layout::kMeta),
+                          store_layout::kFormatVersionKey, store_layout::EncodeCounter(1))
+                    .ok());
+  }
+  {
+    std::vector<std::string> families;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), store_dir(), &families).ok());
+    ASSERT_THAT(families, Not(Contains(std::string(store_layout::kRemovedEntities))));
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(FactsByName(*store->Snapshot()), ElementsAre(NamedFact{"a", "r", "b"}));
+  const std::vector<std::string> entities = {"a"};
+  ASSERT_TRUE(store->RemoveChunk({}, entities).ok());
+  EXPECT_TRUE(store->CheckConsistency().ok());
+  store.reset();
+  RawStore raw(store_dir());
+  std::string version;
+  ASSERT_TRUE(raw.db()
+                  ->Get(rocksdb::ReadOptions(), raw.family(store_layout::kMeta),
+                        store_layout::kFormatVersionKey, &version)
+                  .ok());
+  EXPECT_EQ(store_layout::DecodeCounter(version), store_layout::kFormatVersion);
+  EXPECT_EQ(raw.Keys(store_layout::kRemovedEntities).size(), 1u);
 }
 
 TEST_F(TripleStoreTest, RemovalChunkWithABadNameIsRejectedWholeNamingTheFact) {

@@ -73,6 +73,8 @@ class RemoveAck:
     facts_removed: int
     facts_not_present: int
     facts_sent: int = field(default=0)
+    entities_removed: int = field(default=0)
+    entities_not_present: int = field(default=0)
 
 
 def _read(path: Optional[str]) -> Optional[bytes]:
@@ -211,7 +213,33 @@ class Client:
         for ack, sent in self._stream_chunks(self._stub.RemoveTriples, pb.RemoveTriplesRequest,
                                              triples, chunk):
             yield RemoveAck(int(ack.sequence), int(ack.chunk_index), ack.facts_removed,
-                            ack.facts_not_present, sent)
+                            ack.facts_not_present, sent, ack.entities_removed,
+                            ack.entities_not_present)
+
+    def remove_entities(self, names: Iterable[str], chunk: int = 1000) -> Iterator[RemoveAck]:
+        """RemoveTriples with entities: removes each named entity with all its facts, `chunk`
+        names per chunk; yields one RemoveAck per chunk (entities_removed, facts_removed).
+        A removed name is NOT_FOUND afterwards until a fact names it again."""
+        if chunk < 1:
+            raise ValueError("chunk must be at least 1")
+
+        def requests():
+            batch = []
+            for name in names:
+                batch.append(name)
+                if len(batch) == chunk:
+                    yield pb.RemoveTriplesRequest(entities=batch)
+                    batch = []
+            if batch:
+                yield pb.RemoveTriplesRequest(entities=batch)
+
+        try:
+            for ack in self._stub.RemoveTriples(requests(), timeout=None):
+                yield RemoveAck(int(ack.sequence), int(ack.chunk_index), ack.facts_removed,
+                                ack.facts_not_present, 0, ack.entities_removed,
+                                ack.entities_not_present)
+        except grpc.RpcError as e:
+            raise GrailError(e.code(), e.details() or "") from None
 
     @staticmethod
     def _stream_chunks(method, request_type, triples: Iterable[Triple], chunk: int):
