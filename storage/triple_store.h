@@ -8,11 +8,11 @@
 // -9); with StoreOptions::sync it also survives a machine crash. Reopening the directory restores
 // the same entities, relations, facts and ids, and rebuilds the index from disk.
 //
-// RocksDB layout (format version 2, which reads and upgrades version 1; constants and key encodings
-// in storage/store_layout.h; ids are u32 and counters u64, both fixed-width big-endian, so bytewise
-// order is numeric order):
+// RocksDB layout (format version 2; a version 1 store, which lacks removed_entities, is
+// upgraded on open; constants and key encodings in storage/store_layout.h; ids are u32 and
+// counters u64, both fixed-width big-endian, so bytewise order is numeric order):
 //   column family     key                          value
-//   meta              "format_version"             1
+//   meta              "format_version"             2
 //                     "entities" "relations"       counts (= next free id)
 //                     "facts"                      number of distinct facts
 //                     "sequence"                   chunks committed so far
