@@ -1,7 +1,9 @@
 #include "server/model_reloader.h"
 
 #include <chrono>
+#include <future>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,6 +17,34 @@ double SecondsSince(Clock::time_point start) {
 }
 
 }  // namespace
+
+absl::Status WarmUpServingPath(const LinkPredictor& predictor, int calls, int batch_size) {
+  const std::shared_ptr<const GraphSnapshot> graph = predictor.store().Snapshot();
+  std::vector<NamedTriple> facts;
+  for (EntityId e = 0; e < graph->num_entities() && facts.size() < static_cast<size_t>(batch_size);
+       ++e) {
+    for (const Neighbor& n : graph->OutEdges(e)) {
+      if (n.entity == e ||
+          !predictor.served_model()->RelationId(graph->RelationName(n.relation)).ok()) {
+        continue;
+      }
+      facts.push_back(
+          {graph->EntityName(e), graph->RelationName(n.relation), graph->EntityName(n.entity)});
+      break;  // one fact per entity: different subgraphs
+    }
+  }
+  if (facts.empty()) return absl::OkStatus();
+  for (int c = 0; c < calls; ++c) {
+    const size_t size = c % 2 == 0 ? 1 : facts.size();
+    std::promise<absl::Status> done;
+    predictor.Score(std::vector<NamedTriple>(facts.begin(), facts.begin() + size),
+                    std::make_shared<CallControl>(), [&done](absl::StatusOr<ScoredFacts> scored) {
+                      done.set_value(scored.status());
+                    });
+    if (absl::Status status = done.get_future().get(); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
 
 ModelReloader::ModelReloader(LinkPredictor& predictor, ReloadOptions options, Observer observer)
     : predictor_(predictor), options_(std::move(options)), observer_(std::move(observer)) {}

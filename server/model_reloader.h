@@ -40,6 +40,13 @@ struct ReloadOptions {
   WarmupOptions warmup;
 };
 
+// Scores stored facts through `predictor`'s whole serving path (engine extraction threads,
+// batcher, the served model), one call of a single fact and one of a full batch, and waits
+// for them: the threads' first extractions and forwards (per-thread scratch, the compute
+// pool of the batcher thread) happen here rather than in the first user calls. Up to
+// `calls` calls; nothing to do on an empty graph. Returns the calls' first error.
+absl::Status WarmUpServingPath(const LinkPredictor& predictor, int calls, int batch_size);
+
 class ModelReloader {
  public:
   // Called after every reload attempt with its outcome (or error); may be empty.

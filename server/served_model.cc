@@ -156,9 +156,9 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
     int64_t nodes = 0, edges = 0;
     // Facts are reused when there are few; a subgraph that alone exceeds a forward's
     // limits (a hub's) is skipped, as the engine would run it alone.
-    for (size_t tried = 0;
-         tried < 4 * facts.size() && batch.num_graphs() < static_cast<int64_t>(per_batch);
-         ++tried) {
+    // Odd forwards hold one subgraph, the shape of a single ScoreTriplet.
+    const int64_t size = b % 2 == 1 ? 1 : static_cast<int64_t>(per_batch);
+    for (size_t tried = 0; tried < 4 * facts.size() && batch.num_graphs() < size; ++tried) {
       const WarmupFact& f = facts[next++ % facts.size()];
       absl::Status extracted = extractor.Extract(*source, f.fact.head, f.fact.relation, f.fact.tail,
                                                  /*hide_target_fact=*/false, &subgraph);

@@ -396,6 +396,10 @@ int Run() {
           Log("model_not_reloaded", {{"error", outcome.status().ToString()}});
         }
       });
+  if (absl::Status warm = WarmUpServingPath(predictor, warmup.batches, warmup.batch_size);
+      !warm.ok()) {
+    return Fail("warming up the serving path", warm);
+  }
   metrics.Attach(predictor, service);
   // From here on a scrape reads the predictor, the engine and the service: on every way out
   // of Run() the endpoint stops before they are destroyed (they were declared after the
