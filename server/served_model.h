@@ -82,8 +82,9 @@ struct WarmupOptions {
 // Runs `options.batches` forwards of the model over enclosing subgraphs of facts sampled
 // from `graph` (stored facts, so the shapes are those users will send): even forwards
 // filled up to the batch limits, odd ones with a single subgraph (a lone ScoreTriplet's
-// shape); with no facts stored, over a small synthetic graph of the model's relations. Returns the number of forwards run. An error (a forward failing) means the
-// model cannot serve.
+// shape); with no facts stored, over a small synthetic graph of the model's relations.
+// Returns the number of forwards run. An error (a forward failing) means the model cannot
+// serve.
 absl::StatusOr<int> WarmUp(const ServedModel& model, const GraphSnapshot& graph,
                            const WarmupOptions& options);
 
