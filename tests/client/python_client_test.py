@@ -167,6 +167,37 @@ class PlaintextTest(ServerCase):
             self.assertEqual(gone.exception.code, grpc.StatusCode.NOT_FOUND)
             self.assertFalse(kg.score("q1", "r1", "q3").known_fact)
 
+    def test_score_explains_with_paths_and_names_its_model(self):
+        with Client(self.target) as kg:
+            plain = kg.score("a", "r1", "c")
+            explained = kg.score("a", "r1", "c", explain=True, max_paths=2)
+            self.assertEqual(plain.paths, ())
+            self.assertTrue(plain.model_version.startswith(kg.stats()["model"]["path"] + "@"))
+            self.assertEqual(explained.model_version, plain.model_version)
+            self.assertGreater(len(explained.paths), 0)
+            self.assertLessEqual(len(explained.paths), 2)
+            for path in explained.paths:
+                self.assertEqual(path.steps[0].from_entity, "a")
+                self.assertEqual(path.steps[-1].to_entity, "c")
+                self.assertIn("(h,", path.rule)
+                product = 1.0
+                for w in path.layer_weights:
+                    product *= w
+                self.assertAlmostEqual(path.weight, product, delta=1e-6 * product)
+            weights = [p.weight for p in explained.paths]
+            self.assertEqual(weights, sorted(weights, reverse=True))
+
+    def test_reload_model_serves_the_file_again_with_a_new_generation(self):
+        with Client(self.target) as kg:
+            before = kg.stats()["model"]
+            reloaded = kg.reload_model()
+            self.assertEqual(reloaded["previous_version"], reloaded["version"])  # same file
+            self.assertGreater(reloaded["generation"], 1)
+            self.assertEqual(kg.stats()["model"]["path"], before["path"])
+            with self.assertRaises(GrailError) as missing:
+                kg.reload_model("/no/such/model.pt")
+            self.assertEqual(missing.exception.code, grpc.StatusCode.NOT_FOUND)
+
     def test_health(self):
         with Client(self.target) as kg:
             self.assertEqual(kg.health(), "SERVING")

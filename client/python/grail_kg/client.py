@@ -9,7 +9,8 @@ import grpc
 from kg.v1 import knowledge_graph_pb2 as pb
 from kg.v1 import knowledge_graph_pb2_grpc as pb_grpc
 
-__all__ = ["AddAck", "Client", "GrailError", "RankedEntity", "Ranking", "Score"]
+__all__ = ["AddAck", "Client", "ExplanationPath", "GrailError", "PathStep", "RankedEntity",
+           "Ranking", "RemoveAck", "Score"]
 
 Triple = Tuple[str, str, str]
 
@@ -24,6 +25,26 @@ class GrailError(Exception):
 
 
 @dataclass(frozen=True)
+class PathStep:
+    """One edge of an explanation path; inverse: the fact is to_entity -relation-> from_entity."""
+    from_entity: str
+    relation: str
+    to_entity: str
+    inverse: bool
+    attention: Tuple[float, ...]  # the model's attention on the edge, per layer
+
+
+@dataclass(frozen=True)
+class ExplanationPath:
+    """A head-to-tail path behind a score, as a rule body ("r1(h,z1) ∧ r2^-1(z1,t)"); weight is
+    the product over layers of the product of the path's edge attentions (see the proto)."""
+    rule: str
+    weight: float
+    layer_weights: Tuple[float, ...]
+    steps: Tuple[PathStep, ...]
+
+
+@dataclass(frozen=True)
 class Score:
     head: str
     relation: str
@@ -34,6 +55,8 @@ class Score:
     subgraph_nodes: int
     subgraph_edges: int
     graph_sequence: int
+    model_version: str = ""
+    paths: Tuple[ExplanationPath, ...] = ()  # with score(..., explain=True)
 
 
 @dataclass(frozen=True)
@@ -168,11 +191,24 @@ class Client:
             raise GrailError(e.code(), e.details() or "") from None
 
     # --- calls ---
-    def score(self, head: str, relation: str, tail: str) -> Score:
-        """ScoreTriplet: how likely (head, relation, tail) is."""
+    def score(self, head: str, relation: str, tail: str, *, explain: bool = False,
+              max_paths: int = 0) -> Score:
+        """ScoreTriplet: how likely (head, relation, tail) is. With explain, Score.paths holds
+        the strongest head-to-tail paths behind it (max_paths of them; 0: the server's 3)."""
         response = self._call(self._stub.ScoreTriplet, pb.ScoreTripletRequest(
-            triple=pb.Triple(head=head, relation=relation, tail=tail)))
+            triple=pb.Triple(head=head, relation=relation, tail=tail), explain=explain,
+            max_paths=max_paths))
         return _score((head, relation, tail), response)
+
+    def reload_model(self, path: str = "") -> dict:
+        """ReloadModel (admin scope): the server serves the archive at `path` (a path on its
+        machine; "": its --model file again) from now on. Returns the new model's version and
+        generation, the previous version, and the load and warm-up seconds."""
+        response = self._call(self._stub.ReloadModel, pb.ReloadModelRequest(path=path))
+        return {"version": response.model.version, "generation": response.model.generation,
+                "previous_version": response.previous_version,
+                "load_seconds": response.load_seconds,
+                "warmup_seconds": response.warmup_seconds}
 
     def score_many(self, triples: Sequence[Triple]) -> List[Score]:
         """ScoreTriplets: many facts in one call (the server bounds how many)."""
@@ -295,8 +331,13 @@ class Client:
 
 
 def _score(triple: Triple, r) -> Score:
+    paths = tuple(
+        ExplanationPath(p.rule, p.weight, tuple(p.layer_weights),
+                        tuple(PathStep(s.from_entity, s.relation, s.to_entity, s.inverse,
+                                       tuple(s.attention)) for s in p.steps))
+        for p in r.paths)
     return Score(triple[0], triple[1], triple[2], r.score, r.probability, r.known_fact,
-                 r.subgraph_nodes, r.subgraph_edges, r.graph_sequence)
+                 r.subgraph_nodes, r.subgraph_edges, r.graph_sequence, r.model_version, paths)
 
 
 def _rank_options(candidates, top_k, filter_known):
