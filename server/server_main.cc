@@ -99,6 +99,10 @@ ABSL_FLAG(bool, sync_writes, false,
           "fsync every AddTriples chunk before acknowledging it (survives machine crashes, not "
           "just process crashes)");
 ABSL_FLAG(int, drain_seconds, 20, "on SIGTERM, how long calls in flight get to finish");
+ABSL_FLAG(bool, truncate_corrupted_wal, false,
+          "start on a store whose write-ahead log is corrupted before its end, keeping what "
+          "precedes the corruption (the chunks after it are lost; logged and in /metrics); "
+          "without it such a store is refused");
 ABSL_FLAG(int, warmup_batches, 3,
           "model forwards run on stored facts before serving, at start and on each reload, so "
           "that the first calls are not the slow ones (0: none)");
@@ -279,6 +283,7 @@ int Run() {
                 {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)},
                 {"allow_unknown_relations", absl::GetFlag(FLAGS_allow_unknown_relations)},
                 {"sync_writes", absl::GetFlag(FLAGS_sync_writes)},
+                {"truncate_corrupted_wal", absl::GetFlag(FLAGS_truncate_corrupted_wal)},
                 {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)},
                 {"warmup_batches", absl::GetFlag(FLAGS_warmup_batches)}});
 
@@ -358,6 +363,7 @@ int Run() {
   if (!model.ok()) return Fail("loading the model", model.status());
   StoreOptions store_options;
   store_options.sync = absl::GetFlag(FLAGS_sync_writes);
+  store_options.truncate_corrupted_wal = absl::GetFlag(FLAGS_truncate_corrupted_wal);
   store_options.max_name_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_name_bytes));
   store_options.max_chunk_facts = limits.max_chunk_facts;
   if (!absl::GetFlag(FLAGS_allow_unknown_relations)) {
@@ -365,6 +371,12 @@ int Run() {
   }
   absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(data_dir, store_options);
   if (!store.ok()) return Fail("opening the store", store.status());
+  if (!(*store)->recovery_note().empty()) {
+    metrics.OnStoreRecoveredFromCorruption();
+    Log("store_recovered_with_loss", {{"data_dir", data_dir},
+                                      {"sequence", (*store)->Snapshot()->sequence()},
+                                      {"message", (*store)->recovery_note()}});
+  }
   WarmupOptions warmup;
   warmup.batches = absl::GetFlag(FLAGS_warmup_batches);
   warmup.batch_size = engine_options.max_batch_size;

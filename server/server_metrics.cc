@@ -130,6 +130,7 @@ struct ServerMetrics::Instruments {
   prometheus::Counter* duplicates = nullptr;
   prometheus::Histogram* chunk_seconds = nullptr;
   std::array<prometheus::Counter*, 2> reloads{};  // error, ok
+  prometheus::Gauge* wal_truncated = nullptr;
   prometheus::Histogram* reload_seconds = nullptr;
   prometheus::Counter* facts_removed = nullptr;
   prometheus::Counter* removal_chunks = nullptr;
@@ -187,6 +188,9 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
                "old model kept serving).",
                {"result"});
   m.reloads = {&reloads.Add({"error"}), &reloads.Add({"ok"})};
+  m.wal_truncated = &Gauge(r, "grail_store_wal_truncated",
+                           "1 if the store was opened past a corrupted write-ahead log "
+                           "(--truncate-corrupted-wal): chunks after the corruption were lost.");
   m.reload_seconds = &Histogram(r, "grail_model_reload_duration_seconds",
                                 "Time to load, check and warm up a model before it serves.",
                                 LatencyBucketsSeconds());
@@ -382,6 +386,8 @@ void ServerMetrics::OnTokensLoaded(bool ok, size_t tokens) {
   instruments_->token_reloads[ok ? 1 : 0]->Increment();
   if (ok) instruments_->tokens->Set(static_cast<double>(tokens));
 }
+
+void ServerMetrics::OnStoreRecoveredFromCorruption() { instruments_->wal_truncated->Set(1); }
 
 void ServerMetrics::OnModelReload(bool ok, double seconds) {
   instruments_->reloads[ok ? 1 : 0]->Increment();

@@ -25,6 +25,8 @@
 //   grail_model_info{format,device,hops,layers,dim,relations,fingerprint,version,generation}
 //                                                  gauge, always 1
 //   grail_model_reloads_total{result}, grail_model_reload_duration_seconds (histogram)
+//   grail_store_wal_truncated                      gauge: 1 if the store started past a
+//                                                  corrupted WAL (--truncate-corrupted-wal)
 //   grail_build_info{version}                      gauge, always 1
 //   process_*                                      CPU, memory, file descriptors, start time
 //
@@ -77,6 +79,9 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   void OnServiceLimit(absl::string_view limit) override;
   void OnAccess(absl::string_view method, absl::string_view outcome,
                 absl::string_view token_name) override;
+
+  // The store was opened past a corrupted write-ahead log, losing what followed it.
+  void OnStoreRecoveredFromCorruption();
 
   // A model reload finished: `ok` (the new model serves; `seconds` to load, check and warm
   // it up) or not.

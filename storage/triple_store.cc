@@ -75,10 +75,11 @@ rocksdb::DBOptions DatabaseOptions() {
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
-  // After a crash, replay the WAL up to the last complete batch and stop: a torn tail
-  // (possible after a machine crash without sync) loses whole chunks, never part of one,
-  // and never leaves a gap.
-  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // After a crash, replay the WAL and tolerate only an incomplete record at its very end
+  // (a write the crash cut short, never acknowledged). A record that fails its checksum
+  // with valid ones after it is corruption, not a crash: Open fails rather than silently
+  // dropping every acknowledged chunk after it (StoreOptions::truncate_corrupted_wal).
+  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   // Every open starts a new info LOG; keep restarts from piling them up.
   options.keep_log_file_num = 10;
   return options;
@@ -223,6 +224,23 @@ absl::StatusOr<std::unique_ptr<TripleStore>> TripleStore::Open(const std::string
   }
   rocksdb::Status s =
       rocksdb::DB::Open(db_options, dir, descriptors, &store->families_, &store->db_);
+  if (s.IsCorruption() && options.truncate_corrupted_wal) {
+    // The operator chose to serve what precedes the corruption: replay up to it and stop.
+    rocksdb::DBOptions truncating = db_options;
+    truncating.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+    store->recovery_note_ =
+        absl::StrCat("the write-ahead log was corrupted (", s.ToString(),
+                     "); the store was recovered up to the corruption and every chunk after it, "
+                     "acknowledged or not, is lost");
+    store->families_.clear();
+    s = rocksdb::DB::Open(truncating, dir, descriptors, &store->families_, &store->db_);
+  } else if (s.IsCorruption()) {
+    return absl::DataLossError(absl::StrCat(
+        "the store in ", dir, " has a corrupted write-ahead log (", s.ToString(),
+        "): replaying it only up to the corruption would silently lose the acknowledged chunks "
+        "after it, so the store was not opened and nothing was changed. Restore the directory "
+        "from a backup, or accept the loss with --truncate-corrupted-wal (it is logged)"));
+  }
   if (!s.ok()) return FromRocks(s, absl::StrCat("opening the store in ", dir));
   if (absl::Status loaded = store->Load(); !loaded.ok()) return loaded;
   return store;

@@ -74,6 +74,12 @@ struct StoreOptions {
   // When set, a fact whose relation is not in this list rejects its chunk (the operator's
   // choice to accept only relations the model knows).
   std::optional<std::vector<std::string>> allowed_relations;
+  // What Open does with a write-ahead log corrupted before its end (a record failing its
+  // checksum with valid records after it: a bad disk or a damaged copy, not a crash, which
+  // only ever cuts the last record short). false: Open fails with DATA_LOSS and changes
+  // nothing. true: the store is recovered up to the corruption, the chunks after it are
+  // lost, and recovery_note() says so.
+  bool truncate_corrupted_wal = false;
 };
 
 // What one committed chunk did.
@@ -97,14 +103,16 @@ struct ChunkResult {
 };
 
 // Thread safety: every method may be called from any thread. AddChunk and RemoveChunk
-// calls are serialised internally (one writer at a time). Snapshot() never waits for a chunk being
-// written: it copies a pointer under a mutex that writers hold only to swap that pointer.
+// calls are serialised internally (one writer at a time). Snapshot() never waits for a
+// chunk being written: it copies a pointer under a mutex that writers hold only to swap
+// that pointer.
 class TripleStore {
  public:
   // Opens the store in `dir`, creating it if the directory holds no store, and rebuilds
   // the in-memory index from it. Errors: FAILED_PRECONDITION if `dir` holds another
   // RocksDB database, a store of an unknown format version, or a store another process has
-  // open; DATA_LOSS if the store's contents contradict each other (e.g. counters vs data);
+  // open; DATA_LOSS if the store's contents contradict each other (e.g. counters vs data)
+  // or its write-ahead log is corrupted before its end (see truncate_corrupted_wal);
   // INTERNAL (with RocksDB's message) for other RocksDB errors.
   static absl::StatusOr<std::unique_ptr<TripleStore>> Open(const std::string& dir,
                                                            const StoreOptions& options);
@@ -176,6 +184,9 @@ class TripleStore {
   LiveGraph::MemoryUsage IndexMemoryUsage() const { return graph_.ApproximateMemoryUsage(); }
 
   const std::string& dir() const { return dir_; }
+  // Set when Open recovered past a corrupted write-ahead log (truncate_corrupted_wal): what
+  // happened and what was lost. Empty otherwise.
+  const std::string& recovery_note() const { return recovery_note_; }
 
  private:
   TripleStore(std::string dir, StoreOptions options);
@@ -191,6 +202,7 @@ class TripleStore {
 
   const std::string dir_;
   const StoreOptions options_;
+  std::string recovery_note_;
   // Guarded by write_mu_ (SetAllowedRelations replaces it).
   absl::flat_hash_set<std::string> allowed_relations_;
   rocksdb::DB* db_ = nullptr;

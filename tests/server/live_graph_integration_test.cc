@@ -359,11 +359,13 @@ TEST_F(LiveGraphServerTest, KilledServerKeepsExactlyTheAcknowledgedRemovals) {
   });
   std::vector<kg::v1::RemoveTriplesAck> acks;
   kg::v1::RemoveTriplesAck ack;
+  int killed = 0;  // the server's exit code: -1 when SIGKILL ended it
   while (stream->Read(&ack)) {
     acks.push_back(ack);
-    if (acks.size() == 25) ASSERT_EQ(server_.Stop(SIGKILL), -1);
+    if (acks.size() == 25) killed = server_.Stop(SIGKILL);
   }
   writer.join();
+  ASSERT_EQ(killed, -1);
   const grpc::Status status = stream->Finish();
   EXPECT_FALSE(status.ok());
   ASSERT_GE(acks.size(), 25u);
@@ -387,6 +389,57 @@ TEST_F(LiveGraphServerTest, KilledServerKeepsExactlyTheAcknowledgedRemovals) {
   }
   for (size_t i = graph.size() - 600; i < graph.size(); ++i) ASSERT_TRUE(stored[i]);
   EXPECT_EQ(Stats().facts(), graph.size() - removed);
+}
+
+// A write-ahead log damaged before its end (not a crash's torn tail): the server refuses
+// to start rather than silently serve a graph missing acknowledged chunks, and starts past
+// the damage only when told to, saying so in its log and its metrics.
+TEST_F(LiveGraphServerTest, ACorruptedWalStopsTheStartUnlessTruncationIsAsked) {
+  ASSERT_TRUE(Start("first.log"));
+  std::vector<std::vector<NamedTriple>> chunks;
+  for (int i = 0; i < 40; ++i) {
+    chunks.push_back({{absl::StrCat("a", i), "r0", absl::StrCat("b", i)}});
+  }
+  ASSERT_EQ(AddChunks(*stub_, chunks).acks.size(), 40u);
+  ASSERT_EQ(server_.Stop(SIGKILL), -1);
+
+  std::filesystem::path wal;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.Sub("store"))) {
+    if (entry.path().extension() == ".log" &&
+        (wal.empty() || entry.file_size() > std::filesystem::file_size(wal))) {
+      wal = entry.path();
+    }
+  }
+  ASSERT_FALSE(wal.empty());
+  const uintmax_t size = std::filesystem::file_size(wal);
+  {
+    std::fstream file(wal, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(size / 3));
+    char byte = 0;
+    file.read(&byte, 1);
+    file.seekp(static_cast<std::streamoff>(size / 3));
+    byte = static_cast<char>(byte ^ 0x5a);
+    file.write(&byte, 1);
+  }
+
+  std::string flags;
+  for (const std::string& flag : Flags()) absl::StrAppend(&flags, " '", flag, "'");
+  const BinaryRun refused = RunBinary("grail-server", "--port=0 --metrics-port=-1" + flags);
+  EXPECT_EQ(refused.exit_code, 1) << refused.all();
+  EXPECT_THAT(refused.err, HasSubstr("corrupted write-ahead log"));
+  EXPECT_EQ(std::filesystem::file_size(wal), size);
+
+  std::vector<std::string> truncate = Flags();
+  truncate.push_back("--truncate-corrupted-wal");
+  ASSERT_TRUE(server_.Start(truncate, dir_.Sub("second.log")));
+  stub_ = KnowledgeGraph::NewStub(
+      grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+  EXPECT_LT(Stats().graph_sequence(), 40u);
+  EXPECT_THAT(server_.Log(), HasSubstr("\"event\":\"store_recovered_with_loss\""));
+  httplib::Client metrics("127.0.0.1", server_.metrics_port());
+  httplib::Result scrape = metrics.Get("/metrics");
+  ASSERT_TRUE(scrape);
+  EXPECT_THAT(scrape->body, HasSubstr("grail_store_wal_truncated 1"));
 }
 
 // --- Model reload -------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -381,6 +383,67 @@ TEST_F(TripleStoreTest, AVersionOneStoreIsUpgradedOnOpenKeepingItsData) {
                   .ok());
   EXPECT_EQ(store_layout::DecodeCounter(version), store_layout::kFormatVersion);
   EXPECT_EQ(raw.Keys(store_layout::kRemovedEntities).size(), 1u);
+}
+
+// The store's write-ahead log files (RocksDB names them NNNNNN.log), largest first.
+std::vector<std::filesystem::path> WalFiles(const std::string& dir) {
+  std::vector<std::filesystem::path> wals;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".log") wals.push_back(entry.path());
+  }
+  std::sort(wals.begin(), wals.end(), [](const auto& a, const auto& b) {
+    return std::filesystem::file_size(a) > std::filesystem::file_size(b);
+  });
+  return wals;
+}
+
+TEST_F(TripleStoreTest, AWalCorruptedBeforeItsEndIsRefusedUnlessTruncationIsAllowed) {
+  {
+    auto store = OpenStore();
+    for (int i = 0; i < 40; ++i) {
+      MustAdd(store.get(), {F(absl::StrCat("a", i), "r", absl::StrCat("b", i))});
+    }
+  }  // closed cleanly: the chunks are still only in the WAL
+  const std::vector<std::filesystem::path> wals = WalFiles(store_dir());
+  ASSERT_FALSE(wals.empty());
+  const uintmax_t size = std::filesystem::file_size(wals[0]);
+  ASSERT_GT(size, 1000u);
+  {
+    // One flipped byte at 40% of the log: valid records follow the damaged one.
+    std::fstream wal(wals[0], std::ios::in | std::ios::out | std::ios::binary);
+    wal.seekg(static_cast<std::streamoff>(size * 2 / 5));
+    char byte = 0;
+    wal.read(&byte, 1);
+    wal.seekp(static_cast<std::streamoff>(size * 2 / 5));
+    byte = static_cast<char>(byte ^ 0x5a);
+    wal.write(&byte, 1);
+  }
+
+  absl::StatusOr<std::unique_ptr<TripleStore>> refused = TripleStore::Open(store_dir(), {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("corrupted write-ahead log"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--truncate-corrupted-wal"));
+  // Nothing was changed: the damaged log is still there, whole.
+  ASSERT_TRUE(std::filesystem::exists(wals[0]));
+  EXPECT_EQ(std::filesystem::file_size(wals[0]), size);
+
+  StoreOptions truncate;
+  truncate.truncate_corrupted_wal = true;
+  auto store = OpenStore(truncate);
+  ASSERT_NE(store, nullptr);
+  const uint64_t recovered = store->Snapshot()->sequence();
+  EXPECT_GT(recovered, 0u);
+  EXPECT_LT(recovered, 40u);
+  EXPECT_THAT(store->recovery_note(), HasSubstr("lost"));
+  EXPECT_EQ(store->Snapshot()->num_facts(), recovered);
+  EXPECT_TRUE(store->CheckConsistency().ok());
+  // The recovered store is whole again: a strict open takes it as it is.
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Snapshot()->sequence(), recovered);
+  EXPECT_EQ(store->recovery_note(), "");
 }
 
 TEST_F(TripleStoreTest, RemovalChunkWithABadNameIsRejectedWholeNamingTheFact) {
