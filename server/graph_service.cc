@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "server/request_parsing.h"
 #include "storage/vocabulary.h"
 
 namespace grail {
@@ -219,7 +220,7 @@ struct ChunkStreamKind<kg::v1::RemoveTriplesRequest> {
 // acknowledge it, read the next; a bad chunk ends the stream naming its line.
 template <typename Request>
 class KnowledgeGraphService::ChunkStreamCall final
-    : public grpc::ServerBidiReactor<Request, typename ChunkStreamKind<Request>::Ack> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   using Kind = ChunkStreamKind<Request>;
 
@@ -232,7 +233,7 @@ class KnowledgeGraphService::ChunkStreamCall final
       End(admitted);
       return;
     }
-    this->StartRead(&chunk_);
+    StartRead(&in_);
   }
 
   void OnReadDone(bool ok) override {
@@ -240,6 +241,14 @@ class KnowledgeGraphService::ChunkStreamCall final
       End(context_->IsCancelled()
               ? grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream")
               : grpc::Status::OK);
+      return;
+    }
+    chunk_.Clear();
+    if (const absl::Status parsed = ParseChunk(in_, &chunk_); !parsed.ok()) {
+      End(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat(parsed.message(), " (chunk ", index_,
+                                    "); nothing of this chunk was applied, the ", index_,
+                                    " chunks acknowledged before it are")));
       return;
     }
     if (service_->draining_.load()) {
@@ -264,7 +273,7 @@ class KnowledgeGraphService::ChunkStreamCall final
     if (Kind::Size(chunk_) == 0) {
       // Nothing to apply; acknowledge so that the client's count of acks stays in step.
       ack_.set_sequence(predictor_->store().Snapshot()->sequence());
-      this->StartWrite(&ack_);
+      WriteAck();
       return;
     }
     service_->writer_->Post([this] { Apply(); });
@@ -277,7 +286,7 @@ class KnowledgeGraphService::ChunkStreamCall final
       return;
     }
     ++index_;
-    this->StartRead(&chunk_);
+    StartRead(&in_);
   }
 
   void OnDone() override {
@@ -319,13 +328,22 @@ class KnowledgeGraphService::ChunkStreamCall final
                  std::chrono::duration<double>(Clock::now() - start).count());
     ack_.set_sequence(result->sequence);
     Kind::Fill(*result, &ack_);
-    this->StartWrite(&ack_);
+    WriteAck();
+  }
+
+  void WriteAck() {
+    out_.Clear();
+    bool own_buffer = false;
+    const grpc::Status serialized =
+        grpc::SerializationTraits<typename Kind::Ack>::Serialize(ack_, &out_, &own_buffer);
+    if (!serialized.ok()) return End(serialized);
+    StartWrite(&out_);
   }
 
   void End(const grpc::Status& status) {
     service_->observer_->OnCall(Kind::kMethod, static_cast<int>(status.error_code()),
                                 std::chrono::duration<double>(Clock::now() - start_).count());
-    this->Finish(status);
+    Finish(status);
   }
 
   KnowledgeGraphService* const service_;
@@ -333,6 +351,7 @@ class KnowledgeGraphService::ChunkStreamCall final
   LinkPredictor* predictor_ = nullptr;
   const Clock::time_point start_ = Clock::now();
   uint64_t index_ = 0;
+  grpc::ByteBuffer in_, out_;
   Request chunk_;
   typename Kind::Ack ack_;
   std::vector<NamedTriple> facts_;
@@ -535,13 +554,13 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::RankHeads(grpc::CallbackServerC
   return call;
 }
 
-grpc::ServerBidiReactor<kg::v1::AddTriplesRequest, kg::v1::AddTriplesAck>*
-KnowledgeGraphService::AddTriples(grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KnowledgeGraphService::AddTriples(
+    grpc::CallbackServerContext* context) {
   return new ChunkStreamCall<kg::v1::AddTriplesRequest>(this, context);
 }
 
-grpc::ServerBidiReactor<kg::v1::RemoveTriplesRequest, kg::v1::RemoveTriplesAck>*
-KnowledgeGraphService::RemoveTriples(grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* KnowledgeGraphService::RemoveTriples(
+    grpc::CallbackServerContext* context) {
   return new ChunkStreamCall<kg::v1::RemoveTriplesRequest>(this, context);
 }
 

@@ -63,7 +63,21 @@ struct ServedModelInfo {
   std::string version;  // the server's build version
 };
 
-class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackService {
+// The generated CallbackService, except that AddTriples and RemoveTriples take raw bytes: the
+// service parses each chunk itself, so that one that does not parse (a name that is not
+// valid UTF-8) is rejected naming its line rather than silently ending the stream
+// (server/request_parsing.h). A method added to the proto must be added here too.
+using KnowledgeGraphBase = kg::v1::KnowledgeGraph::WithCallbackMethod_ScoreTriplet<
+    kg::v1::KnowledgeGraph::WithCallbackMethod_ScoreTriplets<
+        kg::v1::KnowledgeGraph::WithCallbackMethod_RankTails<
+            kg::v1::KnowledgeGraph::WithCallbackMethod_RankHeads<
+                kg::v1::KnowledgeGraph::WithRawCallbackMethod_AddTriples<
+                    kg::v1::KnowledgeGraph::WithRawCallbackMethod_RemoveTriples<
+                        kg::v1::KnowledgeGraph::WithCallbackMethod_GetStats<
+                            kg::v1::KnowledgeGraph::WithCallbackMethod_ReloadModel<
+                                kg::v1::KnowledgeGraph::Service>>>>>>>>;
+
+class KnowledgeGraphService final : public KnowledgeGraphBase {
  public:
   // `observer` may be null. With `tokens` (which must outlive the service) every
   // KnowledgeGraph call needs a bearer token: read for scoring, ranking and GetStats, write
@@ -99,9 +113,9 @@ class KnowledgeGraphService final : public kg::v1::KnowledgeGraph::CallbackServi
   grpc::ServerUnaryReactor* RankHeads(grpc::CallbackServerContext* context,
                                       const kg::v1::RankHeadsRequest* request,
                                       kg::v1::RankResponse* response) override;
-  grpc::ServerBidiReactor<kg::v1::AddTriplesRequest, kg::v1::AddTriplesAck>* AddTriples(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* AddTriples(
       grpc::CallbackServerContext* context) override;
-  grpc::ServerBidiReactor<kg::v1::RemoveTriplesRequest, kg::v1::RemoveTriplesAck>* RemoveTriples(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* RemoveTriples(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
                                      const kg::v1::GetStatsRequest* request,

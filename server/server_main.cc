@@ -31,6 +31,7 @@
 #include "absl/strings/str_join.h"
 #include "common/command_line.h"
 #include "common/json.h"
+#include "google/protobuf/stubs/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -42,6 +43,7 @@
 #include "server/inference_engine.h"
 #include "server/link_predictor.h"
 #include "server/model_reloader.h"
+#include "server/request_parsing.h"
 #include "server/served_model.h"
 #include "server/server_metrics.h"
 #include "server/transport_security.h"
@@ -140,6 +142,16 @@ void Log(absl::string_view event, const Json& fields = Json::object()) {
   line.update(fields);
   std::fputs((JsonLine(line) + "\n").c_str(), stderr);
   std::fflush(stderr);
+}
+
+// libprotobuf's own log lines (e.g. a request string that is not valid UTF-8) as JSON log
+// lines like every other, instead of free text on stderr.
+void LogFromProtobuf(google::protobuf::LogLevel level, const char* filename, int line,
+                     const std::string& message) {
+  static constexpr const char* kLevels[] = {"info", "warning", "error", "fatal"};
+  Log("protobuf", {{"level", kLevels[std::clamp(static_cast<int>(level), 0, 3)]},
+                   {"message", message},
+                   {"source", absl::StrCat(filename, ":", line)}});
 }
 
 int Fail(absl::string_view what, const absl::Status& status) {
@@ -289,6 +301,7 @@ int Run() {
 
   UseServingAllocator();
   SetComputeThreads(compute_threads);
+  google::protobuf::SetLogHandler(&LogFromProtobuf);
 
   // Declared before the metrics, whose HTTP endpoint reads it until the metrics are destroyed.
   std::atomic<bool> ready{false};
@@ -346,6 +359,10 @@ int Run() {
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.RegisterService(&service);
+  // Unary requests that do not parse get INVALID_ARGUMENT saying so (server/request_parsing.h).
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return Fail("starting the gRPC server",
@@ -478,8 +495,7 @@ int Run() {
 
   const Clock::time_point drain_start = Clock::now();
   Log("draining", {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"},
-                   {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)},
-                   {"warmup_batches", absl::GetFlag(FLAGS_warmup_batches)}});
+                   {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)}});
   ready.store(false);
   health->SetServingStatus(false);
   service.BeginDrain();

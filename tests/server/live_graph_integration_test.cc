@@ -15,6 +15,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -24,8 +25,11 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/client_unary_call.h"
+#include "grpcpp/support/sync_stream.h"
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
@@ -440,6 +444,90 @@ TEST_F(LiveGraphServerTest, ACorruptedWalStopsTheStartUnlessTruncationIsAsked) {
   httplib::Result scrape = metrics.Get("/metrics");
   ASSERT_TRUE(scrape);
   EXPECT_THAT(scrape->body, HasSubstr("grail_store_wal_truncated 1"));
+}
+
+// Raw bytes for calls grail-client would never send: `message` serialized with every
+// "BAD" turned into three bytes that are not UTF-8.
+grpc::ByteBuffer WithInvalidUtf8(const google::protobuf::MessageLite& message) {
+  std::string bytes = message.SerializeAsString();
+  for (size_t at = bytes.find("BAD"); at != std::string::npos; at = bytes.find("BAD", at)) {
+    bytes.replace(at, 3, "\xff\xfe\xc0");
+  }
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// One raw chunk stream: sends `chunks` in order, each after the previous one's ack; returns
+// the number of acks and the final status.
+std::pair<int, grpc::Status> RawChunkStream(const std::shared_ptr<grpc::Channel>& channel,
+                                            const char* method,
+                                            const std::vector<grpc::ByteBuffer>& chunks) {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel.get(),
+          grpc::internal::RpcMethod(method, grpc::internal::RpcMethod::BIDI_STREAMING), &context));
+  int acks = 0;
+  for (const grpc::ByteBuffer& chunk : chunks) {
+    grpc::ByteBuffer ack;
+    if (!stream->Write(chunk) || !stream->Read(&ack)) break;
+    ++acks;
+  }
+  stream->WritesDone();
+  return {acks, stream->Finish()};
+}
+
+TEST_F(LiveGraphServerTest, InvalidUtf8IsRejectedNamingItsChunkAndLineAndNothingIsLost) {
+  ASSERT_TRUE(Start("server.log"));
+  auto channel = grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials());
+  kg::v1::AddTriplesRequest good;
+  good.set_first_line(1);
+  for (const NamedTriple& t : std::vector<NamedTriple>{{"u1", "r0", "u2"}, {"u2", "r1", "u3"}}) {
+    *good.add_triples() = ToProto(t);
+  }
+  kg::v1::AddTriplesRequest bad;
+  bad.set_first_line(3);
+  for (const NamedTriple& t :
+       std::vector<NamedTriple>{{"u3", "r0", "u4"}, {"u4", "r1", "xBADx"}, {"u5", "r2", "u1"}}) {
+    *bad.add_triples() = ToProto(t);
+  }
+  const auto [acks, status] = RawChunkStream(channel, "/kg.v1.KnowledgeGraph/AddTriples",
+                                             {WithInvalidUtf8(good), WithInvalidUtf8(bad)});
+  EXPECT_EQ(acks, 1);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("line 4: the tail is not valid UTF-8"));
+  EXPECT_THAT(status.error_message(), HasSubstr("chunk 1"));
+  EXPECT_TRUE(Score({"u1", "r0", "u2"}).known_fact());  // chunk 0 stays
+  EXPECT_EQ(Stats().facts(), 2u);                       // nothing of chunk 1
+
+  kg::v1::RemoveTriplesRequest entities;
+  entities.add_entities("u1");
+  entities.add_entities("BAD");
+  const auto [removal_acks, removal] =
+      RawChunkStream(channel, "/kg.v1.KnowledgeGraph/RemoveTriples", {WithInvalidUtf8(entities)});
+  EXPECT_EQ(removal_acks, 0);
+  EXPECT_EQ(removal.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(removal.error_message(), HasSubstr("entities[1] is not valid UTF-8"));
+  EXPECT_EQ(Stats().entities(), 3u);
+
+  kg::v1::ScoreTripletRequest score;
+  *score.mutable_triple() = ToProto({"uBAD", "r0", "u2"});
+  grpc::ClientContext context;
+  grpc::ByteBuffer response;
+  const grpc::Status unary = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      channel.get(),
+      grpc::internal::RpcMethod("/kg.v1.KnowledgeGraph/ScoreTriplet",
+                                grpc::internal::RpcMethod::NORMAL_RPC),
+      &context, WithInvalidUtf8(score), &response);
+  EXPECT_EQ(unary.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(unary.error_message(), HasSubstr("ScoreTriplet request could not be parsed"));
+
+  // The server keeps serving, and its log stays one JSON object per line.
+  EXPECT_TRUE(Score({"u2", "r1", "u3"}).known_fact());
+  std::istringstream log(server_.Log());
+  for (std::string line; std::getline(log, line);) {
+    EXPECT_TRUE(nlohmann::json::accept(line)) << line;
+  }
 }
 
 // --- Model reload -------------------------------------------------------------------------

@@ -1,0 +1,45 @@
+// Requests whose bytes do not parse, told apart and named instead of dropped.
+//
+// proto3 `string` fields must hold valid UTF-8; protobuf refuses a message where one does
+// not, and gRPC then ends a stream as if the client had closed it (acknowledged chunks, then
+// OK: the bad chunk silently gone) or fails a unary call with INTERNAL and no message. The
+// service therefore reads AddTriples and RemoveTriples chunks as raw bytes and parses them
+// itself (ParseChunk), and a server interceptor (MalformedRequestInterceptorFactory) turns a
+// unary request that failed to parse into INVALID_ARGUMENT saying so.
+#ifndef GRAIL_SERVER_REQUEST_PARSING_H_
+#define GRAIL_SERVER_REQUEST_PARSING_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/message_lite.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/server_interceptor.h"
+
+namespace grail {
+
+// Whether `bytes` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
+// above U+10FFFF).
+bool IsValidUtf8(absl::string_view bytes);
+
+// Parses `buffer` into `chunk`, an AddTriplesRequest or RemoveTriplesRequest. On failure,
+// INVALID_ARGUMENT saying why: for a name that is not valid UTF-8, which one, as
+// "line L: the tail is not valid UTF-8 (fact F)" (L counted from the chunk's first_line, as
+// rejections of stored chunks are) or "entities[K] is not valid UTF-8"; otherwise that
+// the bytes are not such a message.
+absl::Status ParseChunk(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite* chunk);
+
+// For unary KnowledgeGraph calls: a request that failed to parse ends with INVALID_ARGUMENT
+// ("the request could not be parsed: ...") instead of gRPC's INTERNAL with no message.
+class MalformedRequestInterceptorFactory
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_SERVER_REQUEST_PARSING_H_
