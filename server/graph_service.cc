@@ -3,6 +3,7 @@
 #include <cmath>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -259,6 +260,15 @@ class KnowledgeGraphService::ChunkStreamCall final
       return;
     }
     const uint64_t first_line = chunk_.first_line() > 0 ? chunk_.first_line() : 1;
+    // Line numbers first_line .. first_line + size - 1 must exist: no wrap-around in messages.
+    if (first_line > std::numeric_limits<uint64_t>::max() - chunk_.triples_size()) {
+      End(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat("chunk ", index_, ": first_line ", chunk_.first_line(),
+                                    " leaves no room for its ", chunk_.triples_size(),
+                                    " lines; nothing of it was applied, the ", index_,
+                                    " chunks acknowledged before it are")));
+      return;
+    }
     if (static_cast<uint32_t>(Kind::Size(chunk_)) > service_->limits_.max_chunk_facts) {
       End(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,

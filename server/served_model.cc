@@ -114,6 +114,14 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
                                              path, *std::move(sha256), generation);
 }
 
+std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphSnapshot& graph) {
+  std::vector<std::string> unknown;
+  for (const std::string& relation : graph.relation_names()) {
+    if (!model.RelationId(relation).ok()) unknown.push_back(relation);
+  }
+  return unknown;
+}
+
 absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph,
                            const WarmupOptions& options) {
   if (options.batches <= 0) return 0;

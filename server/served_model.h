@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -70,6 +71,10 @@ class ServedModel {
 absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::string& path,
                                                                    absl::string_view device,
                                                                    uint64_t generation);
+
+// The stored graph's relations that `model` does not know (their facts are left out of every
+// subgraph it scores), in the graph's id order.
+std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphSnapshot& graph);
 
 struct WarmupOptions {
   int batches = 3;      // forwards to run; 0: none

@@ -400,6 +400,20 @@ int Run() {
   warmup.max_batch_nodes = engine_options.max_batch_nodes;
   warmup.max_batch_edges = engine_options.max_batch_edges;
   const Clock::time_point warmup_start = Clock::now();
+  if (const std::vector<std::string> unknown = UnknownRelations(**model, *(*store)->Snapshot());
+      !unknown.empty()) {
+    // Served anyway (a restart must not fail on it), but never silently.
+    Json names = Json::array();
+    for (size_t i = 0; i < std::min<size_t>(unknown.size(), 10); ++i) names.push_back(unknown[i]);
+    Log("warning",
+        {{"message", absl::StrCat("the model does not know ", unknown.size(),
+                                  " of the stored "
+                                  "graph's ",
+                                  (*store)->Snapshot()->num_relations(),
+                                  " relations: their facts are left out of every subgraph it "
+                                  "scores, and calls naming them as the relation fail")},
+         {"unknown_relations", names}});
+  }
   const absl::StatusOr<int> warmup_forwards = WarmUp(**model, *(*store)->Snapshot(), warmup);
   if (!warmup_forwards.ok()) return Fail("warming up the model", warmup_forwards.status());
   const double warmup_seconds = std::chrono::duration<double>(Clock::now() - warmup_start).count();

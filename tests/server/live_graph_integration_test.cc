@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,7 @@ namespace {
 
 using kg::v1::KnowledgeGraph;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::vector<std::string> kRelations = {"r0", "r1", "r2", "r3"};
 
@@ -530,6 +532,30 @@ TEST_F(LiveGraphServerTest, InvalidUtf8IsRejectedNamingItsChunkAndLineAndNothing
   }
 }
 
+TEST_F(LiveGraphServerTest, AChunkWhoseLinesWouldWrapIsRefused) {
+  ASSERT_TRUE(Start("server.log"));
+  const AddOutcome outcome = AddChunks(*stub_, {{{"a", "r0", "b"}, {"b", "r1", "c"}}},
+                                       /*first_line=*/std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outcome.status.error_message(), HasSubstr("leaves no room for its 2 lines"));
+  EXPECT_EQ(Stats().facts(), 0u);
+}
+
+TEST_F(LiveGraphServerTest, StartingWithAModelThatLacksStoredRelationsIsLoggedAsAWarning) {
+  ASSERT_TRUE(Start("first.log"));
+  ASSERT_TRUE(AddChunks(*stub_, {{{"a", "r0", "b"}, {"b", "r3", "c"}}}).status.ok());
+  EXPECT_THAT(server_.Log(), Not(HasSubstr("\"unknown_relations\":")));
+  stub_.reset();  // no idle connection for the drain to wait for
+  ASSERT_EQ(server_.Stop(SIGTERM), 0);
+  ASSERT_TRUE(
+      SaveUntrainedModel(dir_.Sub("narrow.pt"), {"r0", "r1", "r2"}, 4, TwoHopConfig()).ok());
+  std::vector<std::string> flags = Flags();
+  flags.push_back("--model=" + dir_.Sub("narrow.pt"));
+  ASSERT_TRUE(server_.Start(flags, dir_.Sub("second.log")));
+  EXPECT_THAT(server_.Log(), HasSubstr("\"unknown_relations\":[\"r3\"]"));
+  EXPECT_THAT(server_.Log(), HasSubstr("does not know 1 of the stored graph's 2 relations"));
+}
+
 // --- Model reload -------------------------------------------------------------------------
 
 class ModelReloadTest : public LiveGraphServerTest {
@@ -719,6 +745,7 @@ TEST_F(ModelReloadTest, TheModelIsWarmedUpBeforeTheServerReportsServing) {
   ASSERT_TRUE(Start("empty.log"));
   EXPECT_THAT(server_.Log(), HasSubstr("\"warmup_forwards\":3"));
   ASSERT_TRUE(AddChunks(*stub_, {DistinctFacts(20, 40, 11)}).status.ok());
+  stub_.reset();  // no idle connection for the drain to wait for
   ASSERT_EQ(server_.Stop(SIGTERM), 0);
   std::vector<std::string> flags = Flags();
   flags.push_back("--warmup-batches=5");
