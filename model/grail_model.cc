@@ -107,7 +107,8 @@ std::string ModuleSource(const GrailConfig& config) {
   std::string source;
   for (int l = 0; l < config.num_layers; ++l) {
     const std::string layer = absl::StrCat(l);
-    const bool narrow = (l == 0 ? config.label_dim() : config.dim) < config.dim;
+    const bool narrow =
+        config.narrow_input_layers && (l == 0 ? config.label_dim() : config.dim) < config.dim;
     absl::StrAppend(&source, absl::StrReplaceAll(kLayerSignature, {{"$L", layer}}),
                     absl::StrReplaceAll(narrow ? kNarrowLayerHead : kLayerHead, {{"$L", layer}}));
     if (config.attention) {

@@ -46,6 +46,11 @@ struct GrailConfig {
   // DGL update_all leaves it (the self-connection only reaches a node through its in-edges'
   // messages there, so a node that receives none gets the zero-initialised feature).
   bool zero_without_in_edges = false;
+  // How a layer whose input is narrower than its output (layer 0: the 2(k+1) labels) is
+  // computed: true mixes inputs per edge and applies the bases once per node, false applies
+  // the bases per node first (the plain form). The same function either way, so this is an
+  // implementation choice: not stored in archives; tests compare the two forms.
+  bool narrow_input_layers = true;
 
   ExtractionConfig extraction() const {
     ExtractionConfig c;

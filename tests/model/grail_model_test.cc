@@ -95,6 +95,28 @@ TEST_F(GrailModelTest, BatchedScoresEqualScoresOfEachSubgraphAlone) {
   }
 }
 
+TEST_F(GrailModelTest, TheNarrowFirstLayerComputesWhatThePlainFormDoes) {
+  // Layer 0 reads 2(k+1) = 8 label features into dim 32: the narrow form applies.
+  for (bool attention : {true, false}) {
+    GrailConfig narrow;
+    narrow.attention = attention;
+    ASSERT_LT(narrow.label_dim(), narrow.dim);
+    GrailConfig plain = narrow;
+    plain.narrow_input_layers = false;
+    const SubgraphBatch batch = Batch(queries_);
+    // Same seed, same parameters: only the order of the layer's products differs.
+    absl::StatusOr<std::vector<float>> a = NewModel(narrow, 5)->Score(batch);
+    absl::StatusOr<std::vector<float>> b = NewModel(plain, 5)->Score(batch);
+    ASSERT_TRUE(a.ok() && b.ok());
+    for (size_t i = 0; i < a->size(); ++i) {
+      EXPECT_NEAR((*a)[i], (*b)[i], 1e-5 * (1 + std::abs((*b)[i])))
+          << "query " << i << " attention " << attention;
+    }
+    // A different model does differ: the comparison can fail.
+    EXPECT_NE((*NewModel(plain, 6)->Score(batch))[0], (*b)[0]);
+  }
+}
+
 TEST_F(GrailModelTest, SameSeedGivesSameParametersAndOtherSeedDoesNot) {
   const SubgraphBatch batch = Batch(queries_);
   std::vector<float> a = *NewModel({}, 7)->Score(batch);

@@ -4,9 +4,11 @@
 #include <atomic>
 #include <cmath>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,7 +86,11 @@ class TestJob final : public ScoringJob {
   }
   const GrailModel& model() const override { return *model_; }
   const RelationMap& relations() const override { return identity_; }
-  void Accept(size_t i, const FactScore& score) override { results_[i] = score; }
+  void Accept(size_t i, const FactScore& score) override {
+    results_[i] = score;
+    // Accept follows the forward's OnBatch: the count names the forward that scored i.
+    if (observer != nullptr) forwards.insert(observer->batches.load());
+  }
   void Finish(absl::Status status) override {
     finish_order = next_finish.fetch_add(1);
     batches_at_finish = observer != nullptr ? observer->batches.load() : 0;
@@ -104,6 +110,7 @@ class TestJob final : public ScoringJob {
   RecordingObserver* observer = nullptr;
   int finish_order = -1;
   int batches_at_finish = 0;
+  std::set<int> forwards;  // the forwards that scored this job's facts (with an observer)
   static std::atomic<int> next_finish;
 
  private:
@@ -269,6 +276,26 @@ TEST_F(InferenceEngineTest, ConcurrentLargeCallsShareTheForwards) {
   const int total = observer.batches.load();
   // Served one after the other, the first would end after half the forwards.
   EXPECT_GT(std::min(first->batches_at_finish, second->batches_at_finish), total * 3 / 4);
+}
+
+TEST_F(InferenceEngineTest, SubgraphsOfDifferentCallsShareOneForward) {
+  // Dynamic batching: while a large call keeps the model busy, a small call's subgraphs join
+  // the large call's next forward instead of waiting for a forward of their own.
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_size = 16;
+  InferenceEngine engine(options, &observer);
+  std::shared_ptr<TestJob> large = Job(Repeated(400));
+  std::shared_ptr<TestJob> small = Job(Repeated(3));
+  large->observer = small->observer = &observer;
+  engine.Submit(large, NoDeadline(), large->size());
+  engine.Submit(small, NoDeadline(), small->size());
+  ASSERT_TRUE(large->Wait().ok());
+  ASSERT_TRUE(small->Wait().ok());
+  std::vector<int> shared;
+  std::set_intersection(large->forwards.begin(), large->forwards.end(), small->forwards.begin(),
+                        small->forwards.end(), std::back_inserter(shared));
+  EXPECT_FALSE(shared.empty()) << "no forward held subgraphs of both calls";
 }
 
 TEST_F(InferenceEngineTest, ExpiredDeadlineDropsTheWorkAndCountsIt) {

@@ -444,7 +444,19 @@ TEST_F(ServerTest, ErrorsNameWhatIsWrong) {
   EXPECT_THAT(s.error_message(), HasSubstr("triples[1].tail is empty"));
 }
 
+// grail_dropped_calls_total{reason="deadline"} as the server's /metrics says it now.
+double DeadlineDrops(int metrics_port) {
+  httplib::Client client("127.0.0.1", metrics_port);
+  httplib::Result scrape = client.Get("/metrics");
+  if (!scrape) return -1;
+  std::smatch match;
+  static const std::regex kLine(R"(grail_dropped_calls_total\{reason="deadline"\} ([0-9.e+]+))");
+  return std::regex_search(scrape->body, match, kLine) ? std::stod(match[1]) : -1;
+}
+
 TEST_F(ServerTest, DeadlineExceededStopsTheCallAndTheServerStaysHealthy) {
+  const double drops_before = DeadlineDrops(server_->metrics_port());
+  ASSERT_GE(drops_before, 0);
   kg::v1::ScoreTripletsRequest request;
   for (int i = 0; i < 20000; ++i) {
     *request.add_triples() = ToProto({absl::StrCat("e", i % 59), "r2", "e59"});
@@ -454,6 +466,15 @@ TEST_F(ServerTest, DeadlineExceededStopsTheCallAndTheServerStaysHealthy) {
   kg::v1::ScoreTripletsResponse response;
   const grpc::Status s = stub_->ScoreTriplets(&context, request, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The client gives up at its deadline on its own; the server must see it too and stop the
+  // call's work, which it counts (its engine finishes the call soon after: wait for it,
+  // within a bound).
+  double drops_after = drops_before;
+  for (int i = 0; i < 300 && drops_after <= drops_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    drops_after = DeadlineDrops(server_->metrics_port());
+  }
+  EXPECT_EQ(drops_after, drops_before + 1);
   EXPECT_EQ(HealthStatus(channel_), 1);
   kg::v1::ScoreTripletResponse single;
   EXPECT_TRUE(Score({"e1", "r0", "e2"}, &single).ok());
