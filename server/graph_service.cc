@@ -246,10 +246,8 @@ class KnowledgeGraphService::ChunkStreamCall final
     }
     chunk_.Clear();
     if (const absl::Status parsed = ParseChunk(in_, &chunk_); !parsed.ok()) {
-      End(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                       absl::StrCat(parsed.message(), " (chunk ", index_,
-                                    "); nothing of this chunk was applied, the ", index_,
-                                    " chunks acknowledged before it are")));
+      EndRejected(grpc::StatusCode::INVALID_ARGUMENT,
+                  absl::StrCat(parsed.message(), " (chunk ", index_, ")"));
       return;
     }
     if (service_->draining_.load()) {
@@ -262,20 +260,17 @@ class KnowledgeGraphService::ChunkStreamCall final
     const uint64_t first_line = chunk_.first_line() > 0 ? chunk_.first_line() : 1;
     // Line numbers first_line .. first_line + size - 1 must exist: no wrap-around in messages.
     if (first_line > std::numeric_limits<uint64_t>::max() - chunk_.triples_size()) {
-      End(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                       absl::StrCat("chunk ", index_, ": first_line ", chunk_.first_line(),
-                                    " leaves no room for its ", chunk_.triples_size(),
-                                    " lines; nothing of it was applied, the ", index_,
-                                    " chunks acknowledged before it are")));
+      EndRejected(grpc::StatusCode::INVALID_ARGUMENT,
+                  absl::StrCat("chunk ", index_, ": first_line ", chunk_.first_line(),
+                               " leaves no room for its ", chunk_.triples_size(), " lines"));
       return;
     }
     if (static_cast<uint32_t>(Kind::Size(chunk_)) > service_->limits_.max_chunk_facts) {
-      End(grpc::Status(
+      EndRejected(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("chunk ", index_, " (lines ", first_line, "-",
                        first_line + chunk_.triples_size() - 1, ") has ", Kind::Size(chunk_),
-                       " facts and entities; the limit is ", service_->limits_.max_chunk_facts,
-                       "; nothing of it was applied")));
+                       " facts and entities; the limit is ", service_->limits_.max_chunk_facts));
       return;
     }
     ack_.Clear();
@@ -314,24 +309,18 @@ class KnowledgeGraphService::ChunkStreamCall final
     absl::StatusOr<ChunkResult> result = Kind::Apply(*predictor_, facts_, chunk_);
     if (!result.ok()) {
       const std::optional<size_t> position = RejectedFactIndex(result.status());
+      const grpc::Status status = ToGrpcStatus(result.status());
       if (!position) {
-        const grpc::Status status = ToGrpcStatus(result.status());
-        End(status.error_code() != grpc::StatusCode::INVALID_ARGUMENT
-                ? status
-                : grpc::Status(status.error_code(),
-                               absl::StrCat("chunk ", index_, ": ", status.error_message(),
-                                            "; nothing of this chunk was applied, the ", index_,
-                                            " chunks acknowledged before it are")));
+        if (status.error_code() != grpc::StatusCode::INVALID_ARGUMENT) return End(status);
+        EndRejected(status.error_code(),
+                    absl::StrCat("chunk ", index_, ": ", status.error_message()));
         return;
       }
       // The store says "fact N: reason"; the client knows lines, not positions.
       absl::string_view reason = result.status().message();
       absl::ConsumePrefix(&reason, absl::StrCat("fact ", *position, ": "));
-      End(grpc::Status(
-          ToGrpcStatus(result.status()).error_code(),
-          absl::StrCat("line ", first_line + *position, ": ", reason, " (chunk ", index_, ", fact ",
-                       *position, "); nothing of this chunk was applied, the ", index_,
-                       " chunks acknowledged before it are")));
+      EndRejected(status.error_code(), absl::StrCat("line ", first_line + *position, ": ", reason,
+                                                    " (chunk ", index_, ", fact ", *position, ")"));
       return;
     }
     Kind::Report(*service_->observer_, *result, facts_.size(),
@@ -348,6 +337,12 @@ class KnowledgeGraphService::ChunkStreamCall final
         grpc::SerializationTraits<typename Kind::Ack>::Serialize(ack_, &out_, &own_buffer);
     if (!serialized.ok()) return End(serialized);
     StartWrite(&out_);
+  }
+
+  // Ends the stream refusing the current chunk: `what` went wrong, then what is stored.
+  void EndRejected(grpc::StatusCode code, absl::string_view what) {
+    End(grpc::Status(code, absl::StrCat(what, "; nothing of this chunk was applied, the ", index_,
+                                        " chunks acknowledged before it are")));
   }
 
   void End(const grpc::Status& status) {

@@ -386,6 +386,10 @@ absl::Status TripleStore::Load() {
 
 absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
                                    bool check_relations) const {
+  if (!write_error_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store refuses writes after a failed write; reopen it: ", write_error_.message()));
+  }
   if (facts.size() > options_.max_chunk_facts) {
     return RejectFact(options_.max_chunk_facts,
                       absl::StrCat("the chunk has ", facts.size(), " facts; at most ",
@@ -410,10 +414,6 @@ absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
 
 absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> facts) {
   std::lock_guard<std::mutex> lock(write_mu_);
-  if (!write_error_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the store refuses writes after a failed write; reopen it: ", write_error_.message()));
-  }
   if (absl::Status valid = Validate(facts, /*check_relations=*/true); !valid.ok()) return valid;
 
   // The writer is the only one publishing versions, so this is the latest one.
@@ -508,10 +508,6 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
 absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTriple> facts,
                                                      absl::Span<const std::string> entities) {
   std::lock_guard<std::mutex> lock(write_mu_);
-  if (!write_error_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the store refuses writes after a failed write; reopen it: ", write_error_.message()));
-  }
   if (absl::Status valid = Validate(facts, /*check_relations=*/false); !valid.ok()) return valid;
   for (size_t i = 0; i < entities.size(); ++i) {
     const absl::Status valid = ValidateName(entities[i], "entity name", options_.max_name_bytes);

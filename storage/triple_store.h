@@ -192,8 +192,9 @@ class TripleStore {
   TripleStore(std::string dir, StoreOptions options);
   // Reads the whole store into the in-memory index (Open's second half).
   absl::Status Load();
-  // Checks the chunk against the validation rules (see AddChunk); the allowed relations
-  // only with `check_relations`.
+  // FAILED_PRECONDITION after a failed write, else checks the chunk against the validation
+  // rules (see AddChunk); the allowed relations only with `check_relations`. Requires
+  // write_mu_.
   absl::Status Validate(absl::Span<const NamedTriple> facts, bool check_relations) const;
   // Writes `batch` (the chunk's changes, without the counters, which this adds) and
   // publishes `delta` once it is durable. Requires write_mu_.
