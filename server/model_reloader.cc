@@ -1,5 +1,6 @@
 #include "server/model_reloader.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <utility>
@@ -21,17 +22,11 @@ double SecondsSince(Clock::time_point start) {
 absl::Status WarmUpServingPath(const LinkPredictor& predictor, int calls, int batch_size) {
   const std::shared_ptr<const GraphSnapshot> graph = predictor.store().Snapshot();
   std::vector<NamedTriple> facts;
-  for (EntityId e = 0; e < graph->num_entities() && facts.size() < static_cast<size_t>(batch_size);
-       ++e) {
-    for (const Neighbor& n : graph->OutEdges(e)) {
-      if (n.entity == e ||
-          !predictor.served_model()->RelationId(graph->RelationName(n.relation)).ok()) {
-        continue;
-      }
-      facts.push_back(
-          {graph->EntityName(e), graph->RelationName(n.relation), graph->EntityName(n.entity)});
-      break;  // one fact per entity: different subgraphs
-    }
+  for (const Triple& t : SampleStoredFacts(*predictor.served_model(), *graph,
+                                           static_cast<size_t>(std::max(1, batch_size)),
+                                           /*seed=*/2)) {
+    facts.push_back(
+        {graph->EntityName(t.head), graph->RelationName(t.relation), graph->EntityName(t.tail)});
   }
   if (facts.empty()) return absl::OkStatus();
   for (int c = 0; c < calls; ++c) {

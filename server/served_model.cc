@@ -49,27 +49,24 @@ struct WarmupFact {
   int32_t model_relation = 0;
 };
 
-// Up to `count` stored facts of `graph`, drawn at random (entities with no out-edge and
-// facts the model cannot score, self-loops, are skipped).
-std::vector<WarmupFact> SampleStoredFacts(const ServedModel& served, const GraphSnapshot& graph,
-                                          const RelationMap& relations, size_t count,
-                                          uint64_t seed) {
-  std::vector<WarmupFact> facts;
+}  // namespace
+
+std::vector<Triple> SampleStoredFacts(const ServedModel& model, const GraphSnapshot& graph,
+                                      size_t count, uint64_t seed) {
+  std::vector<Triple> facts;
   if (graph.num_facts() == 0) return facts;
+  const std::shared_ptr<const RelationMap> relations = model.RelationsOf(graph);
   SeededRandom random(MixBits(seed));
   for (size_t attempt = 0; attempt < 20 * count && facts.size() < count; ++attempt) {
     const EntityId head = static_cast<EntityId>(random.Uniform(graph.num_entities()));
     const absl::Span<const Neighbor> out = graph.OutEdges(head);  // none if removed
     if (out.empty()) continue;
     const Neighbor& edge = out[random.Uniform(out.size())];
-    if (edge.entity == head) continue;
-    const int32_t model_relation = relations[edge.relation];
-    facts.push_back({Triple{head, edge.relation, edge.entity}, std::max(0, model_relation)});
+    if (edge.entity == head || (*relations)[edge.relation] < 0) continue;
+    facts.push_back(Triple{head, edge.relation, edge.entity});
   }
   return facts;
 }
-
-}  // namespace
 
 ServedModel::ServedModel(std::shared_ptr<const GrailModel> model, std::string path,
                          std::string sha256, uint64_t generation)
@@ -131,8 +128,11 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
   // Stored facts when there are any; otherwise a ring of 32 entities over the model's
   // relations (its ids are the model's, so the relation map is the identity).
   std::shared_ptr<const RelationMap> relations = served.RelationsOf(graph);
-  std::vector<WarmupFact> facts =
-      SampleStoredFacts(served, graph, *relations, per_batch * options.batches, options.seed);
+  std::vector<WarmupFact> facts;
+  for (const Triple& t :
+       SampleStoredFacts(served, graph, per_batch * options.batches, options.seed)) {
+    facts.push_back({t, (*relations)[t.relation]});
+  }
   const GraphView* source = &graph;
   StaticGraph synthetic;
   const RelationMap identity;

@@ -72,6 +72,12 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
                                                                    absl::string_view device,
                                                                    uint64_t generation);
 
+// Up to `count` stored facts of `graph` that `model` can score, drawn at random from the
+// entities' out-edges (self-loops and relations the model does not know are skipped); fewer
+// when the graph has few. For warm-ups: the shapes users will send.
+std::vector<Triple> SampleStoredFacts(const ServedModel& model, const GraphSnapshot& graph,
+                                      size_t count, uint64_t seed);
+
 // The stored graph's relations that `model` does not know (their facts are left out of every
 // subgraph it scores), in the graph's id order.
 std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphSnapshot& graph);
