@@ -36,6 +36,7 @@
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wal_damage.h"
 
 namespace grail {
 namespace {
@@ -409,31 +410,15 @@ TEST_F(LiveGraphServerTest, ACorruptedWalStopsTheStartUnlessTruncationIsAsked) {
   ASSERT_EQ(AddChunks(*stub_, chunks).acks.size(), 40u);
   ASSERT_EQ(server_.Stop(SIGKILL), -1);
 
-  std::filesystem::path wal;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_.Sub("store"))) {
-    if (entry.path().extension() == ".log" &&
-        (wal.empty() || entry.file_size() > std::filesystem::file_size(wal))) {
-      wal = entry.path();
-    }
-  }
-  ASSERT_FALSE(wal.empty());
-  const uintmax_t size = std::filesystem::file_size(wal);
-  {
-    std::fstream file(wal, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekg(static_cast<std::streamoff>(size / 3));
-    char byte = 0;
-    file.read(&byte, 1);
-    file.seekp(static_cast<std::streamoff>(size / 3));
-    byte = static_cast<char>(byte ^ 0x5a);
-    file.write(&byte, 1);
-  }
+  const DamagedWal wal = FlipAByteOfTheLargestWal(dir_.Sub("store"), 1.0 / 3);
+  ASSERT_FALSE(wal.path.empty());
 
   std::string flags;
   for (const std::string& flag : Flags()) absl::StrAppend(&flags, " '", flag, "'");
   const BinaryRun refused = RunBinary("grail-server", "--port=0 --metrics-port=-1" + flags);
   EXPECT_EQ(refused.exit_code, 1) << refused.all();
   EXPECT_THAT(refused.err, HasSubstr("corrupted write-ahead log"));
-  EXPECT_EQ(std::filesystem::file_size(wal), size);
+  EXPECT_EQ(std::filesystem::file_size(wal.path), wal.size);
 
   std::vector<std::string> truncate = Flags();
   truncate.push_back("--truncate-corrupted-wal");
@@ -446,17 +431,6 @@ TEST_F(LiveGraphServerTest, ACorruptedWalStopsTheStartUnlessTruncationIsAsked) {
   httplib::Result scrape = metrics.Get("/metrics");
   ASSERT_TRUE(scrape);
   EXPECT_THAT(scrape->body, HasSubstr("grail_store_wal_truncated 1"));
-}
-
-// Raw bytes for calls grail-client would never send: `message` serialized with every
-// "BAD" turned into three bytes that are not UTF-8.
-grpc::ByteBuffer WithInvalidUtf8(const google::protobuf::MessageLite& message) {
-  std::string bytes = message.SerializeAsString();
-  for (size_t at = bytes.find("BAD"); at != std::string::npos; at = bytes.find("BAD", at)) {
-    bytes.replace(at, 3, "\xff\xfe\xc0");
-  }
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
 }
 
 // One raw chunk stream: sends `chunks` in order, each after the previous one's ack; returns

@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.pb.h"
+#include "tests/testing/graph_calls.h"
 
 namespace grail {
 namespace {
@@ -23,16 +24,6 @@ TEST(Utf8Test, AcceptsWellFormedAndRefusesEveryKindOfMalformedSequence) {
   }
 }
 
-// `chunk` serialized with "BAD" turned into bytes that are not UTF-8.
-grpc::ByteBuffer Corrupted(const google::protobuf::MessageLite& chunk) {
-  std::string bytes = chunk.SerializeAsString();
-  for (size_t at = bytes.find("BAD"); at != std::string::npos; at = bytes.find("BAD", at)) {
-    bytes.replace(at, 3, "\xff\xfe\xc0");
-  }
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
 TEST(ParseChunkTest, NamesTheLineAndFieldOfANameThatIsNotUtf8) {
   kg::v1::AddTriplesRequest chunk;
   for (int i = 0; i < 4; ++i) {
@@ -42,21 +33,21 @@ TEST(ParseChunkTest, NamesTheLineAndFieldOfANameThatIsNotUtf8) {
     t->set_tail("t");
   }
   kg::v1::AddTriplesRequest parsed;
-  absl::Status status = ParseChunk(Corrupted(chunk), &parsed);
+  absl::Status status = ParseChunk(WithInvalidUtf8(chunk), &parsed);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   // Lines count from 1 without first_line.
   EXPECT_THAT(std::string(status.message()),
               HasSubstr("line 3: the relation is not valid UTF-8 (fact 2)"));
 
   chunk.set_first_line(100);
-  status = ParseChunk(Corrupted(chunk), &parsed);
+  status = ParseChunk(WithInvalidUtf8(chunk), &parsed);
   EXPECT_THAT(std::string(status.message()), HasSubstr("line 102: the relation"));
 
   kg::v1::RemoveTriplesRequest removal;
   removal.add_entities("fine");
   removal.add_entities("BAD");
   kg::v1::RemoveTriplesRequest parsed_removal;
-  status = ParseChunk(Corrupted(removal), &parsed_removal);
+  status = ParseChunk(WithInvalidUtf8(removal), &parsed_removal);
   EXPECT_THAT(std::string(status.message()), HasSubstr("entities[1] is not valid UTF-8"));
 
   const std::string garbage = "\x0a\xff\xff\xff";
@@ -67,7 +58,7 @@ TEST(ParseChunkTest, NamesTheLineAndFieldOfANameThatIsNotUtf8) {
 
   // A good chunk parses.
   chunk.mutable_triples(2)->set_relation("r");
-  EXPECT_TRUE(ParseChunk(Corrupted(chunk), &parsed).ok());
+  EXPECT_TRUE(ParseChunk(WithInvalidUtf8(chunk), &parsed).ok());
   EXPECT_EQ(parsed.triples_size(), 4);
 }
 

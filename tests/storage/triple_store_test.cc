@@ -6,7 +6,6 @@
 #include <array>
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -19,6 +18,7 @@
 #include "rocksdb/db.h"
 #include "storage/store_layout.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/wal_damage.h"
 
 namespace grail {
 namespace {
@@ -385,18 +385,6 @@ TEST_F(TripleStoreTest, AVersionOneStoreIsUpgradedOnOpenKeepingItsData) {
   EXPECT_EQ(raw.Keys(store_layout::kRemovedEntities).size(), 1u);
 }
 
-// The store's write-ahead log files (RocksDB names them NNNNNN.log), largest first.
-std::vector<std::filesystem::path> WalFiles(const std::string& dir) {
-  std::vector<std::filesystem::path> wals;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() == ".log") wals.push_back(entry.path());
-  }
-  std::sort(wals.begin(), wals.end(), [](const auto& a, const auto& b) {
-    return std::filesystem::file_size(a) > std::filesystem::file_size(b);
-  });
-  return wals;
-}
-
 TEST_F(TripleStoreTest, AWalCorruptedBeforeItsEndIsRefusedUnlessTruncationIsAllowed) {
   {
     auto store = OpenStore();
@@ -404,20 +392,10 @@ TEST_F(TripleStoreTest, AWalCorruptedBeforeItsEndIsRefusedUnlessTruncationIsAllo
       MustAdd(store.get(), {F(absl::StrCat("a", i), "r", absl::StrCat("b", i))});
     }
   }  // closed cleanly: the chunks are still only in the WAL
-  const std::vector<std::filesystem::path> wals = WalFiles(store_dir());
-  ASSERT_FALSE(wals.empty());
-  const uintmax_t size = std::filesystem::file_size(wals[0]);
-  ASSERT_GT(size, 1000u);
-  {
-    // One flipped byte at 40% of the log: valid records follow the damaged one.
-    std::fstream wal(wals[0], std::ios::in | std::ios::out | std::ios::binary);
-    wal.seekg(static_cast<std::streamoff>(size * 2 / 5));
-    char byte = 0;
-    wal.read(&byte, 1);
-    wal.seekp(static_cast<std::streamoff>(size * 2 / 5));
-    byte = static_cast<char>(byte ^ 0x5a);
-    wal.write(&byte, 1);
-  }
+  // One flipped byte at 40% of the log: valid records follow the damaged one.
+  const DamagedWal wal = FlipAByteOfTheLargestWal(store_dir(), 0.4);
+  ASSERT_FALSE(wal.path.empty());
+  ASSERT_GT(wal.size, 1000u);
 
   absl::StatusOr<std::unique_ptr<TripleStore>> refused = TripleStore::Open(store_dir(), {});
   ASSERT_FALSE(refused.ok());
@@ -425,8 +403,8 @@ TEST_F(TripleStoreTest, AWalCorruptedBeforeItsEndIsRefusedUnlessTruncationIsAllo
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("corrupted write-ahead log"));
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--truncate-corrupted-wal"));
   // Nothing was changed: the damaged log is still there, whole.
-  ASSERT_TRUE(std::filesystem::exists(wals[0]));
-  EXPECT_EQ(std::filesystem::file_size(wals[0]), size);
+  ASSERT_TRUE(std::filesystem::exists(wal.path));
+  EXPECT_EQ(std::filesystem::file_size(wal.path), wal.size);
 
   StoreOptions truncate;
   truncate.truncate_corrupted_wal = true;

@@ -1,12 +1,14 @@
-// The KnowledgeGraph calls integration tests make over and over: a triple as a proto, and
+// The KnowledgeGraph calls integration tests make over and over: a triple as a proto,
 // chunks streamed through AddTriples or RemoveTriples one at a time (each chunk's ack read
-// before the next is sent).
+// before the next is sent), and requests with names that are not UTF-8.
 #ifndef GRAIL_TESTS_TESTING_GRAPH_CALLS_H_
 #define GRAIL_TESTS_TESTING_GRAPH_CALLS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "google/protobuf/message_lite.h"
 #include "grpcpp/grpcpp.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "storage/triple_file.h"
@@ -51,6 +53,17 @@ StreamOutcome<Ack> StreamChunks(grpc::ClientContext* context,
   stream->WritesDone();
   outcome.status = stream->Finish();
   return outcome;
+}
+
+// Raw bytes for calls grail-client would never send: `message` serialized with every "BAD"
+// turned into three bytes that are not UTF-8.
+inline grpc::ByteBuffer WithInvalidUtf8(const google::protobuf::MessageLite& message) {
+  std::string bytes = message.SerializeAsString();
+  for (size_t at = bytes.find("BAD"); at != std::string::npos; at = bytes.find("BAD", at)) {
+    bytes.replace(at, 3, "\xff\xfe\xc0");
+  }
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
 }
 
 inline AddOutcome AddChunks(kg::v1::KnowledgeGraph::Stub& stub,

@@ -236,8 +236,8 @@ class Client:
         chunk as the server acknowledges it. A rejected chunk raises GrailError naming its
         line (lines count from 1 over the whole iterable); the chunks acknowledged before
         it are stored."""
-        for ack, sent in self._stream_chunks(self._stub.AddTriples, pb.AddTriplesRequest,
-                                             triples, chunk):
+        for ack, sent in self._stream_chunks(self._stub.AddTriples, triples, chunk,
+                                             self._triple_chunk(pb.AddTriplesRequest)):
             yield AddAck(int(ack.sequence), int(ack.chunk_index), ack.facts_added,
                          ack.duplicate_facts, ack.entities_created, ack.relations_created, sent)
 
@@ -246,8 +246,8 @@ class Client:
         """RemoveTriples: streams `triples` in chunks like add_triples and yields one
         RemoveAck per chunk as the server acknowledges it. Facts not stored are ignored
         (counted in facts_not_present); entities stay, even without facts."""
-        for ack, sent in self._stream_chunks(self._stub.RemoveTriples, pb.RemoveTriplesRequest,
-                                             triples, chunk):
+        for ack, sent in self._stream_chunks(self._stub.RemoveTriples, triples, chunk,
+                                             self._triple_chunk(pb.RemoveTriplesRequest)):
             yield RemoveAck(int(ack.sequence), int(ack.chunk_index), ack.facts_removed,
                             ack.facts_not_present, sent, ack.entities_removed,
                             ack.entities_not_present)
@@ -256,46 +256,40 @@ class Client:
         """RemoveTriples with entities: removes each named entity with all its facts, `chunk`
         names per chunk; yields one RemoveAck per chunk (entities_removed, facts_removed).
         A removed name is NOT_FOUND afterwards until a fact names it again."""
-        if chunk < 1:
-            raise ValueError("chunk must be at least 1")
-
-        def requests():
-            batch = []
-            for name in names:
-                batch.append(name)
-                if len(batch) == chunk:
-                    yield pb.RemoveTriplesRequest(entities=batch)
-                    batch = []
-            if batch:
-                yield pb.RemoveTriplesRequest(entities=batch)
-
-        try:
-            for ack in self._stub.RemoveTriples(requests(), timeout=None):
-                yield RemoveAck(int(ack.sequence), int(ack.chunk_index), ack.facts_removed,
-                                ack.facts_not_present, 0, ack.entities_removed,
-                                ack.entities_not_present)
-        except grpc.RpcError as e:
-            raise GrailError(e.code(), e.details() or "") from None
+        for ack, _ in self._stream_chunks(
+                self._stub.RemoveTriples, names, chunk,
+                lambda batch, first_line: pb.RemoveTriplesRequest(entities=batch)):
+            yield RemoveAck(int(ack.sequence), int(ack.chunk_index), ack.facts_removed,
+                            ack.facts_not_present, 0, ack.entities_removed,
+                            ack.entities_not_present)
 
     @staticmethod
-    def _stream_chunks(method, request_type, triples: Iterable[Triple], chunk: int):
-        """Streams `triples` through `method` in chunks; yields (ack, facts in its chunk)."""
+    def _triple_chunk(request_type):
+        """Builds a request of `request_type` from a batch of (head, relation, tail)."""
+        return lambda batch, first_line: request_type(
+            triples=[pb.Triple(head=h, relation=r, tail=t) for h, r, t in batch],
+            first_line=first_line)
+
+    @staticmethod
+    def _stream_chunks(method, items: Iterable, chunk: int, make_request):
+        """Streams `items` through `method`, `chunk` per request built by
+        make_request(batch, first_line) (lines count items from 1); yields (ack, items in its
+        chunk)."""
         if chunk < 1:
             raise ValueError("chunk must be at least 1")
-        sent = []  # facts per chunk sent
+        sent = []  # items per chunk sent
 
         def requests():
-            batch, first_line, line = [], 1, 0
-            for head, relation, tail in triples:
-                line += 1
-                batch.append(pb.Triple(head=head, relation=relation, tail=tail))
+            batch, first_line = [], 1
+            for line, item in enumerate(items, start=1):
+                batch.append(item)
                 if len(batch) == chunk:
                     sent.append(len(batch))
-                    yield request_type(triples=batch, first_line=first_line)
+                    yield make_request(batch, first_line)
                     batch, first_line = [], line + 1
             if batch:
                 sent.append(len(batch))
-                yield request_type(triples=batch, first_line=first_line)
+                yield make_request(batch, first_line)
 
         try:
             for ack in method(requests(), timeout=None):
