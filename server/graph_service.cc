@@ -38,6 +38,22 @@ Clock::time_point SteadyDeadline(std::chrono::system_clock::time_point deadline)
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(deadline - system_now);
 }
 
+// gRPC cancels a call when its deadline passes, and the engine, comparing its clock with a
+// converted copy of that deadline, may see the cancellation a moment before its own copy
+// expires: a CANCELLED end is the deadline's (what the client sees) when the deadline has
+// passed or is this close.
+constexpr auto kDeadlineSlack = std::chrono::milliseconds(20);
+
+grpc::Status WithDeadlineReason(const grpc::Status& status,
+                                const grpc::CallbackServerContext& context) {
+  if (status.error_code() != grpc::StatusCode::CANCELLED ||
+      std::chrono::system_clock::now() + kDeadlineSlack < context.deadline()) {
+    return status;
+  }
+  return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      "the call's deadline passed before it finished");
+}
+
 // Checks a name by the store's rule (storage/vocabulary.h): a name the store would refuse
 // cannot be in the graph, and a long one would otherwise travel on into messages; `what`
 // names the field.
@@ -146,9 +162,10 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
 
   // Ends the call. Exactly once.
   void Reply(const grpc::Status& status) {
-    service_->observer_->OnCall(method_, static_cast<int>(status.error_code()),
+    const grpc::Status final_status = WithDeadlineReason(status, *context_);
+    service_->observer_->OnCall(method_, static_cast<int>(final_status.error_code()),
                                 std::chrono::duration<double>(Clock::now() - start_).count());
-    Finish(status);
+    Finish(final_status);
   }
   void Reply(const absl::Status& status) { Reply(ToGrpcStatus(status)); }
 
@@ -310,8 +327,7 @@ class KnowledgeGraphService::ChunkStreamCall final
     if (!result.ok()) {
       const std::optional<size_t> position = RejectedFactIndex(result.status());
       const grpc::Status status = ToGrpcStatus(result.status());
-      if (!position) {
-        if (status.error_code() != grpc::StatusCode::INVALID_ARGUMENT) return End(status);
+      if (!position) {  // a failed write, a full disk, a bad entities[N]: the chunk as a whole
         EndRejected(status.error_code(),
                     absl::StrCat("chunk ", index_, ": ", status.error_message()));
         return;
@@ -346,9 +362,10 @@ class KnowledgeGraphService::ChunkStreamCall final
   }
 
   void End(const grpc::Status& status) {
-    service_->observer_->OnCall(Kind::kMethod, static_cast<int>(status.error_code()),
+    const grpc::Status final_status = WithDeadlineReason(status, *context_);
+    service_->observer_->OnCall(Kind::kMethod, static_cast<int>(final_status.error_code()),
                                 std::chrono::duration<double>(Clock::now() - start_).count());
-    Finish(status);
+    Finish(final_status);
   }
 
   KnowledgeGraphService* const service_;

@@ -1,5 +1,6 @@
 #include "server/request_parsing.h"
 
+#include <chrono>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -88,7 +89,9 @@ absl::Status FindInvalidName(const std::string& bytes) {
 
 class MalformedRequestInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit MalformedRequestInterceptor(std::string method) : method_(std::move(method)) {}
+  MalformedRequestInterceptor(std::string method,
+                              const MalformedRequestInterceptorFactory::Report* on_refused)
+      : method_(std::move(method)), on_refused_(on_refused) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     using grpc::experimental::InterceptionHookPoints;
@@ -111,12 +114,19 @@ class MalformedRequestInterceptor final : public grpc::experimental::Interceptor
                        " request could not be parsed: a name is not valid UTF-8, or the bytes "
                        "are not a ",
                        method_, "Request; nothing was done")));
+      if (*on_refused_) {
+        (*on_refused_)(
+            method_, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+      }
     }
     methods->Proceed();
   }
 
  private:
   const std::string method_;
+  const MalformedRequestInterceptorFactory::Report* const on_refused_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   bool parsed_ = false;
 };
 
@@ -177,7 +187,7 @@ grpc::experimental::Interceptor* MalformedRequestInterceptorFactory::CreateServe
       !absl::StartsWith(method, kPrefix)) {
     return nullptr;
   }
-  return new MalformedRequestInterceptor(std::string(method.substr(kPrefix.size())));
+  return new MalformedRequestInterceptor(std::string(method.substr(kPrefix.size())), &on_refused_);
 }
 
 }  // namespace grail

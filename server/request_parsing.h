@@ -9,8 +9,10 @@
 #ifndef GRAIL_SERVER_REQUEST_PARSING_H_
 #define GRAIL_SERVER_REQUEST_PARSING_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -32,12 +34,22 @@ bool IsValidUtf8(absl::string_view bytes);
 absl::Status ParseChunk(const grpc::ByteBuffer& buffer, google::protobuf::MessageLite* chunk);
 
 // For unary KnowledgeGraph calls: a request that failed to parse ends with INVALID_ARGUMENT
-// ("the request could not be parsed: ...") instead of gRPC's INTERNAL with no message.
+// ("the request could not be parsed: ...") instead of gRPC's INTERNAL with no message, and is
+// reported to `on_refused(method, code, seconds)` (when given): no handler sees such a call,
+// so the service cannot count it itself. A request over the server's message size limit is
+// refused inside gRPC, before any interceptor: it is not reported.
 class MalformedRequestInterceptorFactory
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
+  using Report = std::function<void(absl::string_view method, int grpc_code, double seconds)>;
+  explicit MalformedRequestInterceptorFactory(Report on_refused = nullptr)
+      : on_refused_(std::move(on_refused)) {}
+
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
+
+ private:
+  const Report on_refused_;
 };
 
 }  // namespace grail

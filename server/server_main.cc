@@ -359,9 +359,13 @@ int Run() {
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.RegisterService(&service);
-  // Unary requests that do not parse get INVALID_ARGUMENT saying so (server/request_parsing.h).
+  // Unary requests that do not parse get INVALID_ARGUMENT saying so (server/request_parsing.h),
+  // counted in grail_requests_total like every other call.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>());
+  interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>(
+      [&metrics](absl::string_view method, int code, double seconds) {
+        metrics.OnCall(method, code, seconds);
+      }));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
@@ -383,6 +387,9 @@ int Run() {
   store_options.truncate_corrupted_wal = absl::GetFlag(FLAGS_truncate_corrupted_wal);
   store_options.max_name_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_name_bytes));
   store_options.max_chunk_facts = limits.max_chunk_facts;
+  store_options.log = [](absl::string_view level, absl::string_view message) {
+    Log("store", {{"level", level}, {"message", message}});
+  };
   if (!absl::GetFlag(FLAGS_allow_unknown_relations)) {
     store_options.allowed_relations = (*model)->model().relations();
   }

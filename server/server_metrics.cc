@@ -284,6 +284,15 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
   graph_gauge("grail_graph_sequence",
               "AddTriples and RemoveTriples chunks applied so far (the graph version).",
               [](const GraphSnapshot& g) { return static_cast<double>(g.sequence()); });
+  Must(instruments_->scraped.AddGauge(
+      "grail_store_writable",
+      "1 while the store takes writes; 0 while they fail for want of disk space (they resume "
+      "by themselves once space is freed).",
+      [this]() -> std::optional<double> {
+        const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
+        if (predictor == nullptr) return std::nullopt;
+        return predictor->store().writable() ? 1.0 : 0.0;
+      }));
 
   Must(m.scraped.AddFamily(
       prometheus::MetricType::Gauge, "grail_model_info",

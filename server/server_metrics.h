@@ -27,6 +27,7 @@
 //   grail_model_reloads_total{result}, grail_model_reload_duration_seconds (histogram)
 //   grail_store_wal_truncated                      gauge: 1 if the store started past a
 //                                                  corrupted WAL (--truncate-corrupted-wal)
+//   grail_store_writable                           gauge: 0 while writes fail on a full disk
 //   grail_build_info{version}                      gauge, always 1
 //   process_*                                      CPU, memory, file descriptors, start time
 //

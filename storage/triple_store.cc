@@ -1,6 +1,8 @@
 #include "storage/triple_store.h"
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <system_error>
@@ -13,7 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
 #include "rocksdb/filter_policy.h"
+#include "rocksdb/listener.h"
 #include "rocksdb/options.h"
 #include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
@@ -71,8 +76,50 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view context) {
   return absl::InternalError(message);
 }
 
-rocksdb::DBOptions DatabaseOptions() {
+// RocksDB's log lines, forwarded: warnings and errors to StoreOptions::log, the rest (info
+// chatter, the options dump at open) dropped. Replaces RocksDB's info LOG file, whose writer
+// aborts the process (an assertion in Debian's build) when the disk is full.
+class ForwardingLogger final : public rocksdb::Logger {
+ public:
+  explicit ForwardingLogger(std::function<void(absl::string_view, absl::string_view)> sink)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), sink_(std::move(sink)) {}
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < rocksdb::InfoLogLevel::WARN_LEVEL || level == rocksdb::InfoLogLevel::HEADER_LEVEL) {
+      return;
+    }
+    char buffer[1024];
+    std::vsnprintf(buffer, sizeof buffer, format, ap);
+    sink_(level == rocksdb::InfoLogLevel::WARN_LEVEL ? "warning" : "error",
+          absl::StrCat("rocksdb: ", buffer));
+  }
+
+ private:
+  std::function<void(absl::string_view, absl::string_view)> sink_;
+};
+
+// Turns RocksDB's own recovery from a full disk off: it would resume in a background thread
+// whenever its free-space poll says so, and a DB::Resume() meanwhile is refused as busy. The
+// store resumes at the next chunk instead (TripleStore::Writable), so a chunk sent after
+// space was freed is written, not refused by a poll that has not run yet.
+class ManualRecovery final : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
+                            bool* auto_recovery) override {
+    *auto_recovery = false;
+  }
+};
+
+rocksdb::DBOptions DatabaseOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::Logger> logger) {
   rocksdb::DBOptions options;
+  options.listeners.push_back(std::make_shared<ManualRecovery>());
+  if (env != nullptr) options.env = env;
+  options.info_log = std::move(logger);
+  options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   // After a crash, replay the WAL and tolerate only an incomplete record at its very end
@@ -80,8 +127,6 @@ rocksdb::DBOptions DatabaseOptions() {
   // with valid ones after it is corruption, not a crash: Open fails rather than silently
   // dropping every acknowledged chunk after it (StoreOptions::truncate_corrupted_wal).
   options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
-  // Every open starts a new info LOG; keep restarts from piling them up.
-  options.keep_log_file_num = 10;
   return options;
 }
 
@@ -98,6 +143,24 @@ rocksdb::ColumnFamilyOptions FamilyOptions(Family family) {
   }
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   return options;
+}
+
+std::vector<rocksdb::ColumnFamilyDescriptor> FamilyDescriptors() {
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (int f = 0; f < kNumFamilies; ++f) {
+    descriptors.emplace_back(kFamilyNames[f], FamilyOptions(static_cast<Family>(f)));
+  }
+  return descriptors;
+}
+
+// Closes a database and its column family handles.
+void CloseDatabase(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>* families) {
+  for (rocksdb::ColumnFamilyHandle* handle : *families) {
+    db->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
+  }
+  families->clear();
+  db->Close().PermitUncheckedError();
+  delete db;
 }
 
 absl::Status RejectFact(size_t index, absl::string_view reason) {
@@ -169,6 +232,13 @@ absl::Status CheckEmptyForeignDatabase(const std::string& dir,
 
 TripleStore::TripleStore(std::string dir, StoreOptions options)
     : dir_(std::move(dir)), options_(std::move(options)) {
+  if (options_.file_system != nullptr) env_ = rocksdb::NewCompositeEnv(options_.file_system);
+  logger_ = std::make_shared<ForwardingLogger>(
+      [this](absl::string_view level, absl::string_view message) {
+        if (options_.log) return options_.log(level, message);
+        std::fprintf(stderr, "%.*s: %.*s\n", static_cast<int>(level.size()), level.data(),
+                     static_cast<int>(message.size()), message.data());
+      });
   if (options_.allowed_relations.has_value()) {
     allowed_relations_.insert(options_.allowed_relations->begin(),
                               options_.allowed_relations->end());
@@ -179,12 +249,13 @@ TripleStore::~TripleStore() {
   if (db_ == nullptr) return;
   // Nothing can report a failure from here; a failed sync leaves the usual process-crash
   // durability, which AddChunk already guaranteed.
-  db_->SyncWAL().PermitUncheckedError();
-  for (rocksdb::ColumnFamilyHandle* handle : families_) {
-    db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
-  }
-  db_->Close().PermitUncheckedError();
-  delete db_;
+  Sync().IgnoreError();
+  CloseDatabase(db_, &families_);
+}
+
+void TripleStore::Warn(absl::string_view message) const {
+  if (options_.log) return options_.log("warning", message);
+  std::fprintf(stderr, "warning: %.*s\n", static_cast<int>(message.size()), message.data());
 }
 
 absl::StatusOr<std::unique_ptr<TripleStore>> TripleStore::Open(const std::string& dir,
@@ -195,7 +266,7 @@ absl::StatusOr<std::unique_ptr<TripleStore>> TripleStore::Open(const std::string
   if (error) {
     return absl::InternalError(absl::StrCat("creating ", dir, ": ", error.message()));
   }
-  const rocksdb::DBOptions db_options = DatabaseOptions();
+  const rocksdb::DBOptions db_options = DatabaseOptions(store->env_.get(), store->logger_);
   if (std::filesystem::exists(std::filesystem::path(dir) / "CURRENT", error)) {
     // RocksDB refuses to open a database without naming all its column families; list
     // them first so that a foreign database gets a clear error rather than that one.
@@ -218,10 +289,7 @@ absl::StatusOr<std::unique_ptr<TripleStore>> TripleStore::Open(const std::string
       if (absl::Status empty = CheckEmptyForeignDatabase(dir, existing); !empty.ok()) return empty;
     }
   }
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (int f = 0; f < kNumFamilies; ++f) {
-    descriptors.emplace_back(kFamilyNames[f], FamilyOptions(static_cast<Family>(f)));
-  }
+  const std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = FamilyDescriptors();
   rocksdb::Status s =
       rocksdb::DB::Open(db_options, dir, descriptors, &store->families_, &store->db_);
   if (s.IsCorruption() && options.truncate_corrupted_wal) {
@@ -240,6 +308,16 @@ absl::StatusOr<std::unique_ptr<TripleStore>> TripleStore::Open(const std::string
         "): replaying it only up to the corruption would silently lose the acknowledged chunks "
         "after it, so the store was not opened and nothing was changed. Restore the directory "
         "from a backup, or accept the loss with --truncate-corrupted-wal (it is logged)"));
+  } else if (s.IsNoSpace()) {
+    // Opening writes (the WAL's replay into a table, a new WAL, a new MANIFEST); a read-only
+    // open writes nothing. Serve the graph, and become writable once space is freed.
+    store->read_only_because_ = FromRocks(s, absl::StrCat("opening the store in ", dir));
+    store->families_.clear();
+    s = rocksdb::DB::OpenForReadOnly(db_options, dir, descriptors, &store->families_, &store->db_);
+    if (!s.ok()) return store->read_only_because_;
+    store->writable_ = false;
+    store->Warn(absl::StrCat("the disk is full; the store is open read-only until space is freed (",
+                             store->read_only_because_.message(), ")"));
   }
   if (!s.ok()) return FromRocks(s, absl::StrCat("opening the store in ", dir));
   if (absl::Status loaded = store->Load(); !loaded.ok()) return loaded;
@@ -271,6 +349,7 @@ absl::Status TripleStore::Load() {
       writer.Put(kMetaFamily, key, layout::EncodeCounter(0));
     }
     if (!writer.status().ok()) return FromRocks(writer.status(), "creating the store");
+    if (!read_only_because_.ok()) return read_only_because_;
     rocksdb::WriteOptions write;
     write.sync = true;  // once per store: the directory is a store from now on
     return FromRocks(db_->Write(write, &batch), absl::StrCat("creating the store in ", dir_));
@@ -288,6 +367,7 @@ absl::Status TripleStore::Load() {
   }
   if (*version < layout::kFormatVersion) {
     // Version 1 lacks only the removed_entities family, which Open just created empty.
+    if (!read_only_because_.ok()) return read_only_because_;
     rocksdb::WriteOptions write;
     write.sync = true;
     rocksdb::Status upgraded = db_->Put(write, families_[kMetaFamily], layout::kFormatVersionKey,
@@ -386,10 +466,6 @@ absl::Status TripleStore::Load() {
 
 absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
                                    bool check_relations) const {
-  if (!write_error_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the store refuses writes after a failed write; reopen it: ", write_error_.message()));
-  }
   if (facts.size() > options_.max_chunk_facts) {
     return RejectFact(options_.max_chunk_facts,
                       absl::StrCat("the chunk has ", facts.size(), " facts; at most ",
@@ -412,9 +488,53 @@ absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
   return absl::OkStatus();
 }
 
+absl::Status TripleStore::Writable() {
+  if (!read_only_because_.ok()) {
+    if (absl::Status reopened = ReopenWritable(); !reopened.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          read_only_because_.message(),
+          "; the store is read-only until space is freed (retried: ", reopened.message(), ")"));
+    }
+    Warn(absl::StrCat("the store is writable again (it was opened read-only: ",
+                      read_only_because_.message(), ")"));
+    read_only_because_ = absl::OkStatus();
+    writable_ = true;
+  }
+  if (write_error_.ok()) return absl::OkStatus();
+  if (!absl::IsResourceExhausted(write_error_)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store refuses writes after a failed write; reopen it: ", write_error_.message()));
+  }
+  // Out of space: RocksDB stopped writing. Resume switches to a new WAL and flushes the
+  // memtables, which fails while the disk is still full.
+  if (rocksdb::Status resumed = db_->Resume(); !resumed.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        write_error_.message(),
+        "; writes start again once space is freed (retried: ", resumed.ToString(), ")"));
+  }
+  Warn(absl::StrCat("the store is writable again after: ", write_error_.message()));
+  write_error_ = absl::OkStatus();
+  writable_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status TripleStore::ReopenWritable() {
+  std::vector<rocksdb::ColumnFamilyHandle*> families;
+  rocksdb::DB* db = nullptr;
+  // The writable database replays the same WAL the read-only one did: the index stays true.
+  rocksdb::Status s = rocksdb::DB::Open(DatabaseOptions(env_.get(), logger_), dir_,
+                                        FamilyDescriptors(), &families, &db);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("opening the store in ", dir_));
+  CloseDatabase(db_, &families_);
+  db_ = db;
+  families_ = std::move(families);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> facts) {
   std::lock_guard<std::mutex> lock(write_mu_);
   if (absl::Status valid = Validate(facts, /*check_relations=*/true); !valid.ok()) return valid;
+  if (absl::Status writable = Writable(); !writable.ok()) return writable;
 
   // The writer is the only one publishing versions, so this is the latest one.
   const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
@@ -515,6 +635,7 @@ absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTripl
       return absl::InvalidArgumentError(absl::StrCat("entities[", i, "]: ", valid.message()));
     }
   }
+  if (absl::Status writable = Writable(); !writable.ok()) return writable;
 
   const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
   GraphDelta delta;
@@ -589,7 +710,8 @@ absl::Status TripleStore::Commit(rocksdb::WriteBatch& batch, const GraphDelta& d
   write.sync = options_.sync;
   write.disableWAL = false;  // the WAL is what makes an acknowledged chunk durable
   if (rocksdb::Status s = db_->Write(write, &batch); !s.ok()) {
-    write_error_ = FromRocks(s, absl::StrCat("writing chunk ", delta.sequence));
+    write_error_ = FromRocks(s, absl::StrCat("writing the chunk of sequence ", delta.sequence));
+    if (absl::IsResourceExhausted(write_error_)) writable_ = false;
     return write_error_;
   }
   // Published only once durable: a reader never sees a chunk that a crash could take back.
@@ -616,7 +738,14 @@ absl::Status TripleStore::SetAllowedRelations(const std::vector<std::string>& re
   return absl::OkStatus();
 }
 
-absl::Status TripleStore::Sync() { return FromRocks(db_->SyncWAL(), "syncing the WAL"); }
+absl::Status TripleStore::Sync() {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  // A read-only database has nothing to sync; after a failed write the WAL's writer must not
+  // be used again (RocksDB asserts), and whatever was acknowledged is in the OS already.
+  if (!read_only_because_.ok()) return absl::OkStatus();
+  if (!write_error_.ok()) return write_error_;
+  return FromRocks(db_->SyncWAL(), "syncing the WAL");
+}
 
 absl::Status TripleStore::CheckConsistency() const {
   std::lock_guard<std::mutex> lock(write_mu_);

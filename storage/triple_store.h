@@ -37,8 +37,10 @@
 #ifndef GRAIL_STORAGE_TRIPLE_STORE_H_
 #define GRAIL_STORAGE_TRIPLE_STORE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,6 +50,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "storage/live_graph.h"
 #include "storage/triple_file.h"
@@ -55,6 +58,9 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Env;
+class FileSystem;
+class Logger;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -80,6 +86,13 @@ struct StoreOptions {
   // nothing. true: the store is recovered up to the corruption, the chunks after it are
   // lost, and recovery_note() says so.
   bool truncate_corrupted_wal = false;
+  // Where the store's warnings go (RocksDB's own warnings and errors, prefixed "rocksdb: ",
+  // and the store's: read-only on a full disk, writes resumed): level ("warning", "error")
+  // and message. Unset: stderr. RocksDB's info-level lines are dropped, and RocksDB writes no
+  // info LOG file into the store: on a full disk that file's writer aborts the process.
+  std::function<void(absl::string_view level, absl::string_view message)> log;
+  // The file system RocksDB runs on; unset: the local one. Tests inject faults through it.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 // What one committed chunk did.
@@ -135,9 +148,16 @@ class TripleStore {
   // max_name_bytes; a name containing TAB, CR or LF; a relation outside allowed_relations;
   // more than max_chunk_facts facts (N is then max_chunk_facts, the first fact too many).
   // RESOURCE_EXHAUSTED if the chunk would need more than 2^32 - 1 entities or relations.
-  // If RocksDB fails the write, that error is returned and the store refuses every later
-  // chunk (FAILED_PRECONDITION) until reopened: whether the failed batch reached the WAL
-  // is unknown, and the index must not disagree with the disk.
+  //
+  // If RocksDB fails the write, that error is returned and nothing of the chunk is served.
+  // A full disk is RESOURCE_EXHAUSTED "...No space left on device": reads go on, every later
+  // chunk first asks RocksDB to resume (DB::Resume, which starts a new WAL and flushes the
+  // memtables), so writes start again by themselves once space is freed; until then each
+  // fails RESOURCE_EXHAUSTED. Any other failed write makes the store refuse every later chunk
+  // (FAILED_PRECONDITION) until reopened: whether the failed batch reached the WAL is unknown,
+  // and the index must not disagree with the disk. A store opened on a full disk (the WAL
+  // replay or a new WAL could not be written) is opened read-only, serves its graph, and
+  // becomes writable at the first chunk after space is freed.
   absl::StatusOr<ChunkResult> AddChunk(absl::Span<const NamedTriple> facts);
 
   // Removes a chunk of facts, and of entities, atomically and durably, like AddChunk: one
@@ -171,8 +191,13 @@ class TripleStore {
   // writers, so no chunk slips in between the check and the swap.
   absl::Status SetAllowedRelations(const std::vector<std::string>& relations);
 
-  // Fsyncs the WAL: every chunk committed so far survives a machine crash.
+  // Fsyncs the WAL: every chunk committed so far survives a machine crash. After a failed
+  // write it returns that error instead (RocksDB must not touch the failed WAL again).
   absl::Status Sync();
+
+  // false while writes fail for want of disk space (after a failed write, or opened
+  // read-only on a full disk), until a chunk finds space again.
+  bool writable() const { return writable_.load(std::memory_order_relaxed); }
 
   // Scans every column family and checks that the disk agrees with itself and with the
   // in-memory index: counters, dense dictionaries in both directions, and facts_out and
@@ -192,10 +217,17 @@ class TripleStore {
   TripleStore(std::string dir, StoreOptions options);
   // Reads the whole store into the in-memory index (Open's second half).
   absl::Status Load();
-  // FAILED_PRECONDITION after a failed write, else checks the chunk against the validation
-  // rules (see AddChunk); the allowed relations only with `check_relations`. Requires
-  // write_mu_.
+  // Checks the chunk against the validation rules (see AddChunk); the allowed relations only
+  // with `check_relations`. Requires write_mu_.
   absl::Status Validate(absl::Span<const NamedTriple> facts, bool check_relations) const;
+  // OK when a chunk can be written now: after a write failed for want of space, or when
+  // opened read-only on a full disk, tries to get RocksDB writing again first.
+  // RESOURCE_EXHAUSTED while the disk is still full; FAILED_PRECONDITION after any other
+  // failed write. Requires write_mu_.
+  absl::Status Writable();
+  // Replaces the read-only database with a writable one. Requires write_mu_.
+  absl::Status ReopenWritable();
+  void Warn(absl::string_view message) const;
   // Writes `batch` (the chunk's changes, without the counters, which this adds) and
   // publishes `delta` once it is durable. Requires write_mu_.
   absl::Status Commit(rocksdb::WriteBatch& batch, const GraphDelta& delta, uint64_t num_entities,
@@ -204,6 +236,10 @@ class TripleStore {
   const std::string dir_;
   const StoreOptions options_;
   std::string recovery_note_;
+  // RocksDB's environment on StoreOptions::file_system (when given) and its logger; both
+  // outlive db_.
+  std::unique_ptr<rocksdb::Env> env_;
+  std::shared_ptr<rocksdb::Logger> logger_;
   // Guarded by write_mu_ (SetAllowedRelations replaces it).
   absl::flat_hash_set<std::string> allowed_relations_;
   rocksdb::DB* db_ = nullptr;
@@ -213,9 +249,13 @@ class TripleStore {
 
   // Serialises AddChunk, RemoveChunk and CheckConsistency.
   mutable std::mutex write_mu_;
-  // The error of a failed RocksDB write; set once, then every AddChunk fails (guarded by
-  // write_mu_).
+  // The error of a failed RocksDB write (guarded by write_mu_): cleared once RocksDB writes
+  // again after a full disk, otherwise kept and every later chunk fails.
   absl::Status write_error_;
+  // Why the database is open read-only (the disk was full at Open); OK when writable.
+  // Guarded by write_mu_.
+  absl::Status read_only_because_;
+  std::atomic<bool> writable_{true};
 };
 
 // For an INVALID_ARGUMENT returned by TripleStore::AddChunk: the 0-based position of the

@@ -32,6 +32,7 @@
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/graph_calls.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
@@ -497,6 +498,11 @@ TEST_F(LiveGraphServerTest, InvalidUtf8IsRejectedNamingItsChunkAndLineAndNothing
       &context, WithInvalidUtf8(score), &response);
   EXPECT_EQ(unary.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(unary.error_message(), HasSubstr("ScoreTriplet request could not be parsed"));
+  // No handler saw that call; it is counted all the same.
+  EXPECT_EQ(
+      ScrapedMetric(server_.metrics_port(),
+                    R"(grail_requests_total\{code="INVALID_ARGUMENT",method="ScoreTriplet"\})"),
+      1);
 
   // The server keeps serving, and its log stays one JSON object per line.
   EXPECT_TRUE(Score({"u2", "r1", "u3"}).known_fact());
@@ -504,6 +510,34 @@ TEST_F(LiveGraphServerTest, InvalidUtf8IsRejectedNamingItsChunkAndLineAndNothing
   for (std::string line; std::getline(log, line);) {
     EXPECT_TRUE(nlohmann::json::accept(line)) << line;
   }
+}
+
+TEST_F(LiveGraphServerTest, AStreamEndedByItsDeadlineIsCountedAsDeadlineExceeded) {
+  ASSERT_TRUE(Start("server.log"));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  auto stream = stub_->AddTriples(&context);
+  kg::v1::AddTriplesRequest chunk;
+  *chunk.add_triples() = ToProto({"d1", "r0", "d2"});
+  ASSERT_TRUE(stream->Write(chunk));
+  kg::v1::AddTriplesAck ack;
+  ASSERT_TRUE(stream->Read(&ack));
+  // The client neither sends another chunk nor closes: the server waits for the next chunk
+  // until the deadline ends the stream.
+  EXPECT_FALSE(stream->Read(&ack));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  const std::string series =
+      R"(grail_requests_total\{code="DEADLINE_EXCEEDED",method="AddTriples"\})";
+  double counted = -1;
+  for (int i = 0; i < 500 && counted < 0; ++i) {  // the server ends its side a moment later
+    counted = ScrapedMetric(server_.metrics_port(), series);
+    if (counted < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(counted, 1);
+  EXPECT_EQ(ScrapedMetric(server_.metrics_port(),
+                          R"(grail_requests_total\{code="CANCELLED",method="AddTriples"\})"),
+            -1);
+  EXPECT_TRUE(Score({"d1", "r0", "d2"}).known_fact());
 }
 
 TEST_F(LiveGraphServerTest, AChunkWhoseLinesWouldWrapIsRefused) {

@@ -32,6 +32,7 @@
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
 #include "tests/testing/graph_calls.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
@@ -446,12 +447,7 @@ TEST_F(ServerTest, ErrorsNameWhatIsWrong) {
 
 // grail_dropped_calls_total{reason="deadline"} as the server's /metrics says it now.
 double DeadlineDrops(int metrics_port) {
-  httplib::Client client("127.0.0.1", metrics_port);
-  httplib::Result scrape = client.Get("/metrics");
-  if (!scrape) return -1;
-  std::smatch match;
-  static const std::regex kLine(R"(grail_dropped_calls_total\{reason="deadline"\} ([0-9.e+]+))");
-  return std::regex_search(scrape->body, match, kLine) ? std::stod(match[1]) : -1;
+  return ScrapedMetric(metrics_port, R"(grail_dropped_calls_total\{reason="deadline"\})");
 }
 
 TEST_F(ServerTest, DeadlineExceededStopsTheCallAndTheServerStaysHealthy) {
@@ -662,15 +658,7 @@ class ServerSchedulingTest : public ::testing::Test {
   }
 
   // The value of the first series of /metrics matching `series` (a regex), or -1.
-  double Metric(const std::string& series) {
-    httplib::Client client("127.0.0.1", server_.metrics_port());
-    httplib::Result scrape = client.Get("/metrics");
-    std::smatch m;
-    if (!scrape || !std::regex_search(scrape->body, m, std::regex("\n" + series + " (\\S+)"))) {
-      return -1;
-    }
-    return std::stod(m[1]);
-  }
+  double Metric(const std::string& series) { return ScrapedMetric(server_.metrics_port(), series); }
 
   static kg::v1::RankTailsRequest RankEveryTail(const std::string& head) {
     kg::v1::RankTailsRequest request;

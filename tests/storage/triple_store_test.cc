@@ -17,12 +17,14 @@
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
 #include "storage/store_layout.h"
+#include "tests/testing/full_disk.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wal_damage.h"
 
 namespace grail {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -422,6 +424,111 @@ TEST_F(TripleStoreTest, AWalCorruptedBeforeItsEndIsRefusedUnlessTruncationIsAllo
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->Snapshot()->sequence(), recovered);
   EXPECT_EQ(store->recovery_note(), "");
+}
+
+// Options on a disk the test can fill, with the store's warnings collected.
+struct FullDiskOptions {
+  FullDiskOptions() {
+    options.file_system = disk;
+    options.log = [this](absl::string_view level, absl::string_view message) {
+      warnings.push_back(absl::StrCat(level, ": ", message));
+    };
+  }
+  std::shared_ptr<FullDiskFileSystem> disk = std::make_shared<FullDiskFileSystem>();
+  std::vector<std::string> warnings;
+  StoreOptions options;
+};
+
+TEST_F(TripleStoreTest, AFullDiskFailsTheChunkKeepsReadsAndWritesResumeOnceSpaceIsFreed) {
+  FullDiskOptions full;
+  auto store = OpenStore(full.options);
+  ASSERT_NE(store, nullptr);
+  MustAdd(store.get(), {F("a", "r", "b")});
+
+  full.disk->SetFull(true);
+  absl::StatusOr<ChunkResult> failed = store->AddChunk({F("b", "r", "c")});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted) << failed.status();
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("No space left on device"));
+  EXPECT_GT(full.disk->refused_appends(), 0);
+  EXPECT_FALSE(store->writable());
+  // Reads go on, and see exactly what was acknowledged.
+  EXPECT_EQ(store->Snapshot()->sequence(), 1u);
+  EXPECT_THAT(FactsByName(*store->Snapshot()), ElementsAre(NamedFact{"a", "r", "b"}));
+  // While the disk stays full, every chunk (adds and removals) fails the same way.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    absl::StatusOr<ChunkResult> again = store->AddChunk({F("b", "r", "c")});
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kResourceExhausted) << again.status();
+  }
+  EXPECT_EQ(store->RemoveChunk({F("a", "r", "b")}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // Syncing after the failed write reports it instead of touching the failed WAL.
+  EXPECT_EQ(store->Sync().code(), absl::StatusCode::kResourceExhausted);
+
+  full.disk->SetFull(false);
+  const ChunkResult resumed = MustAdd(store.get(), {F("b", "r", "c")});
+  EXPECT_EQ(resumed.sequence, 2u);
+  EXPECT_TRUE(store->writable());
+  EXPECT_THAT(full.warnings, Contains(HasSubstr("writable again")));
+  EXPECT_TRUE(store->Sync().ok());
+  EXPECT_TRUE(store->CheckConsistency().ok());
+
+  // Nothing acknowledged was lost, and the refused chunks left no trace.
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Snapshot()->sequence(), 2u);
+  EXPECT_THAT(FactsByName(*store->Snapshot()),
+              ElementsAre(NamedFact{"a", "r", "b"}, NamedFact{"b", "r", "c"}));
+  EXPECT_TRUE(store->CheckConsistency().ok());
+}
+
+TEST_F(TripleStoreTest, AStoreOpenedOnAFullDiskServesReadOnlyAndBecomesWritableOnceSpaceIsFreed) {
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    MustAdd(store.get(), {F("a", "r", "b"), F("b", "r", "c")});
+  }  // the chunk is only in the WAL: opening must replay it into a new table
+  FullDiskOptions full;
+  full.disk->SetFull(true);
+  auto store = OpenStore(full.options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_FALSE(store->writable());
+  EXPECT_THAT(full.warnings, Contains(HasSubstr("read-only")));
+  EXPECT_THAT(FactsByName(*store->Snapshot()),
+              ElementsAre(NamedFact{"a", "r", "b"}, NamedFact{"b", "r", "c"}));
+  absl::StatusOr<ChunkResult> refused = store->AddChunk({F("c", "r", "d")});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("read-only"));
+  EXPECT_TRUE(store->Sync().ok());
+
+  full.disk->SetFull(false);
+  const ChunkResult added = MustAdd(store.get(), {F("c", "r", "d")});
+  EXPECT_EQ(added.sequence, 2u);
+  EXPECT_TRUE(store->writable());
+  EXPECT_EQ(store->Snapshot()->EntityName(3), "d");
+  EXPECT_TRUE(store->CheckConsistency().ok());
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Snapshot()->num_facts(), 3u);
+  EXPECT_EQ(store->Snapshot()->sequence(), 2u);
+}
+
+TEST_F(TripleStoreTest, RocksDbWarningsGoToTheLogAndNoInfoLogFileIsWritten) {
+  FullDiskOptions full;
+  auto store = OpenStore(full.options);
+  ASSERT_NE(store, nullptr);
+  MustAdd(store.get(), {F("a", "r", "b")});
+  store.reset();
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(store_dir()) / "LOG"));
+  // A failed write makes RocksDB itself warn; that arrives through StoreOptions::log.
+  store = OpenStore(full.options);
+  full.disk->SetFull(true);
+  EXPECT_FALSE(store->AddChunk({F("b", "r", "c")}).ok());
+  EXPECT_THAT(full.warnings, Contains(AllOf(StartsWith("warning: rocksdb: "),
+                                            HasSubstr("No space left on device"))));
+  full.disk->SetFull(false);
 }
 
 TEST_F(TripleStoreTest, RemovalChunkWithABadNameIsRejectedWholeNamingTheFact) {
