@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "model/archive_check.h"
 #include "model/grail_module.h"
 
 namespace grail {
@@ -303,6 +304,8 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& 
                                                              absl::string_view device_name) {
   absl::StatusOr<torch::Device> device = ParseDevice(device_name);
   if (!device.ok()) return device.status();
+  // LibTorch trusts the zip's contents (no CRC-32 checks) and can crash on damaged ones.
+  if (absl::Status container = CheckModelArchive(path); !container.ok()) return container;
   try {
     torch::jit::Module m = torch::jit::load(path, *device);
     if (!m.hasattr("format") || m.attr("format").toStringRef() != kModelFormat) {

@@ -24,7 +24,9 @@ packages=(
   # model: LibTorch resolves BLAS through libblas.so.3; without an optimised provider it
   # lands on netlib's reference BLAS, ~20x slower for our matmuls. The OpenMP flavour
   # matches LibTorch's libgomp.
-  libtorch-dev libopenblas0-openmp
+  libtorch-dev libopenblas0-openmp zlib1g-dev
+  # the sanitizer build and the libFuzzer targets (scripts/test.sh, bench/fuzz.sh)
+  clang libclang-rt-14-dev
   # tests and benchmarks; python3-yaml and yamllint check deploy/ (tests/deploy/)
   libgtest-dev libgmock-dev libbenchmark-dev prometheus python3 python3-yaml yamllint
   # proves that exported models open in Python (torch.jit.load), same LibTorch 1.13
