@@ -111,7 +111,10 @@ void LoadWorkload::RankTailsRequest(int64_t index, int top_k,
   // Every entity but the head is eligible; the true tail is always one of them.
   const size_t eligible = entities_.size() - (fact.head == fact.tail ? 1 : 2) + 1;
   const size_t wanted = std::min<size_t>(candidates_per_request_, eligible);
-  absl::flat_hash_set<std::string_view> chosen = {fact.tail};
+  // Inserted, not brace-initialised: `= {fact.tail}` builds a temporary std::string and keeps
+  // a view of it (AddressSanitizer: stack-use-after-scope).
+  absl::flat_hash_set<std::string_view> chosen;
+  chosen.insert(fact.tail);
   options->add_candidates(fact.tail);
   while (chosen.size() < wanted) {
     const std::string& entity = entities_[random.Uniform(entities_.size())];
