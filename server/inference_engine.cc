@@ -39,8 +39,11 @@ constexpr std::chrono::seconds kReleaseInterval{1};
 }  // namespace
 
 absl::Status CallControl::StoppedStatus() const {
-  // gRPC cancels a call whose deadline passed, too: the deadline is the reason then.
-  if (Clock::now() >= deadline_) {
+  // gRPC cancels a call whose deadline passed, too: the deadline is the reason then. gRPC's
+  // timer and this converted copy of the deadline can disagree by a moment, so a cancellation
+  // this close to the deadline is the deadline's (as graph_service.cc counts it too).
+  if (deadline_ != Clock::time_point::max() &&
+      Clock::now() + std::chrono::milliseconds(20) >= deadline_) {
     return absl::DeadlineExceededError("the call's deadline passed before scoring finished");
   }
   return absl::CancelledError("the client cancelled the call");
