@@ -9,12 +9,15 @@
 #ifndef GRAIL_COMMON_COMMAND_LINE_H_
 #define GRAIL_COMMON_COMMAND_LINE_H_
 
+#include <unistd.h>  // environ
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
@@ -143,6 +146,28 @@ inline absl::Status ApplyFlagsFromEnvironment(const std::string& prefix) {
     }
   }
   return absl::OkStatus();
+}
+
+// Environment variables named `prefix`... that are no flag's variable (GRAIL_MAX_BATCH_SIZ: a
+// misspelt setting, which ApplyFlagsFromEnvironment would silently skip), sorted, except
+// those in `also_known` (variables other programs of the project read, e.g. GRAIL_TOKEN).
+inline std::vector<std::string> UnknownFlagVariables(const std::string& prefix,
+                                                     const std::vector<std::string>& also_known) {
+  std::vector<std::string> known = also_known;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    known.push_back(prefix + absl::AsciiStrToUpper(name));
+  }
+  std::vector<std::string> unknown;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const std::string name(text.substr(0, text.find('=')));
+    if (absl::StartsWith(name, prefix) &&
+        std::find(known.begin(), known.end(), name) == known.end()) {
+      unknown.push_back(name);
+    }
+  }
+  std::sort(unknown.begin(), unknown.end());
+  return unknown;
 }
 
 }  // namespace grail

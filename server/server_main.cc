@@ -298,6 +298,12 @@ int Run() {
                 {"truncate_corrupted_wal", absl::GetFlag(FLAGS_truncate_corrupted_wal)},
                 {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)},
                 {"warmup_batches", absl::GetFlag(FLAGS_warmup_batches)}});
+  // A misspelt GRAIL_* setting would otherwise be ignored without a word.
+  if (const std::vector<std::string> unknown = UnknownFlagVariables("GRAIL_", {"GRAIL_TOKEN"});
+      !unknown.empty()) {
+    Log("warning", {{"message", "environment variables that are no grail-server flag were ignored"},
+                    {"variables", unknown}});
+  }
 
   UseServingAllocator();
   SetComputeThreads(compute_threads);

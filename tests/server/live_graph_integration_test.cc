@@ -540,6 +540,22 @@ TEST_F(LiveGraphServerTest, AStreamEndedByItsDeadlineIsCountedAsDeadlineExceeded
   EXPECT_TRUE(Score({"d1", "r0", "d2"}).known_fact());
 }
 
+TEST_F(LiveGraphServerTest, AMisspeltEnvironmentSettingIsLoggedAsAWarning) {
+  setenv("GRAIL_MAX_BATCH_SIZ", "3", 1);  // GRAIL_MAX_BATCH_SIZE, misspelt
+  const bool started = Start("server.log");
+  unsetenv("GRAIL_MAX_BATCH_SIZ");
+  ASSERT_TRUE(started);
+  bool warned = false;
+  std::istringstream log(server_.Log());
+  for (std::string line; std::getline(log, line);) {
+    const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_object() && event.value("event", "") == "warning" && event.contains("variables")) {
+      warned = event["variables"] == nlohmann::json::array({"GRAIL_MAX_BATCH_SIZ"});
+    }
+  }
+  EXPECT_TRUE(warned) << server_.Log();
+}
+
 TEST_F(LiveGraphServerTest, AChunkWhoseLinesWouldWrapIsRefused) {
   ASSERT_TRUE(Start("server.log"));
   const AddOutcome outcome = AddChunks(*stub_, {{{"a", "r0", "b"}, {"b", "r1", "c"}}},
