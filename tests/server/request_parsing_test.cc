@@ -24,6 +24,21 @@ TEST(Utf8Test, AcceptsWellFormedAndRefusesEveryKindOfMalformedSequence) {
   }
 }
 
+TEST(ParseChunkTest, CountsLinesFromFirstLineWhenTheBadNameIsTheLastFieldOfTheChunk) {
+  kg::v1::AddTriplesRequest chunk;
+  chunk.set_first_line(3);
+  for (const char* tail : {"u4", "xBADx"}) {
+    kg::v1::Triple* t = chunk.add_triples();
+    t->set_head("u3");
+    t->set_relation("_hypernym");
+    t->set_tail(tail);
+  }
+  kg::v1::AddTriplesRequest parsed;
+  const absl::Status status = ParseChunk(WithInvalidUtf8(chunk), &parsed);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("line 4: the tail is not valid UTF-8 (fact 1)"));
+}
+
 TEST(ParseChunkTest, NamesTheLineAndFieldOfANameThatIsNotUtf8) {
   kg::v1::AddTriplesRequest chunk;
   for (int i = 0; i < 4; ++i) {
