@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Re-runs the bad-input table of docs/RELIABILITY.md against a real grail-server.
+
+Every row is a way a hostile or careless user (or a bad disk) can hurt the service; each
+must end in a clear error and lose nothing. Prints one line per row (PASS/FAIL, what was
+observed) and exits 1 if any row failed. The full-disk rows are bench/full_disk.sh's.
+
+  /usr/bin/python3 bench/bad_input.py [--bin build/bin] [--out out/bad_input]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--bin", default="build/bin")
+parser.add_argument("--out", default="out/bad_input")
+args = parser.parse_args()
+os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+binary = lambda name: os.path.abspath(os.path.join(args.bin, name))
+sys.path.insert(0, os.path.join(os.path.dirname(binary("x")), "..", "python"))
+import grpc  # noqa: E402
+from kg.v1 import knowledge_graph_pb2 as pb  # noqa: E402
+from kg.v1 import knowledge_graph_pb2_grpc as pbg  # noqa: E402
+
+out = os.path.abspath(args.out)
+shutil.rmtree(out, ignore_errors=True)
+os.makedirs(out)
+data = os.environ.get("GRAIL_DATA_DIR", "../shared/data")
+rows = []
+
+
+def row(name, passed, observed):
+    rows.append((name, passed, observed))
+    print(f"{'PASS' if passed else 'FAIL'}  {name}: {observed}", flush=True)
+
+
+model = out + ".model.pt"  # kept across runs (outside the directory each run clears)
+if not os.path.exists(model):
+  subprocess.run([binary("grail-train"), "--train", f"{data}/WN18RR_v1/train.txt", "--valid",
+                  f"{data}/WN18RR_v1/valid.txt", "--out", model, "--epochs", "1", "--seed", "0"],
+                 check=True, stderr=subprocess.DEVNULL)
+relation = "_hypernym"
+
+
+class Server:
+    def __init__(self, *flags, store="store", log="server.log", env=None):
+        self.ready = os.path.join(out, log + ".ready")
+        self.log = os.path.join(out, log)
+        self.proc = subprocess.Popen(
+            [binary("grail-server"), "--model", model, "--data-dir", os.path.join(out, store),
+             "--port", "0", "--metrics-port", "0", "--ready-file", self.ready, *flags],
+            stderr=open(self.log, "w"), env=env)
+        for _ in range(600):
+            if os.path.exists(self.ready) and os.path.getsize(self.ready):
+                ready = json.load(open(self.ready))
+                self.port, self.metrics_port = ready["port"], ready["metrics_port"]
+                self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+                self.stub = pbg.KnowledgeGraphStub(self.channel)
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(open(self.log).read())
+            time.sleep(0.05)
+        raise RuntimeError("no start")
+
+    def raw(self, method, payload, stream=False):
+        if stream:
+            call = self.channel.stream_stream(f"/kg.v1.KnowledgeGraph/{method}",
+                                              request_serializer=lambda b: b,
+                                              response_deserializer=lambda b: b)
+            acks = []
+            try:
+                for ack in call(iter(payload), timeout=10):
+                    acks.append(ack)
+                return acks, grpc.StatusCode.OK, ""
+            except grpc.RpcError as e:
+                return acks, e.code(), e.details()
+        call = self.channel.unary_unary(f"/kg.v1.KnowledgeGraph/{method}",
+                                        request_serializer=lambda b: b,
+                                        response_deserializer=lambda b: b)
+        try:
+            call(payload, timeout=10)
+            return grpc.StatusCode.OK, ""
+        except grpc.RpcError as e:
+            return e.code(), e.details()
+
+    def metric(self, series):
+        body = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics").read()
+        for line in body.decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[-1])
+        return None
+
+    def facts(self):
+        return self.stub.GetStats(pb.GetStatsRequest(), timeout=10).facts
+
+    def stop(self):
+        self.channel.close()
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait()
+
+
+def triple(h, t, r=relation):
+    return pb.Triple(head=h, relation=r, tail=t)
+
+
+def chunk(*facts, first_line=0):
+    return pb.AddTriplesRequest(triples=list(facts), first_line=first_line).SerializeToString()
+
+
+server = Server()
+list(server.stub.AddTriples(iter([pb.AddTriplesRequest(triples=[triple("a", "b"),
+                                                                 triple("b", "c")])])))
+base = server.facts()
+
+# 2. Invalid UTF-8.
+good = chunk(triple("u1", "u2"), first_line=1)
+# Same length, so the message stays well-formed around the bad bytes.
+bad = chunk(triple("u3", "u4"), triple("u4", "xBADx"), first_line=3).replace(b"xBADx",
+                                                                            b"x\xff\xfe\xfdx")
+acks, code, details = server.raw("AddTriples", [good, bad], stream=True)
+row("AddTriples chunk with invalid UTF-8",
+    len(acks) == 1 and code == grpc.StatusCode.INVALID_ARGUMENT and "line 4" in details
+    and "chunk 1" in details and server.facts() == base + 1,
+    f"{code.name}: {details[:110]}; acks {len(acks)}, facts +{server.facts() - base}")
+unary = pb.ScoreTripletRequest(triple=triple("abc", "u2")).SerializeToString()
+code, details = server.raw("ScoreTriplet", unary.replace(b"abc", b"a\xffc"))
+counted = server.metric('grail_requests_total{code="INVALID_ARGUMENT",method="ScoreTriplet"}')
+row("ScoreTriplet with invalid UTF-8", code == grpc.StatusCode.INVALID_ARGUMENT and
+    "could not be parsed" in details and counted == 1,
+    f"{code.name}: {details[:70]}...; counted {counted}")
+
+# 6. Long names in read calls.
+code, details = server.raw("ScoreTriplet", pb.ScoreTripletRequest(
+    triple=triple("n" * 20000, "a")).SerializeToString())
+row("ScoreTriplet naming a 20 000-byte entity", code == grpc.StatusCode.INVALID_ARGUMENT and
+    len(details) < 500, f"{code.name}: {details[:100]} ({len(details)} bytes)")
+
+# 7. first_line wrap-around, deadlines, oversized.
+acks, code, details = server.raw("AddTriples", [chunk(triple("w1", "w2"), triple("w2", "w3"),
+                                                      first_line=2**64 - 1)], stream=True)
+row("AddTriples first_line at 2^64-1", code == grpc.StatusCode.INVALID_ARGUMENT and
+    "no room" in details, f"{code.name}: {details[:90]}")
+
+
+def stalled():
+    yield pb.AddTriplesRequest(triples=[triple("d1", "d2")])
+    time.sleep(2)
+
+
+try:
+    list(server.stub.AddTriples(stalled(), timeout=0.5))
+    code = grpc.StatusCode.OK
+except grpc.RpcError as e:
+    code = e.code()
+time.sleep(0.5)
+counted = server.metric('grail_requests_total{code="DEADLINE_EXCEEDED",method="AddTriples"}')
+cancelled = server.metric('grail_requests_total{code="CANCELLED",method="AddTriples"}')
+row("AddTriples stream past its deadline", code == grpc.StatusCode.DEADLINE_EXCEEDED and
+    counted == 1 and cancelled is None,
+    f"client {code.name}; counted DEADLINE_EXCEEDED {counted}, CANCELLED {cancelled}")
+code, details = server.raw("ScoreTriplet", pb.ScoreTripletRequest(
+    triple=triple("x" * (70 << 20), "a")).SerializeToString())
+row("request over --max-message-bytes", code == grpc.StatusCode.RESOURCE_EXHAUSTED,
+    f"{code.name}: {details[:60]}")
+log_ok = all(json.loads(line) is not None for line in open(server.log) if line.strip())
+row("the log stays one JSON object per line", log_ok, "every line parses")
+server.stop()
+
+# 4. Non-finite weights; 8. damaged archive.
+nan_model = os.path.join(out, "nan.pt")
+subprocess.run(["/usr/bin/python3", "-c", f"""
+import torch
+m = torch.jit.load({model!r})
+with torch.no_grad():
+    next(iter(m.parameters())).view(-1)[0] = float('nan')
+m.save({nan_model!r})
+"""], check=True)
+start = subprocess.run([binary("grail-server"), "--model", nan_model, "--data-dir",
+                        os.path.join(out, "store"), "--port", "0", "--metrics-port", "-1"],
+                       capture_output=True, text=True, timeout=120)
+row("model archive with a NaN weight", start.returncode == 1 and "NaN" in start.stderr,
+    f"exit {start.returncode}: {start.stderr.strip().splitlines()[-1][:120]}")
+damaged = os.path.join(out, "damaged.pt")
+blob = bytearray(open(model, "rb").read())
+blob[len(blob) // 3] ^= 0x5A
+open(damaged, "wb").write(blob)
+start = subprocess.run([binary("grail-server"), "--model", damaged, "--data-dir",
+                        os.path.join(out, "store"), "--port", "0", "--metrics-port", "-1"],
+                       capture_output=True, text=True, timeout=120)
+row("model archive with a flipped byte", start.returncode == 1 and "damaged" in start.stderr,
+    f"exit {start.returncode}: {start.stderr.strip().splitlines()[-1][:140]}")
+server = Server(log="reload.log")
+reload = subprocess.run([binary("grail-client"), "--target", f"127.0.0.1:{server.port}",
+                         "reload-model", nan_model], capture_output=True, text=True)
+still = server.stub.ScoreTriplet(pb.ScoreTripletRequest(triple=triple("a", "b")), timeout=10)
+row("ReloadModel with a NaN weight", reload.returncode == 1 and still.score == still.score,
+    f"{reload.stderr.strip()[:110]}; old model still serves")
+server.stop()
+
+# 5. Flags.
+for flag in ["--max-request-triples=-1", "--max-chunk-facts=-1", "--max-name-bytes=-1",
+             "--port=70000", "--max-message-bytes=0", "--extraction-threads=100000",
+             "--compute-threads=20000"]:
+    run = subprocess.run([binary("grail-server"), "--model", model, "--data-dir",
+                          os.path.join(out, "store"), flag], capture_output=True, text=True,
+                         timeout=60)
+    name = flag.split("=")[0]
+    row(f"flag {flag}", run.returncode == 2 and name in run.stderr and "range" in run.stderr,
+        f"exit {run.returncode}: {run.stderr.strip()[:90]}")
+env = dict(os.environ, GRAIL_MAX_BATCH_SIZ="3")
+server = Server(log="env.log", env=env)
+server.stop()
+warned = any('"GRAIL_MAX_BATCH_SIZ"' in line and '"warning"' in line for line in open(server.log))
+row("misspelt GRAIL_MAX_BATCH_SIZ", warned, "logged as a warning naming it")
+slow = subprocess.Popen([binary("grail-server"), "--model", model, "--data-dir",
+                         os.path.join(out, "store"), "--port", "0", "--metrics-port", "-1",
+                         "--compute-threads=1024", "--extraction-threads=1024"],
+                        stderr=subprocess.DEVNULL)
+time.sleep(0.3)
+slow.send_signal(signal.SIGTERM)
+began = time.time()
+try:
+    code = slow.wait(timeout=30)
+    row("SIGTERM during start-up", True, f"exit {code} after {time.time() - began:.1f} s")
+except subprocess.TimeoutExpired:
+    slow.kill()
+    row("SIGTERM during start-up", False, "still running 30 s later")
+
+# 3. A WAL corrupted mid-file.
+server = Server(store="wal", log="wal.log")
+for i in range(40):
+    list(server.stub.AddTriples(iter([pb.AddTriplesRequest(triples=[triple(f"c{i}", f"d{i}")])])))
+acknowledged = server.facts()
+server.proc.send_signal(signal.SIGKILL)
+server.proc.wait()
+wal = max((os.path.join(out, "wal", f) for f in os.listdir(os.path.join(out, "wal"))
+           if f.endswith(".log")), key=os.path.getsize)
+blob = bytearray(open(wal, "rb").read())
+blob[int(len(blob) * 0.4)] ^= 0x5A
+open(wal, "wb").write(blob)
+refused = subprocess.run([binary("grail-server"), "--model", model, "--data-dir",
+                          os.path.join(out, "wal"), "--port", "0", "--metrics-port", "-1"],
+                         capture_output=True, text=True, timeout=120)
+row("WAL corrupted mid-file", refused.returncode == 1 and "DATA_LOSS" in refused.stderr
+    and os.path.getsize(wal) == len(blob),
+    f"exit {refused.returncode}: "
+    f"{re.sub(r'.*DATA_LOSS', 'DATA_LOSS', refused.stderr.strip().splitlines()[-1])[:100]}")
+server = Server("--truncate-corrupted-wal", store="wal", log="wal2.log")
+row("... started with --truncate-corrupted-wal", server.metric("grail_store_wal_truncated") == 1,
+    f"serves {server.facts()} of {acknowledged} facts, loss logged, grail_store_wal_truncated 1")
+server.stop()
+
+failed = [name for name, passed, _ in rows if not passed]
+print(f"{len(rows) - len(failed)} of {len(rows)} rows pass")
+sys.exit(1 if failed else 0)

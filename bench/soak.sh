@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Soak campaign (docs/RELIABILITY.md): one grail-server under 16 clients for a while
+# (default 10 minutes) - 8 scoring, 4 ranking, 4 writing (each adds a batch of facts, then
+# removes it again, so the graph oscillates around its starting size) - with the server's
+# RSS sampled every 10 s. Passes when no call failed except by its deadline and the RSS at
+# the end is within 10% of the RSS one minute in (after warm-up).
+#
+#   bench/soak.sh [--seconds 600] [--split fb237_v1] [--bin build/bin] [--out out/soak]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=600
+split=fb237_v1
+bin=build/bin
+out=out/soak
+data=${GRAIL_DATA_DIR:-../shared/data}
+while (($#)); do
+  case $1 in
+    --seconds) seconds=$2; shift 2 ;;
+    --split) split=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+graph=$data/${split}_ind/train.txt
+queries=$data/${split}_ind/test.txt
+model=$out/$split.e2.pt
+[[ -s $model ]] || "$bin/grail-train" --train "$data/$split/train.txt" \
+  --valid "$data/$split/valid.txt" --out "$model" --epochs 2 --seed 0 2> "$out/train.log"
+
+rm -rf "$out/store" "$out/ready"
+"$bin/grail-server" --model "$model" --data-dir "$out/store" --port 0 --metrics-port 0 \
+  --ready-file "$out/ready" 2> "$out/server.log" &
+server=$!
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  kill -TERM "$server" 2>/dev/null || true
+}
+trap cleanup EXIT
+for _ in $(seq 1200); do [[ -s $out/ready ]] && break; sleep 0.1; done
+port=$(sed 's/.*"port":\([0-9]*\).*/\1/' "$out/ready")
+client=("$bin/grail-client" --target "127.0.0.1:$port")
+"${client[@]}" add "$graph" > "$out/ingest.txt"
+
+# The writers' batches: 500 facts each among fresh entities and the graph's own.
+python3 - "$graph" "$out" <<'EOF'
+import random, sys
+graph, out = sys.argv[1], sys.argv[2]
+facts = [l.rstrip("\n").split("\t") for l in open(graph) if l.strip()]
+entities = sorted({f[0] for f in facts} | {f[2] for f in facts})
+relations = sorted({f[1] for f in facts})
+for w in range(4):
+    rng = random.Random(w)
+    with open(f"{out}/writer{w}.txt", "w") as f:
+        for i in range(500):
+            new = f"soak_w{w}_e{i}"
+            old = rng.choice(entities)
+            h, t = (new, old) if rng.random() < 0.5 else (old, new)
+            f.write(f"{h}\t{rng.choice(relations)}\t{t}\n")
+EOF
+
+end=$((SECONDS + seconds))
+: > "$out/calls.txt"
+reader() {  # reader NAME ARGS...: load runs until the end
+  local name=$1; shift
+  while ((SECONDS < end)); do
+    "${client[@]}" --deadline-ms 10000 load --triples "$queries" "$@" >> "$out/$name.txt" 2>&1 || true
+  done
+}
+writer() {  # writer W: add then remove its batch until the end
+  local w=$1
+  while ((SECONDS < end)); do
+    "${client[@]}" add "$out/writer$w.txt" --chunk 100 >> "$out/writer$w.log" 2>&1 ||
+      echo "FAILED add" >> "$out/writer$w.log"
+    "${client[@]}" remove "$out/writer$w.txt" --chunk 100 >> "$out/writer$w.log" 2>&1 ||
+      echo "FAILED remove" >> "$out/writer$w.log"
+  done
+}
+for i in 1 2; do reader "score$i" --method score --concurrency 4 --requests 2000 --seed "$i" & pids+=($!); done
+reader rank --method rank-tails --concurrency 4 --requests 200 --candidates-per-request 50 & pids+=($!)
+for w in 0 1 2 3; do writer "$w" & pids+=($!); done
+
+echo "seconds rss_mb" > "$out/rss.txt"
+start=$SECONDS
+while ((SECONDS < end)); do
+  rss_kb=$(awk '/VmRSS/ {print $2}' "/proc/$server/status")
+  echo "$((SECONDS - start)) $((rss_kb / 1024))" | tee -a "$out/rss.txt"
+  sleep 10
+done
+for p in "${pids[@]}"; do wait "$p" || true; done
+pids=()
+
+failed_writes=$(cat "$out"/writer*.log | grep -c FAILED || true)
+# Outcomes other than OK or DEADLINE_EXCEEDED in the load generator's summaries.
+# ("status OK=2000 DEADLINE_EXCEEDED=1" lines).
+bad_reads=$(grep -h '^status ' "$out"/score*.txt "$out"/rank.txt | tr ' ' '\n' | grep '=' |
+  grep -v -E '^(OK|DEADLINE_EXCEEDED)=' | awk -F= '{s += $2} END {print s + 0}')
+reads=$(grep -h '^status ' "$out"/score*.txt "$out"/rank.txt | tr ' ' '\n' | grep '=' |
+  awk -F= '{s += $2} END {print s + 0}')
+cycles=$(cat "$out"/writer*.log | grep -c '^chunks_acknowledged' || true)
+after_warmup=$(awk '$1 >= 60 {print $2; exit}' "$out/rss.txt")
+last=$(tail -n 1 "$out/rss.txt" | awk '{print $2}')
+growth=$(python3 -c "print(f'{($last - $after_warmup) / $after_warmup * 100:.1f}')")
+"${client[@]}" stats > "$out/stats.json"
+echo "reads: $reads ($bad_reads failed); add/remove passes: $cycles ($failed_writes failed);" \
+  "RSS after 60 s: $after_warmup MB," \
+  "at the end: $last MB ($growth%)"
+python3 -c "import sys; sys.exit(0 if abs($last - $after_warmup) <= 0.1 * $after_warmup and $failed_writes == 0 and $bad_reads == 0 else 1)"
