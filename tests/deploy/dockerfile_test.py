@@ -149,15 +149,26 @@ class DockerfileTest(unittest.TestCase):
             self.skipTest("not a Debian machine")
         runtime = grail_sources.setup_packages("runtime")
         self.assertIn("libopenblas0-openmp", runtime, "LibTorch without OpenBLAS is ~20x slower")
-        # What a package from the list brings along (apt installs its Depends).
-        provided = set(runtime)
+        # What a package from the list brings along: apt installs its Depends, and theirs
+        # (an instrumented build links some of those directly, e.g. gRPC's libcares).
         for package in runtime:
-            result = subprocess.run(["dpkg-query", "-W", "-f=${Depends}", package],
+            result = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package],
                                     capture_output=True, text=True)
             self.assertEqual(result.returncode, 0, f"{package} is not installed here")
+        provided = set()
+        pending = list(runtime)
+        while pending:
+            package = pending.pop()
+            if package in provided:
+                continue
+            provided.add(package)
+            result = subprocess.run(["dpkg-query", "-W", "-f=${Depends}", package],
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                continue  # an alternative that is not installed here
             for alternative in re.split(r"[,|]", result.stdout):
                 if alternative.strip():
-                    provided.add(alternative.split()[0].split(":")[0])
+                    pending.append(alternative.split()[0].split(":")[0])
         needs = []  # (binary, library, [paths it may be registered under])
         for binary in BINARIES:
             path = Path(BIN_DIR) / binary

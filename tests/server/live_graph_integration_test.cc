@@ -550,7 +550,10 @@ TEST_F(LiveGraphServerTest, AMisspeltEnvironmentSettingIsLoggedAsAWarning) {
   for (std::string line; std::getline(log, line);) {
     const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (event.is_object() && event.value("event", "") == "warning" && event.contains("variables")) {
-      warned = event["variables"] == nlohmann::json::array({"GRAIL_MAX_BATCH_SIZ"});
+      // (The test's own environment may hold others, e.g. GRAIL_CRASH_KILLS.)
+      for (const nlohmann::json& name : event["variables"]) {
+        warned = warned || name == "GRAIL_MAX_BATCH_SIZ";
+      }
     }
   }
   EXPECT_TRUE(warned) << server_.Log();
