@@ -71,7 +71,7 @@ def missing(port, path):
     run = subprocess.run([binary("grail-client"), "--target", f"127.0.0.1:{port}", "--json",
                           "score-file", path, "--batch", "1000"], capture_output=True, text=True)
     if run.returncode != 0:
-        sys.exit(f"score-file failed: {run.stderr}")
+        sys.exit(f"score-file failed: {run.stderr}\nthe round's client said:\n{output}")
     return sum(1 for line in run.stdout.splitlines() if not json.loads(line)["known_fact"])
 
 
@@ -83,6 +83,7 @@ open(acked_all, "w").close()
 totals = {"rounds": 0, "acknowledged_facts": 0, "lost": 0, "kills_before_any_ack": 0,
           "rounds_fully_acknowledged": 0}
 previous = None
+output = ""
 for round_ in range(args.rounds):
     if previous is not None:  # the last round's acknowledged facts, after a restart
         lost = missing(port, previous)
@@ -108,11 +109,15 @@ for round_ in range(args.rounds):
     for reader in readers:  # they only made load; without a server they would retry on
         reader.kill()
         reader.wait()
-    # Acknowledged: every line before the first unacknowledged chunk, or all of them.
-    unacked = re.search(r"first unacknowledged chunk: .* lines (\d+)-", output)
-    acked = int(unacked.group(1)) - 1 if unacked else args.facts
-    if not unacked and "facts_acknowledged=" not in output:
+    # Acknowledged: the client's count (acks come in order, so the file's first lines); when
+    # it stopped early it also names the first unacknowledged line, which must agree.
+    counted = re.search(r"facts_acknowledged=(\d+)", output)
+    if not counted:
         sys.exit(f"round {round_}: unexpected client output:\n{output}")
+    acked = int(counted.group(1))
+    unacked = re.search(r"first unacknowledged chunk: .* lines (\d+)-", output)
+    if unacked and int(unacked.group(1)) - 1 != acked:
+        sys.exit(f"round {round_}: the client's counts disagree:\n{output}")
     lines = open(facts).readlines()[:acked]
     previous = os.path.join(out, "previous.txt")
     with open(previous, "w") as f:
