@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,22 @@ class Store {
   int uses_ = 0;
 };
 
-grail::NamedTriple ToNamed(const kg::v1::Triple& t) { return {t.head(), t.relation(), t.tail()}; }
+// Parses `buffer` as the server does into `chunk` and returns its facts; nullopt (after
+// checking the refusal) if it does not parse.
+template <typename Request>
+std::optional<std::vector<grail::NamedTriple>> ParsedFacts(const grpc::ByteBuffer& buffer,
+                                                           Request* chunk) {
+  const absl::Status parsed = grail::ParseChunk(buffer, chunk);
+  if (!parsed.ok()) {
+    FUZZ_CHECK(absl::IsInvalidArgument(parsed));
+    return std::nullopt;
+  }
+  std::vector<grail::NamedTriple> facts;
+  for (const kg::v1::Triple& t : chunk->triples()) {
+    facts.push_back({t.head(), t.relation(), t.tail()});
+  }
+  return facts;
+}
 
 bool Stored(const grail::GraphSnapshot& graph, const grail::NamedTriple& fact) {
   const auto head = graph.FindEntity(fact.head);
@@ -77,13 +93,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   if (!removal) {
     kg::v1::AddTriplesRequest chunk;
-    const absl::Status parsed = grail::ParseChunk(buffer, &chunk);
-    if (!parsed.ok()) {
-      FUZZ_CHECK(absl::IsInvalidArgument(parsed));
-      return 0;
-    }
-    std::vector<grail::NamedTriple> facts;
-    for (const kg::v1::Triple& t : chunk.triples()) facts.push_back(ToNamed(t));
+    const std::optional<std::vector<grail::NamedTriple>> parsed = ParsedFacts(buffer, &chunk);
+    if (!parsed) return 0;
+    const std::vector<grail::NamedTriple>& facts = *parsed;
     absl::StatusOr<grail::ChunkResult> added = triples.AddChunk(facts);
     const auto graph = triples.Snapshot();
     if (!added.ok()) {
@@ -101,13 +113,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   kg::v1::RemoveTriplesRequest chunk;
-  const absl::Status parsed = grail::ParseChunk(buffer, &chunk);
-  if (!parsed.ok()) {
-    FUZZ_CHECK(absl::IsInvalidArgument(parsed));
-    return 0;
-  }
-  std::vector<grail::NamedTriple> facts;
-  for (const kg::v1::Triple& t : chunk.triples()) facts.push_back(ToNamed(t));
+  const std::optional<std::vector<grail::NamedTriple>> parsed = ParsedFacts(buffer, &chunk);
+  if (!parsed) return 0;
+  const std::vector<grail::NamedTriple>& facts = *parsed;
   const std::vector<std::string> entities(chunk.entities().begin(), chunk.entities().end());
   absl::StatusOr<grail::ChunkResult> removed = triples.RemoveChunk(facts, entities);
   const auto graph = triples.Snapshot();

@@ -234,11 +234,7 @@ TripleStore::TripleStore(std::string dir, StoreOptions options)
     : dir_(std::move(dir)), options_(std::move(options)) {
   if (options_.file_system != nullptr) env_ = rocksdb::NewCompositeEnv(options_.file_system);
   logger_ = std::make_shared<ForwardingLogger>(
-      [this](absl::string_view level, absl::string_view message) {
-        if (options_.log) return options_.log(level, message);
-        std::fprintf(stderr, "%.*s: %.*s\n", static_cast<int>(level.size()), level.data(),
-                     static_cast<int>(message.size()), message.data());
-      });
+      [this](absl::string_view level, absl::string_view message) { Log(level, message); });
   if (options_.allowed_relations.has_value()) {
     allowed_relations_.insert(options_.allowed_relations->begin(),
                               options_.allowed_relations->end());
@@ -253,9 +249,10 @@ TripleStore::~TripleStore() {
   CloseDatabase(db_, &families_);
 }
 
-void TripleStore::Warn(absl::string_view message) const {
-  if (options_.log) return options_.log("warning", message);
-  std::fprintf(stderr, "warning: %.*s\n", static_cast<int>(message.size()), message.data());
+void TripleStore::Log(absl::string_view level, absl::string_view message) const {
+  if (options_.log) return options_.log(level, message);
+  std::fprintf(stderr, "%.*s: %.*s\n", static_cast<int>(level.size()), level.data(),
+               static_cast<int>(message.size()), message.data());
 }
 
 absl::StatusOr<std::unique_ptr<TripleStore>> TripleStore::Open(const std::string& dir,
@@ -316,8 +313,9 @@ absl::StatusOr<std::unique_ptr<TripleStore>> TripleStore::Open(const std::string
     s = rocksdb::DB::OpenForReadOnly(db_options, dir, descriptors, &store->families_, &store->db_);
     if (!s.ok()) return store->read_only_because_;
     store->writable_ = false;
-    store->Warn(absl::StrCat("the disk is full; the store is open read-only until space is freed (",
-                             store->read_only_because_.message(), ")"));
+    store->Log("warning",
+               absl::StrCat("the disk is full; the store is open read-only until space is freed (",
+                            store->read_only_because_.message(), ")"));
   }
   if (!s.ok()) return FromRocks(s, absl::StrCat("opening the store in ", dir));
   if (absl::Status loaded = store->Load(); !loaded.ok()) return loaded;
@@ -495,8 +493,8 @@ absl::Status TripleStore::Writable() {
           read_only_because_.message(),
           "; the store is read-only until space is freed (retried: ", reopened.message(), ")"));
     }
-    Warn(absl::StrCat("the store is writable again (it was opened read-only: ",
-                      read_only_because_.message(), ")"));
+    Log("warning", absl::StrCat("the store is writable again (it was opened read-only: ",
+                                read_only_because_.message(), ")"));
     read_only_because_ = absl::OkStatus();
     writable_ = true;
   }
@@ -512,7 +510,7 @@ absl::Status TripleStore::Writable() {
         write_error_.message(),
         "; writes start again once space is freed (retried: ", resumed.ToString(), ")"));
   }
-  Warn(absl::StrCat("the store is writable again after: ", write_error_.message()));
+  Log("warning", absl::StrCat("the store is writable again after: ", write_error_.message()));
   write_error_ = absl::OkStatus();
   writable_ = true;
   return absl::OkStatus();

@@ -227,7 +227,8 @@ class TripleStore {
   absl::Status Writable();
   // Replaces the read-only database with a writable one. Requires write_mu_.
   absl::Status ReopenWritable();
-  void Warn(absl::string_view message) const;
+  // To StoreOptions::log, or stderr: the store's own warnings and RocksDB's forwarded lines.
+  void Log(absl::string_view level, absl::string_view message) const;
   // Writes `batch` (the chunk's changes, without the counters, which this adds) and
   // publishes `delta` once it is durable. Requires write_mu_.
   absl::Status Commit(rocksdb::WriteBatch& batch, const GraphDelta& delta, uint64_t num_entities,
