@@ -4,6 +4,7 @@
 #ifndef GRAIL_COMMON_SEEDED_RANDOM_H_
 #define GRAIL_COMMON_SEEDED_RANDOM_H_
 
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -63,6 +64,12 @@ class SeededRandom {
     for (size_t i = items.size(); i > 1; --i) {
       std::swap(items[i - 1], items[Uniform(i)]);
     }
+  }
+
+  // The generator's whole state, to checkpoint and restore a sequence mid-way.
+  std::array<uint64_t, 4> state() const { return {state_[0], state_[1], state_[2], state_[3]}; }
+  void set_state(const std::array<uint64_t, 4>& state) {
+    for (int i = 0; i < 4; ++i) state_[i] = state[i];
   }
 
  private:

@@ -19,6 +19,12 @@ std::string EvaluationResult::ToJson() const {
     json["runs"] = runs;
     json["auc_pr_std"] = RoundTo(auc_pr_std, 6);
   }
+  if (full) {
+    json["full_mrr"] = RoundTo(full->mrr, 6);
+    json["full_hits_at_1"] = RoundTo(full->hits_at_1, 6);
+    json["full_hits_at_3"] = RoundTo(full->hits_at_3, 6);
+    json["full_hits_at_10"] = RoundTo(full->hits_at_10, 6);
+  }
   return JsonLine(json);
 }
 
@@ -139,12 +145,17 @@ absl::StatusOr<EvaluationResult> EvaluateRuns(const GrailModel& model, const Gra
     mean.scoring_seconds += one->scoring_seconds;
   }
   mean.runs = runs;
-  if (runs > 1) {
-    double squares = 0;
-    for (double a : auc) squares += (a - mean.auc_pr) * (a - mean.auc_pr);
-    mean.auc_pr_std = std::sqrt(squares / (runs - 1));  // sample standard deviation
-  }
+  mean.auc_pr_std = SampleStandardDeviation(auc);
   return mean;
+}
+
+double SampleStandardDeviation(absl::Span<const double> values) {
+  if (values.size() < 2) return 0;
+  double mean = 0;
+  for (double v : values) mean += v / static_cast<double>(values.size());
+  double squares = 0;
+  for (double v : values) squares += (v - mean) * (v - mean);
+  return std::sqrt(squares / static_cast<double>(values.size() - 1));
 }
 
 }  // namespace grail

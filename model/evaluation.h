@@ -10,6 +10,7 @@
 #define GRAIL_MODEL_EVALUATION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,14 @@ struct EvaluationOptions {
   ScoringOptions scoring;
 };
 
+// Ranking against every entity (filtered), for models that score all entities in one pass.
+struct FullRanking {
+  double mrr = 0;
+  double hits_at_1 = 0;
+  double hits_at_3 = 0;
+  double hits_at_10 = 0;
+};
+
 struct EvaluationResult {
   double auc_pr = 0;
   double mrr = 0;
@@ -37,13 +46,15 @@ struct EvaluationResult {
   // them; the metrics above are then means over the runs.
   int runs = 1;
   double auc_pr_std = 0;
+  // When computed (model/path_evaluation.h): the filtered ranking against every entity.
+  std::optional<FullRanking> full;
   // Cost, not quality (left out of ToJson): subgraphs scored, and the seconds spent
   // extracting and scoring them, for throughput figures.
   int64_t subgraphs_scored = 0;
   double scoring_seconds = 0;
 
   // One JSON object with the fields above (fractions in 0..1); `runs` and `auc_pr_std` only
-  // when there was more than one run.
+  // when there was more than one run; `full_mrr`, `full_hits_at_1/3/10` with a full ranking.
   std::string ToJson() const;
 };
 
@@ -64,6 +75,9 @@ absl::StatusOr<EvaluationResult> EvaluateRuns(const GrailModel& model, const Gra
                                               const RelationMap& relations,
                                               absl::Span<const Triple> test,
                                               const EvaluationOptions& options, int runs);
+
+// The sample standard deviation of `values` (0 for fewer than two).
+double SampleStandardDeviation(absl::Span<const double> values);
 
 // AUC-PR alone (one negative per fact), as the trainer's validation uses it.
 absl::StatusOr<double> EvaluateAucPr(const GrailModel& model, const GraphView& graph,

@@ -2,7 +2,6 @@
 
 #include <ATen/Parallel.h>
 #include <malloc.h>
-#include <torch/cuda.h>
 
 #include <cmath>
 #include <utility>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "model/archive_check.h"
 #include "model/grail_module.h"
+#include "model/torch_util.h"
 
 namespace grail {
 namespace {
@@ -153,29 +153,9 @@ absl::Status ValidateConfig(const GrailConfig& c, size_t num_relations) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<torch::Device> ParseDevice(absl::string_view name) {
-  try {
-    torch::Device device{std::string(name)};
-    if (device.is_cuda() && !torch::cuda::is_available()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "device '", name, "' requested, but this LibTorch has no CUDA support or sees no GPU"));
-    }
-    return device;
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad device '", name, "': expected cpu or cuda[:N]"));
-  }
-}
-
 // Xavier-uniform with ReLU gain, as the reference initialises R-GCN weights.
 torch::Tensor XavierRelu(std::vector<int64_t> shape, int64_t fan_in, int64_t fan_out) {
   const double bound = std::sqrt(2.0) * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
-  return torch::empty(shape).uniform_(-bound, bound);
-}
-
-// torch.nn.Linear's default initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
-torch::Tensor LinearInit(std::vector<int64_t> shape, int64_t fan_in) {
-  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
   return torch::empty(shape).uniform_(-bound, bound);
 }
 
@@ -237,11 +217,7 @@ void RegisterAttributes(const GrailConfig& c, const std::vector<std::string>& re
 
 std::vector<torch::jit::IValue> BatchInputs(const SubgraphBatch& batch, const torch::Device& device,
                                             bool training) {
-  auto tensor = [&device](const std::vector<int64_t>& v) {
-    return torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())},
-                            torch::kInt64)
-        .to(device, /*non_blocking=*/false, /*copy=*/true);
-  };
+  auto tensor = [&device](const std::vector<int64_t>& v) { return Int64Tensor(v, device); };
   return {tensor(batch.dist_u),        tensor(batch.dist_v),     tensor(batch.node_graph),
           tensor(batch.edge_src),      tensor(batch.edge_dst),   tensor(batch.edge_relation),
           tensor(batch.head_index),    tensor(batch.tail_index), tensor(batch.target_relation),
@@ -334,14 +310,7 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& 
     if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
     // A NaN or Inf weight makes every score NaN and every ranking arbitrary: refuse it here
     // rather than serve it.
-    for (const auto& p : m.named_parameters()) {
-      const int64_t bad = (~torch::isfinite(p.value)).sum().item<int64_t>();
-      if (bad > 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": parameter ", p.name, " holds ", bad,
-                         " NaN or Inf value(s): the training diverged or the archive is damaged"));
-      }
-    }
+    if (absl::Status finite = CheckFiniteParameters(m, path); !finite.ok()) return finite;
     m.eval();
     auto module = std::make_unique<GrailModule>(GrailModule{std::move(m), *device});
     auto model = std::unique_ptr<GrailModel>(

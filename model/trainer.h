@@ -42,7 +42,8 @@ struct EpochReport {
   int epoch = 0;    // 1-based
   double loss = 0;  // mean per positive
   std::optional<double> valid_auc_pr;
-  bool best = false;  // this epoch's model is the best so far on valid
+  std::optional<double> valid_mrr;  // the path family validates on filtered MRR
+  bool best = false;                // this epoch's model is the best so far on valid
   double seconds = 0;
   int64_t positives = 0;
 };

@@ -11,6 +11,8 @@
 #include "model/evaluation.h"
 #include "model/fact_scoring.h"
 #include "model/grail_model.h"
+#include "model/path_evaluation.h"
+#include "model/path_model.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
 
@@ -25,6 +27,10 @@ ABSL_FLAG(int, runs, 1,
 ABSL_FLAG(int, threads, 2, "worker threads (each extracts and runs forwards)");
 ABSL_FLAG(int, batch_size, 256, "subgraphs per forward");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
+ABSL_FLAG(int, batch_queries, 16, "path family: queries per forward");
+ABSL_FLAG(bool, full_ranking, true,
+          "path family: also rank every test fact against every entity (filtered MRR and "
+          "Hits@1/3/10 as full_*)");
 ABSL_FLAG(bool, score_only, false,
           "instead of evaluating, score just the test facts (no negatives) and print the "
           "throughput as JSON: the model's raw batched speed on those subgraphs");
@@ -51,9 +57,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "grail-eval needs --model, --graph and --test (see --help)\n");
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<grail::GrailModel>> model =
-      grail::GrailModel::Load(model_path, absl::GetFlag(FLAGS_device));
-  if (!model.ok()) return Fail(model.status());
+  absl::StatusOr<grail::ModelFamily> family = grail::ArchiveFamily(model_path);
+  if (!family.ok()) return Fail(family.status());
+  std::unique_ptr<grail::GrailModel> grail_model;
+  std::unique_ptr<grail::PathModel> path_model;
+  if (*family == grail::ModelFamily::kPath) {
+    absl::StatusOr<std::unique_ptr<grail::PathModel>> loaded =
+        grail::PathModel::Load(model_path, absl::GetFlag(FLAGS_device));
+    if (!loaded.ok()) return Fail(loaded.status());
+    path_model = *std::move(loaded);
+  } else {
+    absl::StatusOr<std::unique_ptr<grail::GrailModel>> loaded =
+        grail::GrailModel::Load(model_path, absl::GetFlag(FLAGS_device));
+    if (!loaded.ok()) return Fail(loaded.status());
+    grail_model = *std::move(loaded);
+  }
+  const std::vector<std::string>& model_relations =
+      path_model ? path_model->relations() : grail_model->relations();
   absl::StatusOr<std::vector<grail::NamedTriple>> graph_facts = grail::ReadTripleFile(graph_path);
   if (!graph_facts.ok()) return Fail(graph_facts.status());
   absl::StatusOr<std::vector<grail::NamedTriple>> test_facts = grail::ReadTripleFile(test_path);
@@ -62,11 +82,11 @@ int main(int argc, char** argv) {
   // Relation ids of the graph start with the model's vocabulary, so a known relation has the
   // same id in both; relations the model never saw get later ids and map to -1.
   grail::IndexedTriples indexed;
-  indexed.relations = grail::Vocabulary((*model)->relations());
+  indexed.relations = grail::Vocabulary(model_relations);
   grail::IndexTriples(*graph_facts, &indexed);
   const grail::StaticGraph graph(indexed.entities.size(), indexed.triples);
   grail::RelationMap relations(indexed.relations.size(), -1);
-  for (size_t r = 0; r < (*model)->relations().size(); ++r) relations[r] = static_cast<int32_t>(r);
+  for (size_t r = 0; r < model_relations.size(); ++r) relations[r] = static_cast<int32_t>(r);
 
   std::vector<grail::Triple> test;
   size_t unknown_entity = 0, unknown_relation = 0, in_graph = 0;
@@ -76,7 +96,7 @@ int main(int argc, char** argv) {
     auto v = indexed.entities.Find(t.tail);
     if (!h || !v || *h == *v) {
       ++unknown_entity;
-    } else if (!r || *r >= (*model)->relations().size()) {
+    } else if (!r || *r >= model_relations.size()) {
       ++unknown_relation;
     } else if (graph.HasFact(*h, *r, *v)) {
       ++in_graph;
@@ -91,6 +111,49 @@ int main(int argc, char** argv) {
                graph.num_entities(), static_cast<unsigned long long>(graph.num_facts()),
                test.size(), unknown_entity, unknown_relation, in_graph);
 
+  if (path_model) {
+    if (absl::GetFlag(FLAGS_score_only)) {
+      std::fprintf(stderr, "--score-only is for GraIL models\n");
+      return 2;
+    }
+    const int runs = absl::GetFlag(FLAGS_runs);
+    if (runs < 1) return Fail(absl::InvalidArgumentError("runs must be at least 1"));
+    grail::PathEvaluationOptions options;
+    options.negatives = absl::GetFlag(FLAGS_negatives);
+    options.scoring.threads = absl::GetFlag(FLAGS_threads);
+    options.scoring.batch_queries = absl::GetFlag(FLAGS_batch_queries);
+    grail::SetComputeThreads(1);  // parallelism comes from the workers
+    // Each run draws new negatives; the full ranking has none to draw, so only run 1 does it.
+    grail::EvaluationResult mean;
+    std::vector<double> auc;
+    for (int r = 0; r < runs; ++r) {
+      options.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(r);
+      options.full_ranking = r == 0 && absl::GetFlag(FLAGS_full_ranking);
+      absl::StatusOr<grail::EvaluationResult> one =
+          grail::EvaluatePath(*path_model, graph, relations, test, options);
+      if (!one.ok()) return Fail(one.status());
+      if (r == 0) mean.full = one->full;
+      auc.push_back(one->auc_pr);
+      mean.auc_pr += one->auc_pr / runs;
+      mean.mrr += one->mrr / runs;
+      mean.hits_at_1 += one->hits_at_1 / runs;
+      mean.hits_at_5 += one->hits_at_5 / runs;
+      mean.hits_at_10 += one->hits_at_10 / runs;
+      mean.n = one->n;
+      mean.subgraphs_scored += one->subgraphs_scored;
+      mean.scoring_seconds += one->scoring_seconds;
+    }
+    mean.runs = runs;
+    mean.auc_pr_std = grail::SampleStandardDeviation(auc);
+    std::fprintf(stderr, "grail-eval: ran %lld queries in %.2f s (%.1f queries/s; %d threads)\n",
+                 static_cast<long long>(mean.subgraphs_scored), mean.scoring_seconds,
+                 mean.scoring_seconds > 0 ? mean.subgraphs_scored / mean.scoring_seconds : 0.0,
+                 options.scoring.threads);
+    std::printf("%s\n", mean.ToJson().c_str());
+    return 0;
+  }
+  const grail::GrailModel& model = *grail_model;
+
   if (absl::GetFlag(FLAGS_score_only)) {
     grail::ScoringOptions scoring;
     scoring.threads = absl::GetFlag(FLAGS_threads);
@@ -98,7 +161,7 @@ int main(int argc, char** argv) {
     grail::SetComputeThreads(1);
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<float>> scores =
-        grail::ScoreFacts(**model, graph, relations, test, scoring);
+        grail::ScoreFacts(model, graph, relations, test, scoring);
     if (!scores.ok()) return Fail(scores.status());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -117,7 +180,7 @@ int main(int argc, char** argv) {
   options.scoring.batch_size = absl::GetFlag(FLAGS_batch_size);
   grail::SetComputeThreads(1);  // parallelism comes from the workers
   absl::StatusOr<grail::EvaluationResult> result =
-      grail::EvaluateRuns(**model, graph, relations, test, options, absl::GetFlag(FLAGS_runs));
+      grail::EvaluateRuns(model, graph, relations, test, options, absl::GetFlag(FLAGS_runs));
   if (!result.ok()) return Fail(result.status());
   std::fprintf(
       stderr,

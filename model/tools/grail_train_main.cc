@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -9,14 +10,18 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "common/command_line.h"
+#include "model/path_trainer.h"
 #include "model/tools/training_progress.h"
 #include "model/trainer.h"
 #include "storage/triple_file.h"
 
+ABSL_FLAG(std::string, family, "grail",
+          "model family: grail (GraIL, enclosing subgraphs) or path (path-based scorer that "
+          "ranks every entity in one pass; see README)");
 ABSL_FLAG(std::string, train, "", "training graph (triple file); its facts are the positives");
 ABSL_FLAG(std::string, valid, "", "validation facts (triple file), scored for AUC-PR");
 ABSL_FLAG(std::string, out, "", "where to write the model (TorchScript archive, .pt)");
-ABSL_FLAG(int, epochs, 50, "training epochs");
+ABSL_FLAG(int, epochs, 0, "training epochs (0: the family's default, grail 50, path 20)");
 ABSL_FLAG(uint64_t, seed, 0, "seed for initialisation, negatives and order");
 ABSL_FLAG(int, hops, 3, "k: subgraph radius and label range");
 ABSL_FLAG(int, max_nodes_per_hop, 0, "cap on newly reached nodes per hop (0: none)");
@@ -26,13 +31,16 @@ ABSL_FLAG(bool, no_labels, false, "ablation: constant node labels (1, 1)");
 ABSL_FLAG(bool, no_enclosing, false, "ablation: k-hop union instead of the enclosing subgraph");
 ABSL_FLAG(bool, exclude_target_edge, false,
           "extract each positive's subgraph without the fact itself (re-added as target edge)");
-ABSL_FLAG(int, batch_size, 16, "positives per step");
-ABSL_FLAG(double, lr, 0.01, "Adam learning rate");
+ABSL_FLAG(int, batch_size, 0,
+          "positives per step for grail, queries per step for path (0: the family's default, "
+          "grail 16, path 32)");
+ABSL_FLAG(double, lr, 0, "Adam learning rate (0: the family's default, grail 0.01, path 5e-3)");
 ABSL_FLAG(double, l2, 5e-4, "L2 weight decay");
 ABSL_FLAG(double, margin, 10, "margin of the ranking loss");
 ABSL_FLAG(double, clip, 1000, "gradient-norm clip");
-ABSL_FLAG(int, eval_every, 3, "epochs between valid evaluations");
-ABSL_FLAG(int, layers, 3, "GNN layers");
+ABSL_FLAG(int, eval_every, 0,
+          "epochs between valid evaluations (0: the family's default, grail 3, path 1)");
+ABSL_FLAG(int, layers, 0, "GNN layers (0: the family's default, grail 3, path 6)");
 ABSL_FLAG(int, dim, 32, "hidden size of every layer");
 ABSL_FLAG(int, bases, 4, "R-GCN bases");
 ABSL_FLAG(double, edge_dropout, 0.5, "edge dropout at training time");
@@ -40,6 +48,21 @@ ABSL_FLAG(bool, zero_without_in_edges, false,
           "a node with no in-edge in its subgraph has state 0 (the reference code's DGL "
           "behaviour) instead of ReLU(W_self h)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
+ABSL_FLAG(bool, pna, false, "path family: PNA aggregation instead of the sum");
+ABSL_FLAG(bool, free_relations, false,
+          "path family: one learnt vector per relation instead of vectors computed from the "
+          "query relation");
+ABSL_FLAG(int, negatives, 32, "path family: negatives per query");
+ABSL_FLAG(double, adversarial_temperature, 0,
+          "path family: self-adversarial weighting of the negatives at this temperature (0: "
+          "uniform weights)");
+ABSL_FLAG(bool, remove_one_hop, true,
+          "path family: leave every fact between a query's source and its answer or negatives "
+          "out of its message graph (false: only the predicted fact)");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "path family: write a checkpoint after every epoch into this directory");
+ABSL_FLAG(bool, resume, false,
+          "path family: continue from the checkpoint in --checkpoint-dir (if it holds one)");
 ABSL_FLAG(std::string, plot, "",
           "after training, draw loss and valid AUC-PR per epoch into this PNG (gnuplot)");
 ABSL_FLAG(bool, progress, true,
@@ -48,8 +71,12 @@ ABSL_FLAG(bool, progress, true,
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "grail-train --train FILE --valid FILE --out MODEL.pt [--epochs N] [--seed S] [--hops K]\n"
-      "  [--threads T] [--no-attention] [--no-labels] [--no-enclosing] [--exclude-target-edge]");
+      "grail-train --train FILE --valid FILE --out MODEL.pt [--family grail|path] [--epochs N]\n"
+      "  [--seed S] [--threads T]\n"
+      "  GraIL: [--hops K] [--no-attention] [--no-labels] [--no-enclosing] "
+      "[--exclude-target-edge]\n"
+      "  path:  [--layers 6] [--pna] [--negatives 32] [--adversarial-temperature T]\n"
+      "         [--checkpoint-dir DIR [--resume]]");
   grail::ParseCommandLine(argc, argv);
   grail::KeepFreedMemoryForReuse();
   const std::string train_path = absl::GetFlag(FLAGS_train);
@@ -76,67 +103,121 @@ int main(int argc, char** argv) {
   grail::IndexedTriples indexed;
   grail::IndexTriples(*train, &indexed);
 
-  grail::TrainOptions options;
-  options.model.hops = absl::GetFlag(FLAGS_hops);
-  options.model.max_nodes_per_hop = absl::GetFlag(FLAGS_max_nodes_per_hop);
-  options.model.enclosing = !absl::GetFlag(FLAGS_no_enclosing);
-  options.model.node_labels = !absl::GetFlag(FLAGS_no_labels);
-  options.model.attention = !absl::GetFlag(FLAGS_no_attention);
-  options.model.num_layers = absl::GetFlag(FLAGS_layers);
-  options.model.dim = absl::GetFlag(FLAGS_dim);
-  options.model.num_bases = absl::GetFlag(FLAGS_bases);
-  options.model.edge_dropout = absl::GetFlag(FLAGS_edge_dropout);
-  options.model.zero_without_in_edges = absl::GetFlag(FLAGS_zero_without_in_edges);
-  options.epochs = absl::GetFlag(FLAGS_epochs);
-  options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  options.learning_rate = absl::GetFlag(FLAGS_lr);
-  options.l2 = absl::GetFlag(FLAGS_l2);
-  options.margin = absl::GetFlag(FLAGS_margin);
-  options.clip_norm = absl::GetFlag(FLAGS_clip);
-  options.eval_every = absl::GetFlag(FLAGS_eval_every);
-  options.seed = absl::GetFlag(FLAGS_seed);
-  options.exclude_target_edge = absl::GetFlag(FLAGS_exclude_target_edge);
-  options.threads = absl::GetFlag(FLAGS_threads);
-  options.device = absl::GetFlag(FLAGS_device);
-
-  std::fprintf(stderr,
-               "grail-train: %u entities, %u relations, %zu facts; %zu valid facts; seed %llu\n",
-               indexed.entities.size(), indexed.relations.size(), indexed.triples.size(),
-               valid.size(), static_cast<unsigned long long>(options.seed));
+  const std::string family = absl::GetFlag(FLAGS_family);
+  if (family != "grail" && family != "path") {
+    std::fprintf(stderr, "--family must be grail or path, got '%s'\n", family.c_str());
+    return 2;
+  }
+  const bool path_family = family == "path";
+  if (!path_family &&
+      (!absl::GetFlag(FLAGS_checkpoint_dir).empty() || absl::GetFlag(FLAGS_resume))) {
+    std::fprintf(stderr, "--checkpoint-dir and --resume are for --family path only\n");
+    return 2;
+  }
+  // A flag left at 0 takes its family's default.
+  auto or_default = [path_family](auto value, auto grail, auto path) {
+    return value != 0 ? value : path_family ? path : grail;
+  };
+  const int epochs = or_default(absl::GetFlag(FLAGS_epochs), 50, 20);
   if (!absl::GetFlag(FLAGS_plot).empty()) {
     if (absl::Status s = grail::CheckPlotter(); !s.ok()) {  // before hours of training
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 2;
     }
   }
+  std::fprintf(stderr,
+               "grail-train: %s family; %u entities, %u relations, %zu facts; %zu valid facts; "
+               "seed %llu\n",
+               family.c_str(), indexed.entities.size(), indexed.relations.size(),
+               indexed.triples.size(), valid.size(),
+               static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)));
   const bool bar = absl::GetFlag(FLAGS_progress) && isatty(fileno(stderr));
-  grail::ProgressBar progress(stderr, options.epochs);
+  grail::ProgressBar progress(stderr, epochs);
   std::vector<grail::EpochReport> history;
   auto report = [&](const grail::EpochReport& r) {
     progress.Clear();
     history.push_back(r);
-    std::string valid_text =
-        r.valid_auc_pr
-            ? absl::StrFormat("  valid_auc_pr %.4f%s", *r.valid_auc_pr, r.best ? " (best)" : "")
-            : "";
-    std::fprintf(stderr, "epoch %d/%d  loss %.4f%s  %.1f s\n", r.epoch, options.epochs, r.loss,
+    std::string valid_text;
+    if (r.valid_auc_pr) {
+      valid_text =
+          absl::StrFormat("  valid_auc_pr %.4f%s", *r.valid_auc_pr, r.best ? " (best)" : "");
+    } else if (r.valid_mrr) {
+      valid_text = absl::StrFormat("  valid_mrr %.4f%s", *r.valid_mrr, r.best ? " (best)" : "");
+    }
+    std::fprintf(stderr, "epoch %d/%d  loss %.4f%s  %.1f s\n", r.epoch, epochs, r.loss,
                  valid_text.c_str(), r.seconds);
   };
-  auto step = [&progress](const grail::StepReport& s) { progress.Step(s); };
-  absl::StatusOr<std::unique_ptr<grail::GrailModel>> model =
-      bar ? grail::TrainGrail(indexed, valid, options, report, step)
-          : grail::TrainGrail(indexed, valid, options, report);
-  if (!model.ok()) {
-    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
-    return 1;
+  std::function<void(const grail::StepReport&)> step;
+  if (bar) step = [&progress](const grail::StepReport& s) { progress.Step(s); };
+
+  absl::Status saved;
+  int64_t parameters = 0;
+  if (path_family) {
+    grail::PathTrainOptions options;
+    options.model.num_layers = or_default(absl::GetFlag(FLAGS_layers), 3, 6);
+    options.model.dim = absl::GetFlag(FLAGS_dim);
+    options.model.pna = absl::GetFlag(FLAGS_pna);
+    options.model.dependent = !absl::GetFlag(FLAGS_free_relations);
+    options.epochs = epochs;
+    options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32);
+    options.negatives = absl::GetFlag(FLAGS_negatives);
+    options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3);
+    options.adversarial_temperature = absl::GetFlag(FLAGS_adversarial_temperature);
+    options.remove_one_hop = absl::GetFlag(FLAGS_remove_one_hop);
+    options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
+    options.seed = absl::GetFlag(FLAGS_seed);
+    options.threads = absl::GetFlag(FLAGS_threads);
+    options.device = absl::GetFlag(FLAGS_device);
+    options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+    options.resume = absl::GetFlag(FLAGS_resume);
+    absl::StatusOr<std::unique_ptr<grail::PathModel>> model =
+        grail::TrainPath(indexed, valid, options, report, step);
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+      return 1;
+    }
+    (*model)->set_training_fingerprint(grail::FingerprintFacts(*train));
+    saved = (*model)->Save(out);
+    parameters = (*model)->num_parameters();
+  } else {
+    grail::TrainOptions options;
+    options.model.hops = absl::GetFlag(FLAGS_hops);
+    options.model.max_nodes_per_hop = absl::GetFlag(FLAGS_max_nodes_per_hop);
+    options.model.enclosing = !absl::GetFlag(FLAGS_no_enclosing);
+    options.model.node_labels = !absl::GetFlag(FLAGS_no_labels);
+    options.model.attention = !absl::GetFlag(FLAGS_no_attention);
+    options.model.num_layers = or_default(absl::GetFlag(FLAGS_layers), 3, 6);
+    options.model.dim = absl::GetFlag(FLAGS_dim);
+    options.model.num_bases = absl::GetFlag(FLAGS_bases);
+    options.model.edge_dropout = absl::GetFlag(FLAGS_edge_dropout);
+    options.model.zero_without_in_edges = absl::GetFlag(FLAGS_zero_without_in_edges);
+    options.epochs = epochs;
+    options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32);
+    options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3);
+    options.l2 = absl::GetFlag(FLAGS_l2);
+    options.margin = absl::GetFlag(FLAGS_margin);
+    options.clip_norm = absl::GetFlag(FLAGS_clip);
+    options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
+    options.seed = absl::GetFlag(FLAGS_seed);
+    options.exclude_target_edge = absl::GetFlag(FLAGS_exclude_target_edge);
+    options.threads = absl::GetFlag(FLAGS_threads);
+    options.device = absl::GetFlag(FLAGS_device);
+    absl::StatusOr<std::unique_ptr<grail::GrailModel>> model =
+        grail::TrainGrail(indexed, valid, options, report, step);
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+      return 1;
+    }
+    (*model)->set_training_fingerprint(grail::FingerprintFacts(*train));
+    saved = (*model)->Save(out);
+    parameters = (*model)->num_parameters();
   }
-  (*model)->set_training_fingerprint(grail::FingerprintFacts(*train));
-  if (absl::Status s = (*model)->Save(out); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+  if (!saved.ok()) {
+    std::fprintf(stderr, "%s\n", saved.ToString().c_str());
     return 1;
   }
   std::fprintf(stderr, "saved %s (%lld parameters)\n", out.c_str(),
-               static_cast<long long>((*model)->num_parameters()));
+               static_cast<long long>(parameters));
   if (const std::string plot = absl::GetFlag(FLAGS_plot); !plot.empty()) {
     if (absl::Status s = grail::PlotTraining(history, plot); !s.ok()) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());

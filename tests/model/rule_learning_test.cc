@@ -23,44 +23,10 @@
 #include "model/trainer.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
+#include "tests/testing/rule_graph.h"
 
 namespace grail {
 namespace {
-
-struct RuleGraph {
-  std::vector<NamedTriple> body;     // r1..r6 facts
-  std::vector<NamedTriple> targets;  // target facts implied by the rule
-};
-
-// A random permutation of 0..n-1 without fixed points (no self-loops).
-std::vector<int> Derangement(int n, SeededRandom& random) {
-  std::vector<int> p(n);
-  for (int i = 0; i < n; ++i) p[i] = i;
-  random.Shuffle(p);
-  for (int i = 0; i < n; ++i) {
-    if (p[i] == i) std::swap(p[i], p[(i + 1) % n]);
-  }
-  return p;
-}
-
-RuleGraph GenerateRuleGraph(int entities, uint64_t seed, const std::string& prefix) {
-  SeededRandom random(seed);
-  auto name = [&prefix](int e) { return absl::StrCat(prefix, e); };
-  RuleGraph g;
-  constexpr int kBodyRelations = 6;
-  std::vector<std::vector<int>> relation(kBodyRelations);
-  for (int r = 0; r < kBodyRelations; ++r) {
-    relation[r] = Derangement(entities, random);
-    for (int e = 0; e < entities; ++e) {
-      g.body.push_back({name(e), absl::StrCat("r", r + 1), name(relation[r][e])});
-    }
-  }
-  for (int x = 0; x < entities; ++x) {
-    const int y = relation[1][relation[0][x]];
-    if (y != x) g.targets.push_back({name(x), "target", name(y)});
-  }
-  return g;
-}
 
 class RuleLearningTest : public ::testing::Test {
  protected:

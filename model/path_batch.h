@@ -1,0 +1,100 @@
+// The input of the path-based scorer (model/path_model.h): for each query (source entity,
+// query relation), the source's neighbourhood within a radius, as one disjoint-union graph.
+//
+// The path model propagates from the source only: after layer l every entity farther than l
+// hops from the source still has state 0 (the semiring's zero), so after L layers an
+// entity's state depends only on the graph within L hops of the source, and an entity
+// beyond L hops has state 0 and the query's "far" score. A query's neighbourhood within L
+// hops (L + 1 with PNA aggregation, whose degree scalers need every edge of the nodes at
+// distance L) therefore gives exactly the scores the whole graph would.
+//
+// Edges are message-passing edges: every fact h -r-> t of the neighbourhood gives h -> t with
+// relation r and t -> h with the inverse relation r + R (R: the model's relation count), as
+// the path model's paper adds inverse edges. Plain arrays, no LibTorch.
+#ifndef GRAIL_MODEL_PATH_BATCH_H_
+#define GRAIL_MODEL_PATH_BATCH_H_
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "model/subgraph_batch.h"
+#include "storage/graph_view.h"
+#include "storage/ids.h"
+
+namespace grail {
+
+// One query (source, relation, ?). `relation` is a model relation id in [0, 2R): r asks
+// for tails of r, r + R for heads of r (the inverse query).
+struct PathQuery {
+  EntityId source = 0;
+  int32_t relation = 0;
+  // Edges left out of this query's graph (training: the fact being predicted must not be a
+  // message edge). Every fact between the source and one of `unlinked`, any relation and
+  // either direction (the path model's paper's "remove one hop"); and `hidden_fact`, a fact
+  // of the graph (graph ids) touching the source.
+  std::vector<EntityId> unlinked;
+  std::optional<Triple> hidden_fact;
+};
+
+struct PathBatch {
+  // Per node (nodes of query q are contiguous, the source first, then in breadth-first order).
+  std::vector<int64_t> node_entity;  // graph entity id
+  std::vector<int64_t> node_query;   // index of the query
+  std::vector<int64_t> node_dist;    // hops from the query's source
+  // Per message edge.
+  std::vector<int64_t> edge_src, edge_dst;
+  std::vector<int64_t> edge_relation;  // model relation id in [0, 2R)
+  // Per query.
+  std::vector<int64_t> source_index;    // global node index of the source
+  std::vector<int64_t> query_relation;  // in [0, 2R)
+  std::vector<int64_t> node_begin;      // nodes of query q: [node_begin[q], node_begin[q + 1])
+
+  int64_t num_queries() const { return static_cast<int64_t>(source_index.size()); }
+  int64_t num_nodes() const { return static_cast<int64_t>(node_entity.size()); }
+  int64_t num_edges() const { return static_cast<int64_t>(edge_src.size()); }
+
+  // Global node index of `entity` in query q's neighbourhood, or -1 if it lies beyond it.
+  int64_t NodeOf(int64_t q, EntityId entity) const;
+
+  void Clear();
+
+ private:
+  friend class PathBatchBuilder;
+  // Per query, its (entity, node) pairs sorted by entity, for NodeOf.
+  std::vector<std::pair<EntityId, int64_t>> sorted_nodes_;
+};
+
+// Builds batches; holds scratch sized to the graph, so keep one per thread and reuse it.
+class PathBatchBuilder {
+ public:
+  // `relations` maps graph relation ids to the model's (empty: identity); facts of unknown
+  // relations are not message edges. `num_relations` is the model's R. `radius` is the
+  // neighbourhood's hop count; `max_nodes` bounds one query's neighbourhood (0: none).
+  PathBatchBuilder(const GraphView& graph, const RelationMap& relations, int32_t num_relations,
+                   int radius, int64_t max_nodes = 0);
+
+  // Appends query's neighbourhood to `batch`. Errors: INVALID_ARGUMENT for a source outside
+  // the graph or a relation outside [0, 2R); RESOURCE_EXHAUSTED when the neighbourhood
+  // exceeds max_nodes.
+  absl::Status Add(const PathQuery& query, PathBatch* batch);
+
+ private:
+  bool Hidden(const PathQuery& q, EntityId a, RelationId r, EntityId b) const;
+  int32_t ModelRelation(RelationId r) const;
+
+  const GraphView& graph_;
+  const RelationMap relations_;  // a copy: callers pass temporaries ({} for identity)
+  const int32_t num_relations_;
+  const int radius_;
+  const int64_t max_nodes_;
+  std::vector<int32_t> local_;  // entity -> index within the current query's nodes, or -1
+  std::vector<EntityId> nodes_;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_PATH_BATCH_H_

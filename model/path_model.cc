@@ -1,0 +1,315 @@
+#include "model/path_model.h"
+
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "model/archive_check.h"
+#include "model/grail_model.h"
+#include "model/path_module.h"
+#include "model/torch_util.h"
+
+namespace grail {
+namespace {
+
+// The network in TorchScript, one line per equation of path_model.h. `$L` blocks are
+// expanded per layer, `$REACH` is l (1-based): the hops a path of this layer can have.
+constexpr char kLayerHead[] = R"(
+def layer_$L(self, h: Tensor, boundary: Tensor, query: Tensor, node_dist: Tensor, src: Tensor,
+             dst: Tensor, rel: Tensor, edge_query: Tensor, in_count: Tensor) -> Tensor:
+  d = h.size(1)
+)";
+// w_r(q) = W_r q + b_r for every query and message relation, gathered per edge.
+constexpr char kDependentRelation[] = R"(
+  relation = (torch.matmul(query, self.relation_w_$L) + self.relation_b_$L).view(-1, d)
+  w = relation.index_select(0, edge_query * self.num_message_relations + rel)
+)";
+constexpr char kFreeRelation[] = R"(
+  w = self.relation_$L.index_select(0, rel)
+)";
+constexpr char kSumAggregation[] = R"(
+  message = h.index_select(0, src) * w
+  update = torch.zeros_like(h).index_add_(0, dst, message) + boundary
+)";
+// The boundary takes part as every node's message to itself, as in the paper.
+constexpr char kPnaAggregation[] = R"(
+  message = h.index_select(0, src) * w
+  count = in_count.unsqueeze(1)
+  mean = (torch.zeros_like(h).index_add_(0, dst, message) + boundary) / count
+  square = (torch.zeros_like(h).index_add_(0, dst, message * message) + boundary * boundary) / count
+  index = dst.unsqueeze(1).expand(-1, d)
+  largest = boundary.scatter_reduce(0, index, message, "amax", include_self=True)
+  smallest = boundary.scatter_reduce(0, index, message, "amin", include_self=True)
+  std = (square - mean * mean).clamp(min=1e-6).sqrt()
+  features = torch.cat([mean, largest, smallest, std], 1)
+  scale = torch.log(count) / self.pna_delta
+  update = torch.cat([features, features * scale, features / scale.clamp(min=0.01)], 1)
+)";
+constexpr char kCombine[] = R"(
+  out = torch.matmul(torch.cat([h, update], 1), self.combine_w_$L) + self.combine_b_$L
+)";
+constexpr char kLayerNorm[] = R"(
+  out = torch.layer_norm(out, [d], self.norm_w_$L, self.norm_b_$L, 1e-5)
+)";
+constexpr char kLayerTail[] = R"(
+  out = torch.relu(out) * (node_dist <= $REACH).to(out.dtype).unsqueeze(1)
+  return $OUT
+)";
+
+constexpr char kForwardHead[] = R"(
+def mlp(self, x: Tensor) -> Tensor:
+  hidden = torch.relu(torch.matmul(x, self.mlp_w1) + self.mlp_b1)
+  return (torch.matmul(hidden, self.mlp_w2) + self.mlp_b2).squeeze(1)
+
+def forward(self, node_query: Tensor, node_dist: Tensor, edge_src: Tensor, edge_dst: Tensor,
+            edge_relation: Tensor, source_index: Tensor, query_relation: Tensor) -> Tuple[Tensor, Tensor]:
+  query = self.query_embedding.index_select(0, query_relation)
+  n = node_query.size(0)
+  boundary = torch.zeros([n, query.size(1)], dtype=query.dtype, device=query.device).index_copy(0, source_index, query)
+  edge_query = node_query.index_select(0, edge_src)
+  in_count = torch.bincount(edge_dst, minlength=n).to(query.dtype) + 1.0
+  h0 = boundary
+)";
+constexpr char kForwardLayer[] = R"(
+  h$N = self.layer_$L(h$L, boundary, query, node_dist, edge_src, edge_dst, edge_relation, edge_query, in_count)
+)";
+constexpr char kForwardTail[] = R"(
+  node_score = self.mlp(torch.cat([h$LAST, query.index_select(0, node_query)], 1))
+  far_score = self.mlp(torch.cat([torch.zeros_like(query), query], 1))
+  return node_score, far_score
+)";
+
+std::string ModuleSource(const PathConfig& c) {
+  std::string source;
+  for (int l = 0; l < c.num_layers; ++l) {
+    absl::StrAppend(&source, kLayerHead, c.dependent ? kDependentRelation : kFreeRelation,
+                    c.pna ? kPnaAggregation : kSumAggregation, kCombine,
+                    c.layer_norm ? kLayerNorm : "", kLayerTail);
+    source = absl::StrReplaceAll(source, {{"$L", absl::StrCat(l)},
+                                          {"$REACH", absl::StrCat(l + 1)},
+                                          {"$OUT", c.short_cut ? "out + h" : "out"}});
+  }
+  absl::StrAppend(&source, kForwardHead);
+  for (int l = 0; l < c.num_layers; ++l) {
+    absl::StrAppend(&source, absl::StrReplaceAll(kForwardLayer, {{"$N", absl::StrCat(l + 1)},
+                                                                 {"$L", absl::StrCat(l)}}));
+  }
+  absl::StrAppend(&source,
+                  absl::StrReplaceAll(kForwardTail, {{"$LAST", absl::StrCat(c.num_layers)}}));
+  return source;
+}
+
+// LibTorch 1.13 warns once per process that scatter_reduce (PNA's max and min) is in beta, on
+// stderr and outside our log format. Spend that warning on a dummy call with a silent handler.
+void SilenceScatterReduceBetaWarning() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct Silent : c10::WarningHandler {
+      void process(const c10::SourceLocation&, const std::string&, bool) override {}
+    } silent;
+    c10::Warning::WarningHandlerGuard guard(&silent);
+    torch::zeros({1}).scatter_reduce(0, torch::zeros({1}, torch::kInt64), torch::ones({1}), "amax");
+  });
+}
+
+absl::Status ValidateConfig(const PathConfig& c, size_t num_relations) {
+  if (c.num_layers < 1 || c.num_layers > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layers must be in [1, 16], got ", c.num_layers));
+  }
+  if (c.dim < 1) return absl::InvalidArgumentError("dim must be positive");
+  if (!(c.pna_delta > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("pna_delta must be > 0, got ", c.pna_delta));
+  }
+  if (num_relations == 0) return absl::InvalidArgumentError("the relation vocabulary is empty");
+  if (c.pna) SilenceScatterReduceBetaWarning();
+  return absl::OkStatus();
+}
+
+void RegisterParameters(const PathConfig& c, int64_t num_relations, torch::jit::Module& m) {
+  auto add = [&m](const std::string& name, torch::Tensor t) {
+    m.register_parameter(name, t.set_requires_grad(true), /*is_buffer=*/false);
+  };
+  const int64_t d = c.dim;
+  const int64_t message_relations = 2 * num_relations;
+  add("query_embedding", torch::randn({message_relations, d}));
+  const int64_t update = c.pna ? 12 * d : d;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string s = absl::StrCat("_", l);
+    if (c.dependent) {
+      add("relation_w" + s, LinearInit({d, message_relations * d}, d));
+      add("relation_b" + s, LinearInit({message_relations * d}, d));
+    } else {
+      add("relation" + s, torch::randn({message_relations, d}));
+    }
+    add("combine_w" + s, LinearInit({d + update, d}, d + update));
+    add("combine_b" + s, LinearInit({d}, d + update));
+    if (c.layer_norm) {
+      add("norm_w" + s, torch::ones({d}));
+      add("norm_b" + s, torch::zeros({d}));
+    }
+  }
+  add("mlp_w1", LinearInit({2 * d, 2 * d}, 2 * d));
+  add("mlp_b1", LinearInit({2 * d}, 2 * d));
+  add("mlp_w2", LinearInit({2 * d, 1}, 2 * d));
+  add("mlp_b2", LinearInit({1}, 2 * d));
+}
+
+void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& relations,
+                        torch::jit::Module& m) {
+  m.register_attribute("format", c10::StringType::get(), std::string(kPathModelFormat));
+  m.register_attribute("num_layers", c10::IntType::get(), static_cast<int64_t>(c.num_layers));
+  m.register_attribute("dim", c10::IntType::get(), static_cast<int64_t>(c.dim));
+  m.register_attribute("pna", c10::BoolType::get(), c.pna);
+  m.register_attribute("dependent", c10::BoolType::get(), c.dependent);
+  m.register_attribute("layer_norm", c10::BoolType::get(), c.layer_norm);
+  m.register_attribute("short_cut", c10::BoolType::get(), c.short_cut);
+  m.register_attribute("pna_delta", c10::FloatType::get(), c.pna_delta);
+  m.register_attribute("num_message_relations", c10::IntType::get(),
+                       static_cast<int64_t>(2 * relations.size()));
+  c10::List<std::string> names;
+  for (const std::string& r : relations) names.push_back(r);
+  m.register_attribute("relations", c10::ListType::ofStrings(), names);
+  m.register_attribute("training_fingerprint", c10::StringType::get(), std::string());
+}
+
+}  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> PathForward(PathModule& path, const PathBatch& batch) {
+  const torch::Device& device = path.device;
+  const auto out =
+      path.module
+          .forward({Int64Tensor(batch.node_query, device), Int64Tensor(batch.node_dist, device),
+                    Int64Tensor(batch.edge_src, device), Int64Tensor(batch.edge_dst, device),
+                    Int64Tensor(batch.edge_relation, device),
+                    Int64Tensor(batch.source_index, device),
+                    Int64Tensor(batch.query_relation, device)})
+          .toTuple();
+  return {out->elements()[0].toTensor(), out->elements()[1].toTensor()};
+}
+
+absl::StatusOr<ModelFamily> ArchiveFamily(const std::string& path) {
+  if (absl::Status container = CheckModelArchive(path); !container.ok()) return container;
+  try {
+    torch::jit::Module m = torch::jit::load(path, torch::Device(torch::kCPU));
+    const std::string format = m.hasattr("format") ? m.attr("format").toStringRef() : "";
+    if (format == kModelFormat) return ModelFamily::kGrail;
+    if (format == kPathModelFormat) return ModelFamily::kPath;
+    return absl::InvalidArgumentError(absl::StrCat(path, " is neither a ", kModelFormat, " nor a ",
+                                                   kPathModelFormat, " archive"));
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load model ", path, ": ", e.what_without_backtrace()));
+  }
+}
+
+PathModel::PathModel(PathConfig config, std::vector<std::string> relations, std::string device,
+                     std::unique_ptr<PathModule> module)
+    : config_(std::move(config)),
+      relations_(std::move(relations)),
+      device_(std::move(device)),
+      module_(std::move(module)) {}
+
+PathModel::~PathModel() = default;
+
+absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Create(const PathConfig& config,
+                                                             std::vector<std::string> relations,
+                                                             uint64_t seed,
+                                                             absl::string_view device_name) {
+  if (absl::Status valid = ValidateConfig(config, relations.size()); !valid.ok()) return valid;
+  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
+  if (!device.ok()) return device.status();
+  try {
+    torch::manual_seed(seed);
+    torch::jit::Module m("PathModel");
+    RegisterAttributes(config, relations, m);
+    RegisterParameters(config, static_cast<int64_t>(relations.size()), m);
+    m.define(ModuleSource(config));
+    m.to(*device);
+    auto module = std::make_unique<PathModule>(PathModule{std::move(m), *device});
+    return std::unique_ptr<PathModel>(
+        new PathModel(config, std::move(relations), std::string(device_name), std::move(module)));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("building the path model failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Load(const std::string& path,
+                                                           absl::string_view device_name) {
+  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
+  if (!device.ok()) return device.status();
+  if (absl::Status container = CheckModelArchive(path); !container.ok()) return container;
+  try {
+    torch::jit::Module m = torch::jit::load(path, *device);
+    if (!m.hasattr("format") || m.attr("format").toStringRef() != kPathModelFormat) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " is not a ", kPathModelFormat, " archive (no or another 'format')"));
+    }
+    PathConfig c;
+    c.num_layers = static_cast<int>(m.attr("num_layers").toInt());
+    c.dim = static_cast<int>(m.attr("dim").toInt());
+    c.pna = m.attr("pna").toBool();
+    c.dependent = m.attr("dependent").toBool();
+    c.layer_norm = m.attr("layer_norm").toBool();
+    c.short_cut = m.attr("short_cut").toBool();
+    c.pna_delta = m.attr("pna_delta").toDouble();
+    std::vector<std::string> relations;
+    for (const c10::IValue& name : m.attr("relations").toListRef()) {
+      relations.push_back(name.toStringRef());
+    }
+    absl::Status valid = ValidateConfig(c, relations.size());
+    if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
+    if (absl::Status finite = CheckFiniteParameters(m, path); !finite.ok()) return finite;
+    m.eval();
+    std::string fingerprint = m.attr("training_fingerprint").toStringRef();
+    auto module = std::make_unique<PathModule>(PathModule{std::move(m), *device});
+    auto model = std::unique_ptr<PathModel>(
+        new PathModel(c, std::move(relations), std::string(device_name), std::move(module)));
+    model->fingerprint_ = std::move(fingerprint);
+    return model;
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load model ", path, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", e.what()));
+  }
+}
+
+absl::Status PathModel::Save(const std::string& path) const {
+  try {
+    module_->module.setattr("training_fingerprint", fingerprint_);
+    module_->module.save(path);
+    return absl::OkStatus();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("cannot save model to ", path, ": ", e.what_without_backtrace()));
+  }
+}
+
+int64_t PathModel::num_parameters() const {
+  int64_t n = 0;
+  for (const torch::Tensor& p : module_->module.parameters()) n += p.numel();
+  return n;
+}
+
+absl::StatusOr<PathScores> PathModel::Score(const PathBatch& batch) const {
+  if (batch.num_queries() == 0) return absl::InvalidArgumentError("empty batch");
+  try {
+    torch::NoGradGuard no_grad;
+    auto [node, far] = PathForward(*module_, batch);
+    node = node.to(torch::kCPU).contiguous();
+    far = far.to(torch::kCPU).contiguous();
+    PathScores scores;
+    scores.node.assign(node.data_ptr<float>(), node.data_ptr<float>() + node.numel());
+    scores.far.assign(far.data_ptr<float>(), far.data_ptr<float>() + far.numel());
+    return scores;
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("forward failed: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {  // the TorchScript interpreter's errors
+    return absl::InternalError(absl::StrCat("forward failed: ", e.what()));
+  }
+}
+
+}  // namespace grail

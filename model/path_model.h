@@ -1,0 +1,120 @@
+// The path-based scorer: a second model family beside GraIL, after NBFNet (Zhu et al.,
+// NeurIPS 2021, Sections 3-4), behind a LibTorch-free interface.
+//
+// For a query (h, q, ?) the network runs relational message passing from h alone and reads
+// every entity's score off its final state, so one pass ranks all tails; (?, q, t) is the
+// inverse query (t, q^-1, ?). Like GraIL it learns no entity embeddings, so it scores
+// entities that did not exist at training time. Per query, with query vector q = e_q:
+//   h_v^0 = 1[v = h] q                                            (boundary condition)
+//   m_e   = h_u^(l-1) * w_r(q)       for each edge u -r-> v        (DistMult message)
+//   a_v   = sum_e m_e + h_v^0                                      (sum; or PNA over them)
+//   h_v^l = ReLU(LayerNorm(W_l [h_v^(l-1), a_v] + b_l)) * 1[d(h, v) <= l] + h_v^(l-1)
+//   s(h, q, v) = MLP([h_v^L, q])
+// w_r(q) = W_r q + b_r (query-dependent relation vectors; or a free vector per relation).
+// The factor 1[d(h, v) <= l] keeps an entity that no path of length <= l reaches at the
+// semiring's zero, as the generalised Bellman-Ford iteration does; it makes the state of an
+// entity depend only on the graph within L hops of h (model/path_batch.h), and gives every
+// entity beyond L hops the same "far" score, MLP([0, q]).
+//
+// Like GrailModel there is one definition: a TorchScript module generated from a
+// PathConfig; trainer, evaluator and server use the same archive.
+//
+// Thread safety: Score() may be called from several threads at once; Save() and the
+// trainer's access to module() must not run concurrently with anything else.
+#ifndef GRAIL_MODEL_PATH_MODEL_H_
+#define GRAIL_MODEL_PATH_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/path_batch.h"
+
+namespace grail {
+
+inline constexpr char kPathModelFormat[] = "grail-kg-path-model/1";
+
+enum class ModelFamily { kGrail, kPath };
+
+// The family of the model archive at `path`, from its format attribute. Errors name the
+// path: a damaged archive, or one of neither family.
+absl::StatusOr<ModelFamily> ArchiveFamily(const std::string& path);
+
+struct PathConfig {
+  int num_layers = 6;
+  int dim = 32;
+  // Aggregation: false sums the messages; true is PNA (mean, max, min and standard deviation
+  // of the messages, each scaled by 1, s and 1/s with s = log(degree + 1) / pna_delta).
+  bool pna = false;
+  bool dependent = true;  // relation vectors computed from the query; false: one per relation
+  bool layer_norm = true;
+  bool short_cut = true;
+  // PNA's delta: the mean of log(degree + 1) over the training graph's entities.
+  double pna_delta = 1.0;
+
+  // Hops of neighbourhood a query needs (model/path_batch.h).
+  int radius() const { return num_layers + (pna ? 1 : 0); }
+};
+
+// Scores of one forward: `node[i]` for node i of the batch (its query's score of that
+// entity), `far[q]` for every entity beyond query q's neighbourhood.
+struct PathScores {
+  std::vector<float> node;
+  std::vector<float> far;
+
+  // Score of `entity` for query q of `batch`.
+  float Of(const PathBatch& batch, int64_t q, EntityId entity) const {
+    const int64_t node_index = batch.NodeOf(q, entity);
+    return node_index >= 0 ? node[node_index] : far[q];
+  }
+};
+
+struct PathModule;  // the TorchScript module; see model/path_module.h (LibTorch inside)
+
+class PathModel {
+ public:
+  // A freshly initialised model (parameters drawn from `seed`) for `relations` in id order.
+  // Errors: INVALID_ARGUMENT for a bad config; FAILED_PRECONDITION for CUDA when absent.
+  static absl::StatusOr<std::unique_ptr<PathModel>> Create(const PathConfig& config,
+                                                           std::vector<std::string> relations,
+                                                           uint64_t seed,
+                                                           absl::string_view device = "cpu");
+  // Opens an archive written by Save(). Errors name the path and what is wrong.
+  static absl::StatusOr<std::unique_ptr<PathModel>> Load(const std::string& path,
+                                                         absl::string_view device = "cpu");
+  ~PathModel();
+
+  absl::Status Save(const std::string& path) const;
+
+  const PathConfig& config() const { return config_; }
+  const std::vector<std::string>& relations() const { return relations_; }
+  int32_t num_relations() const { return static_cast<int32_t>(relations_.size()); }
+  const std::string& training_fingerprint() const { return fingerprint_; }
+  void set_training_fingerprint(std::string fingerprint) { fingerprint_ = std::move(fingerprint); }
+  const std::string& device() const { return device_; }
+  int64_t num_parameters() const;
+
+  // One forward over every query of `batch`, in inference mode. Errors: INVALID_ARGUMENT for
+  // an empty batch.
+  absl::StatusOr<PathScores> Score(const PathBatch& batch) const;
+
+  PathModule& module() { return *module_; }
+
+ private:
+  PathModel(PathConfig config, std::vector<std::string> relations, std::string device,
+            std::unique_ptr<PathModule> module);
+
+  PathConfig config_;
+  std::vector<std::string> relations_;
+  std::string fingerprint_;
+  std::string device_;
+  std::unique_ptr<PathModule> module_;
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_PATH_MODEL_H_

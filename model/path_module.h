@@ -1,0 +1,25 @@
+// The TorchScript side of PathModel. Includes LibTorch: only the path model and its trainer
+// include this header.
+#ifndef GRAIL_MODEL_PATH_MODULE_H_
+#define GRAIL_MODEL_PATH_MODULE_H_
+
+#include <torch/script.h>
+
+#include <utility>
+
+#include "model/path_batch.h"
+
+namespace grail {
+
+struct PathModule {
+  torch::jit::Module module;
+  torch::Device device;
+};
+
+// forward() over a batch: the score of every node for its query, and every query's far score.
+// Autograd records the graph unless the caller disabled it.
+std::pair<torch::Tensor, torch::Tensor> PathForward(PathModule& path, const PathBatch& batch);
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_PATH_MODULE_H_

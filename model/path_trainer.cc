@@ -1,0 +1,370 @@
+#include "model/path_trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "common/seeded_random.h"
+#include "model/path_evaluation.h"
+#include "model/path_module.h"
+#include "storage/static_graph.h"
+
+namespace grail {
+namespace {
+
+absl::Status ValidateOptions(const PathTrainOptions& o) {
+  if (o.epochs < 1) return absl::InvalidArgumentError("epochs must be at least 1");
+  if (o.batch_size < 1) return absl::InvalidArgumentError("batch size must be at least 1");
+  if (o.negatives < 1) return absl::InvalidArgumentError("negatives must be at least 1");
+  if (o.eval_every < 1) return absl::InvalidArgumentError("eval_every must be at least 1");
+  if (!(o.learning_rate > 0)) return absl::InvalidArgumentError("learning rate must be > 0");
+  if (!(o.adversarial_temperature >= 0)) {
+    return absl::InvalidArgumentError("the adversarial temperature must be >= 0");
+  }
+  if (o.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
+  if (o.resume && o.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("resume needs a checkpoint directory");
+  }
+  return absl::OkStatus();
+}
+
+// Up to `count` entities that do not answer (source, r, ?) in `graph` (inverse: (?, r,
+// source)), drawn uniformly with replacement; never the source or the answer.
+std::vector<EntityId> StrictNegatives(const GraphView& graph, EntityId source, RelationId r,
+                                      bool inverse, EntityId answer, int count,
+                                      SeededRandom& random) {
+  std::vector<EntityId> negatives;
+  const uint32_t n = graph.num_entities();
+  for (int attempt = 0; attempt < 100 * count && static_cast<int>(negatives.size()) < count;
+       ++attempt) {
+    const EntityId e = static_cast<EntityId>(random.Uniform(n));
+    if (e == source || e == answer) continue;
+    if (inverse ? graph.HasFact(e, r, source) : graph.HasFact(source, r, e)) continue;
+    negatives.push_back(e);
+  }
+  return negatives;
+}
+
+// What identifies a run: a checkpoint of another run must not be resumed.
+std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprint) {
+  const PathConfig& c = o.model;
+  return absl::StrCat(data_fingerprint, "|layers=", c.num_layers, "|dim=", c.dim, "|pna=", c.pna,
+                      "|dependent=", c.dependent, "|layer_norm=", c.layer_norm,
+                      "|short_cut=", c.short_cut, "|batch=", o.batch_size,
+                      "|negatives=", o.negatives, "|lr=", o.learning_rate,
+                      "|temperature=", o.adversarial_temperature,
+                      "|remove_one_hop=", o.remove_one_hop, "|seed=", o.seed);
+}
+
+Json GeneratorState(const SeededRandom& random) {
+  Json words = Json::array();
+  for (uint64_t w : random.state()) words.push_back(w);
+  return words;
+}
+
+void RestoreGenerator(const Json& words, SeededRandom& random) {
+  std::array<uint64_t, 4> state;
+  for (int i = 0; i < 4; ++i) state[i] = words.at(i).get<uint64_t>();
+  random.set_state(state);
+}
+
+// The checkpoint of one run: per epoch N, parameters-N.pt, optimizer-N.pt and best-N.pt,
+// then state.json (written to a temporary name and renamed: the commit point) naming N.
+class Checkpoint {
+ public:
+  explicit Checkpoint(std::string dir) : dir_(std::move(dir)) {}
+
+  std::string File(const std::string& name, int epoch) const {
+    return absl::StrCat(dir_, "/", name, "-", epoch, ".pt");
+  }
+  std::string StatePath() const { return dir_ + "/state.json"; }
+
+  absl::Status Write(int epoch, const std::vector<torch::Tensor>& parameters,
+                     torch::optim::Adam& optimizer, const std::vector<torch::Tensor>& best,
+                     const Json& state) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
+    try {
+      torch::save(parameters, File("parameters", epoch));
+      torch::save(optimizer, File("optimizer", epoch));
+      torch::save(best, File("best", epoch));
+    } catch (const c10::Error& e) {
+      return absl::InternalError(
+          absl::StrCat("cannot write a checkpoint to ", dir_, ": ", e.what_without_backtrace()));
+    }
+    const std::string temporary = StatePath() + ".tmp";
+    {
+      std::ofstream out(temporary, std::ios::trunc);
+      out << JsonLine(state) << "\n";
+      out.flush();
+      if (!out) return absl::InternalError(absl::StrCat("cannot write ", temporary));
+    }
+    std::filesystem::rename(temporary, StatePath(), ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot write ", StatePath()));
+    if (epoch > 1) {  // the previous epoch's files are no longer named by state.json
+      for (const char* name : {"parameters", "optimizer", "best"}) {
+        std::filesystem::remove(File(name, epoch - 1), ec);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The state of the last checkpoint, or nullopt if there is none.
+  absl::StatusOr<std::optional<Json>> ReadState() const {
+    std::ifstream in(StatePath());
+    if (!in) return std::optional<Json>();
+    std::stringstream text;
+    text << in.rdbuf();
+    Json state = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (state.is_discarded() || !state.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(StatePath(), " is damaged"));
+    }
+    return std::optional<Json>(std::move(state));
+  }
+
+ private:
+  const std::string dir_;
+};
+
+}  // namespace
+
+double MeanLogDegree(const IndexedTriples& graph) {
+  std::vector<uint32_t> degree(graph.entities.size(), 0);
+  for (const Triple& t : graph.triples) {
+    ++degree[t.head];
+    ++degree[t.tail];
+  }
+  double sum = 0;
+  for (uint32_t d : degree) sum += std::log(static_cast<double>(d) + 1);
+  return degree.empty() ? 1.0 : std::max(1e-3, sum / static_cast<double>(degree.size()));
+}
+
+absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
+    const IndexedTriples& train, absl::Span<const NamedTriple> valid,
+    const PathTrainOptions& options, const std::function<void(const EpochReport&)>& on_epoch,
+    const std::function<void(const StepReport&)>& on_step) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  if (train.triples.empty()) return absl::InvalidArgumentError("no training facts");
+
+  const StaticGraph graph(train.entities.size(), train.triples);
+  std::vector<Triple> positives;
+  for (const Triple& t : graph.Facts()) {
+    if (t.head != t.tail) positives.push_back(t);
+  }
+  std::vector<Triple> valid_facts;
+  for (const NamedTriple& v : valid) {
+    auto h = train.entities.Find(v.head);
+    auto r = train.relations.Find(v.relation);
+    auto t = train.entities.Find(v.tail);
+    if (h && r && t && *h != *t && !graph.HasFact(*h, *r, *t)) valid_facts.push_back({*h, *r, *t});
+  }
+
+  PathConfig config = options.model;
+  config.pna_delta = MeanLogDegree(train);
+  absl::StatusOr<std::unique_ptr<PathModel>> created =
+      PathModel::Create(config, train.relations.names(), options.seed, options.device);
+  if (!created.ok()) return created.status();
+  std::unique_ptr<PathModel> model = *std::move(created);
+  const int32_t num_relations = model->num_relations();
+
+  SetComputeThreads(options.threads);
+  PathModule& path = model->module();
+  std::vector<torch::Tensor> parameters;
+  for (const torch::Tensor& p : path.module.parameters()) parameters.push_back(p);
+  torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(options.learning_rate));
+
+  SeededRandom order_random(options.seed);
+  SeededRandom negative_random(MixBits(options.seed ^ 0x6e65676174697665ULL));
+  std::vector<torch::Tensor> best;
+  for (const torch::Tensor& p : parameters) best.push_back(p.detach().clone());
+  double best_metric = -1;
+  int first_epoch = 1;
+
+  std::string data_fingerprint;
+  {
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (const Triple& t : train.triples) {
+      for (uint32_t v : {t.head, t.relation, t.tail}) hash = (hash ^ v) * 0x100000001b3ULL;
+    }
+    data_fingerprint = absl::StrCat(hash, ":", train.triples.size(), ":", valid_facts.size());
+  }
+  const std::string run_key = RunKey(options, data_fingerprint);
+  Checkpoint checkpoint(options.checkpoint_dir);
+  if (options.resume) {
+    absl::StatusOr<std::optional<Json>> state = checkpoint.ReadState();
+    if (!state.ok()) return state.status();
+    if (*state) {
+      const Json& s = **state;
+      if (s.value("run", "") != run_key) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            checkpoint.StatePath(), " is the checkpoint of another run (other data or options): ",
+            s.value("run", ""), " vs ", run_key));
+      }
+      const int epoch = s.at("epoch").get<int>();
+      try {
+        std::vector<torch::Tensor> saved, saved_best;
+        torch::load(saved, checkpoint.File("parameters", epoch));
+        torch::load(saved_best, checkpoint.File("best", epoch));
+        torch::load(optimizer, checkpoint.File("optimizer", epoch));
+        if (saved.size() != parameters.size() || saved_best.size() != parameters.size()) {
+          return absl::InvalidArgumentError("the checkpoint's parameters do not fit the model");
+        }
+        torch::NoGradGuard no_grad;
+        for (size_t i = 0; i < parameters.size(); ++i) {
+          parameters[i].copy_(saved[i]);
+          best[i] = saved_best[i];
+        }
+      } catch (const c10::Error& e) {
+        return absl::InvalidArgumentError(absl::StrCat("cannot read the checkpoint in ",
+                                                       options.checkpoint_dir, ": ",
+                                                       e.what_without_backtrace()));
+      }
+      RestoreGenerator(s.at("order_random"), order_random);
+      RestoreGenerator(s.at("negative_random"), negative_random);
+      best_metric = s.at("best_metric").get<double>();
+      first_epoch = epoch + 1;
+    }
+  }
+
+  PathEvaluationOptions validation;
+  validation.sampled = false;
+  validation.full_ranking = true;
+  validation.scoring.batch_queries = options.batch_size;
+  PathBatchBuilder builder(graph, {}, num_relations, config.radius());
+  std::vector<uint32_t> order(positives.size());
+  for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    order_random.Shuffle(order);
+    double total_loss = 0;
+    int64_t seen = 0, steps = 0;
+    PathBatch batch;
+    std::vector<int64_t> gather;
+    for (size_t begin = 0; begin < order.size(); begin += options.batch_size) {
+      const size_t end = std::min(order.size(), begin + options.batch_size);
+      const size_t tails = begin + (end - begin + 1) / 2;  // the first half asks for tails
+      batch.Clear();
+      gather.clear();
+      int64_t candidates = 0;
+      for (size_t i = begin; i < end; ++i) {
+        const Triple& f = positives[order[i]];
+        const bool tail = i < tails;
+        PathQuery query;
+        query.source = tail ? f.head : f.tail;
+        query.relation = tail ? f.relation : f.relation + num_relations;
+        const EntityId answer = tail ? f.tail : f.head;
+        std::vector<EntityId> negatives = StrictNegatives(
+            graph, query.source, f.relation, !tail, answer, options.negatives, negative_random);
+        if (negatives.empty()) continue;  // every entity answers: nothing to contrast
+        for (size_t k = negatives.size(); k < static_cast<size_t>(options.negatives); ++k) {
+          negatives.push_back(negatives[k % negatives.size()]);  // rare: few non-answers
+        }
+        if (options.remove_one_hop) {
+          query.unlinked = negatives;
+          query.unlinked.push_back(answer);
+        } else {
+          query.hidden_fact = f;
+        }
+        if (absl::Status s = builder.Add(query, &batch); !s.ok()) return s;
+        const int64_t q = batch.num_queries() - 1;
+        candidates = 1 + options.negatives;
+        gather.push_back(batch.NodeOf(q, answer));
+        for (EntityId e : negatives) gather.push_back(batch.NodeOf(q, e));
+      }
+      // Entities beyond a query's neighbourhood read its far score, after all node scores.
+      if (batch.num_queries() == 0) continue;
+      for (size_t k = 0; k < gather.size(); ++k) {
+        if (gather[k] < 0) gather[k] = batch.num_nodes() + static_cast<int64_t>(k) / candidates;
+      }
+      try {
+        auto [node, far] = PathForward(path, batch);
+        torch::Tensor logits = torch::cat({node, far})
+                                   .index_select(0, torch::tensor(gather, torch::kInt64))
+                                   .view({-1, candidates});
+        torch::Tensor target = torch::zeros_like(logits);
+        target.select(1, 0).fill_(1);
+        torch::Tensor loss =
+            torch::binary_cross_entropy_with_logits(logits, target, {}, {}, at::Reduction::None);
+        torch::Tensor weight = torch::ones_like(logits);
+        if (options.adversarial_temperature > 0) {
+          weight.slice(1, 1).copy_(
+              torch::softmax(logits.slice(1, 1).detach() / options.adversarial_temperature, 1));
+        } else {
+          weight.slice(1, 1).fill_(1.0 / options.negatives);
+        }
+        loss = ((loss * weight).sum(1) / weight.sum(1)).mean();
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+        const int64_t queries = batch.num_queries();
+        total_loss += loss.item<double>() * static_cast<double>(queries);
+        seen += queries;
+        ++steps;
+      } catch (const c10::Error& e) {
+        return absl::InternalError(
+            absl::StrCat("training step failed: ", e.what_without_backtrace()));
+      } catch (const std::exception& e) {  // the TorchScript interpreter's errors
+        return absl::InternalError(absl::StrCat("training step failed: ", e.what()));
+      }
+      if (on_step) {
+        StepReport step;
+        step.epoch = epoch;
+        step.positives_done = seen;
+        step.positives_total = static_cast<int64_t>(positives.size());
+        step.steps_done = steps;
+        step.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        on_step(step);
+      }
+    }
+    EpochReport report;
+    report.epoch = epoch;
+    report.positives = seen;
+    report.loss = seen > 0 ? total_loss / static_cast<double>(seen) : 0;
+    if (epoch % options.eval_every == 0 || epoch == options.epochs) {
+      double metric = 0;
+      if (!valid_facts.empty()) {
+        absl::StatusOr<EvaluationResult> result =
+            EvaluatePath(*model, graph, {}, valid_facts, validation);
+        if (!result.ok()) return result.status();
+        metric = result->full->mrr;
+      }
+      report.valid_mrr = metric;
+      if (metric >= best_metric) {  // on a tie, the later (longer-trained) model
+        best_metric = metric;
+        report.best = true;
+        torch::NoGradGuard no_grad;
+        for (size_t i = 0; i < parameters.size(); ++i) best[i] = parameters[i].detach().clone();
+      }
+    }
+    if (!options.checkpoint_dir.empty()) {
+      const Json state = {{"run", run_key},
+                          {"epoch", epoch},
+                          {"best_metric", best_metric},
+                          {"order_random", GeneratorState(order_random)},
+                          {"negative_random", GeneratorState(negative_random)}};
+      if (absl::Status s = checkpoint.Write(epoch, parameters, optimizer, best, state); !s.ok()) {
+        return s;
+      }
+    }
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (on_epoch) on_epoch(report);
+  }
+  if (best_metric >= 0) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(best[i]);
+  }
+  return model;
+}
+
+}  // namespace grail

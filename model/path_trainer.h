@@ -1,0 +1,69 @@
+// Training the path-based scorer (model/path_model.h) as its paper trains it (NBFNet,
+// Section 4 and its released configurations for these inductive splits).
+//
+// Each training fact (h, r, t) gives one query: the first half of a step's facts the tail
+// query (h, r, ?) with answer t, the second half the head query (t, r^-1, ?) with answer h.
+// Each query gets `negatives` strict negatives (entities that do not answer it in the
+// training graph). Loss: binary cross-entropy with logits, the answer labelled 1 and the
+// negatives 0; a query's negatives weigh 1/negatives each, or, with self-adversarial
+// weighting, softmax(score / temperature) over them (no gradient through the weights); the
+// answer weighs 1; the mean over queries. Adam. The predicted fact is never a message edge
+// of its own query: with `remove_one_hop` every fact between the source and the answer or a
+// negative is left out (either direction, any relation), otherwise the fact itself.
+//
+// Validation: filtered MRR against every entity on `valid`, after every `eval_every`
+// epochs; the best model on it is the one returned.
+//
+// Checkpoints: with `checkpoint_dir`, every epoch ends by writing the parameters, Adam's
+// state, the best model so far with its metric, the generators' state and the epoch, and a
+// run with `resume` continues from them: N epochs then a resume to M give the model M epochs
+// straight give (same seed, same thread count).
+#ifndef GRAIL_MODEL_PATH_TRAINER_H_
+#define GRAIL_MODEL_PATH_TRAINER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/path_model.h"
+#include "model/trainer.h"
+#include "storage/triple_file.h"
+
+namespace grail {
+
+struct PathTrainOptions {
+  PathConfig model;
+  int epochs = 20;
+  int batch_size = 32;  // queries per step
+  int negatives = 32;   // per query
+  double learning_rate = 5e-3;
+  double adversarial_temperature = 0;  // > 0: self-adversarial weighting of the negatives
+  bool remove_one_hop = true;
+  int eval_every = 1;
+  uint64_t seed = 0;
+  int threads = 2;
+  std::string device = "cpu";
+  std::string checkpoint_dir;  // empty: no checkpoints
+  bool resume = false;         // continue from checkpoint_dir's checkpoint, if there is one
+};
+
+// Trains on `train` (its vocabularies define the model's relations) and validates on
+// `valid` (facts by name; those with entities or a relation absent from the training graph
+// are skipped). Callbacks as TrainGrail's; a resumed run reports only the epochs it runs.
+// Errors: INVALID_ARGUMENT for empty data or bad options, or a checkpoint of another run
+// (other data or options); INTERNAL when a checkpoint cannot be written.
+absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
+    const IndexedTriples& train, absl::Span<const NamedTriple> valid,
+    const PathTrainOptions& options,
+    const std::function<void(const EpochReport&)>& on_epoch = nullptr,
+    const std::function<void(const StepReport&)>& on_step = nullptr);
+
+// PNA's delta for `graph`: the mean over entities of log(degree + 1), degree counting every
+// fact in either direction.
+double MeanLogDegree(const IndexedTriples& graph);
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_PATH_TRAINER_H_
