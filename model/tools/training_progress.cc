@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -54,13 +56,19 @@ absl::Status CheckPlotter() {
 absl::Status PlotTraining(const std::vector<EpochReport>& epochs, const std::string& png) {
   if (absl::Status s = CheckPlotter(); !s.ok()) return s;
   const std::string data = png + ".dat";
+  // GraIL validates on AUC-PR, the path family on filtered MRR.
+  const bool mrr = std::any_of(epochs.begin(), epochs.end(),
+                               [](const EpochReport& e) { return e.valid_mrr.has_value(); });
+  const char* metric_column = mrr ? "valid_mrr" : "valid_auc_pr";
+  const char* metric_title = mrr ? "valid MRR" : "valid AUC-PR";
   {
     std::ofstream out(data);
-    out << "# epoch loss valid_auc_pr\n";
+    out << "# epoch loss " << metric_column << "\n";
     for (const EpochReport& e : epochs) {
       out << e.epoch << ' ' << e.loss << ' ';
-      if (e.valid_auc_pr) {
-        out << *e.valid_auc_pr;
+      const std::optional<double> metric = mrr ? e.valid_mrr : e.valid_auc_pr;
+      if (metric) {
+        out << *metric;
       } else {
         out << "NaN";  // gnuplot skips it
       }
@@ -73,12 +81,13 @@ absl::Status PlotTraining(const std::vector<EpochReport>& epochs, const std::str
     out << "set terminal pngcairo size 900,500\n"
         << "set output '" << png << "'\n"
         << "set title 'grail-train'\nset xlabel 'epoch'\nset grid\n"
-        << "set ylabel 'loss (mean per positive)'\nset y2label 'valid AUC-PR'\n"
+        << "set ylabel 'loss (mean per positive)'\nset y2label '" << metric_title << "'\n"
         << "set ytics nomirror\nset y2tics\nset y2range [0:1]\nset key bottom left\n"
         << "set datafile missing 'NaN'\n"
         << (epochs.size() <= 20 ? "set xtics 1\n" : "") << "plot '" << data
         << "' using 1:2 with linespoints title 'loss' axes x1y1, \\\n"
-        << "     '" << data << "' using 1:3 with linespoints title 'valid AUC-PR' axes x1y2\n";
+        << "     '" << data << "' using 1:3 with linespoints title '" << metric_title
+        << "' axes x1y2\n";
   }
   const int status = std::system(absl::StrCat("gnuplot '", script, "' 2>&1").c_str());
   std::filesystem::remove(script);

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/grail_model.h"
+#include "model/path_model.h"
 #include "storage/triple_file.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/temp_dir.h"
@@ -134,6 +135,53 @@ TEST_F(TrainEvalCommandTest, AblationFlagsReachTheExportedModel) {
   EXPECT_FALSE(loaded->config().attention);
   EXPECT_FALSE(loaded->config().node_labels);
   EXPECT_FALSE(loaded->config().enclosing);
+}
+
+TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRanking) {
+  const std::string model = Path("model", "path.pt");
+  const std::string checkpoints = Path("model", "path_checkpoints");
+  const std::string common =
+      absl::StrCat("--family path --train ", Path("train", "graph.txt"), " --valid ",
+                   Path("train", "held.txt"), " --out ", model,
+                   " --layers 2 --dim 8 --negatives 8 --threads 1 --checkpoint-dir ", checkpoints);
+  BinaryRun first = RunBinary("grail-train", common + " --epochs 1");
+  ASSERT_EQ(first.exit_code, 0) << first.all();
+  EXPECT_THAT(first.all(), HasSubstr("path family"));
+  EXPECT_THAT(first.all(), HasSubstr("epoch 1/1  loss"));
+  EXPECT_THAT(first.all(), HasSubstr("valid_mrr"));
+  // The second call continues at epoch 2 instead of starting over.
+  BinaryRun resumed = RunBinary("grail-train", common + " --epochs 2 --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.all();
+  EXPECT_THAT(resumed.all(), HasSubstr("epoch 2/2"));
+  EXPECT_THAT(resumed.all(), Not(HasSubstr("epoch 1/2")));
+  absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->config().num_layers, 2);
+  EXPECT_THAT((*loaded)->training_fingerprint(), HasSubstr("fnv1a64:"));
+
+  // grail-eval recognises the family from the archive: the GraIL protocol's metrics on the
+  // same negatives, then the filtered ranking against every entity.
+  BinaryRun eval = RunBinary(
+      "grail-eval", absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                 " --test ", Path("ind", "held.txt"), " --seed 3 --runs 2"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(),
+              MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*,\"n\":[0-9]+,\"runs\":2,"
+                           "\"auc_pr_std\":[0-9.e-]+,\"full_mrr\":[01]\\.[0-9]+,"
+                           "\"full_hits_at_1\":[01]\\.[0-9]+,\"full_hits_at_3\":[01]\\.[0-9]+,"
+                           "\"full_hits_at_10\":[01]\\.[0-9]+\\}"));
+  // GraIL flags do not apply to a path model, and checkpoints are the path family's.
+  EXPECT_EQ(RunBinary("grail-train",
+                      absl::StrCat("--train ", Path("train", "graph.txt"), " --out ",
+                                   Path("model", "x.pt"), " --checkpoint-dir ", checkpoints))
+                .exit_code,
+            2);
+  EXPECT_EQ(RunBinary("grail-train", absl::StrCat("--family nbf --train ",
+                                                  Path("train", "graph.txt"), " --out ", model))
+                .exit_code,
+            2);
 }
 
 TEST_F(TrainEvalCommandTest, MissingFlagsAreUsageErrorsAndBadFilesNameThemselves) {
