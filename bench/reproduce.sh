@@ -17,9 +17,10 @@
 # two threads: the step's scatters (index_add_) run on one core, so a second thread in the
 # same process idles much of the time.
 #
-# Resumable: a (split, seed) whose result file exists is skipped, and a model whose training
-# finished is evaluated without training it again, so an interrupted run continues where it
-# stopped. bench/reproduction_table.py turns the results into the
+# Resumable: a (split, seed) whose result file exists is skipped, a model whose training
+# finished is evaluated without training it again, and a path-family model (`-- --family
+# path ...`) resumes its training from the checkpoint of its last finished epoch, so an
+# interrupted run continues where it stopped. bench/reproduction_table.py turns the results into the
 # table in docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,9 +59,14 @@ run_one() {
   echo "== $name"
   local trained done_at epoch_seconds train_seconds
   if ! grep -q "^saved " "$out/$name.train.log" 2>/dev/null; then
+    # The path family checkpoints every epoch: an interrupted run resumes where it stopped
+    # (its log is appended to, so the epoch lines stay complete).
+    local checkpoint=()
+    [[ " ${extra[*]-} " == *" --family path "* ]] &&
+      checkpoint=(--checkpoint-dir "$out/$name.checkpoint" --resume)
     "$bin/grail-train" --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
       --out "$out/$name.pt" --epochs "$epochs" --seed "$seed" --threads "$threads" \
-      ${extra[@]+"${extra[@]}"} 2> "$out/$name.train.log"
+      ${checkpoint[@]+"${checkpoint[@]}"} ${extra[@]+"${extra[@]}"} 2>> "$out/$name.train.log"
   fi
   trained=$(date +%s)
   "$bin/grail-eval" --model "$out/$name.pt" --graph "$data/${split}_ind/train.txt" \
