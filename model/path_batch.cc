@@ -14,28 +14,93 @@ int64_t PathBatch::NodeOf(int64_t q, EntityId entity) const {
 }
 
 void PathBatch::Clear() {
-  for (std::vector<int64_t>* v : {&node_entity, &node_query, &node_dist, &edge_src, &edge_dst,
-                                  &edge_relation, &source_index, &query_relation, &node_begin}) {
+  for (std::vector<int64_t>* v :
+       {&node_entity, &node_query, &node_dist, &edge_src, &edge_dst, &edge_relation, &source_index,
+        &query_relation, &node_begin, &edge_begin}) {
     v->clear();
   }
   sorted_nodes_.clear();
 }
 
-PathBatchBuilder::PathBatchBuilder(const GraphView& graph, const RelationMap& relations,
-                                   int32_t num_relations, int radius, int64_t max_nodes)
-    : graph_(graph),
-      relations_(relations),
-      num_relations_(num_relations),
-      radius_(radius),
-      max_nodes_(max_nodes),
-      local_(graph.num_entities(), -1) {}
-
-int32_t PathBatchBuilder::ModelRelation(RelationId r) const {
-  if (relations_.empty()) return static_cast<int32_t>(r) < num_relations_ ? r : -1;
-  return r < relations_.size() ? relations_[r] : -1;
+void PathBatch::Append(const PathBatch& other) {
+  const int64_t nodes = num_nodes(), queries = num_queries(), edges = num_edges();
+  if (node_begin.empty()) node_begin.push_back(0);
+  if (edge_begin.empty()) edge_begin.push_back(0);
+  for (size_t q = 1; q < other.edge_begin.size(); ++q) {
+    edge_begin.push_back(other.edge_begin[q] + edges);
+  }
+  node_entity.insert(node_entity.end(), other.node_entity.begin(), other.node_entity.end());
+  node_dist.insert(node_dist.end(), other.node_dist.begin(), other.node_dist.end());
+  for (int64_t q : other.node_query) node_query.push_back(q + queries);
+  for (int64_t v : other.edge_src) edge_src.push_back(v + nodes);
+  for (int64_t v : other.edge_dst) edge_dst.push_back(v + nodes);
+  edge_relation.insert(edge_relation.end(), other.edge_relation.begin(), other.edge_relation.end());
+  for (int64_t v : other.source_index) source_index.push_back(v + nodes);
+  query_relation.insert(query_relation.end(), other.query_relation.begin(),
+                        other.query_relation.end());
+  for (size_t q = 1; q < other.node_begin.size(); ++q) {
+    node_begin.push_back(other.node_begin[q] + nodes);
+  }
+  for (const auto& [entity, node] : other.sorted_nodes_) {
+    sorted_nodes_.emplace_back(entity, node + nodes);
+  }
 }
 
-bool PathBatchBuilder::Hidden(const PathQuery& q, EntityId a, RelationId r, EntityId b) const {
+int64_t PathBatch::AppendOrShare(const PathBatch& one) {
+  const int64_t nodes = one.num_nodes(), edges = one.num_edges();
+  for (int64_t q = 0; q < num_queries(); ++q) {
+    const int64_t node0 = node_begin[q], edge0 = edge_begin[q];
+    if (query_relation[q] != one.query_relation[0] || node_begin[q + 1] - node0 != nodes ||
+        edge_begin[q + 1] - edge0 != edges || node_entity[node0] != one.node_entity[0]) {
+      continue;
+    }
+    auto same = [&](const std::vector<int64_t>& mine, int64_t at,
+                    const std::vector<int64_t>& theirs, int64_t shift) {
+      for (size_t i = 0; i < theirs.size(); ++i) {
+        if (mine[at + i] != theirs[i] + shift) return false;
+      }
+      return true;
+    };
+    if (same(node_entity, node0, one.node_entity, 0) && same(node_dist, node0, one.node_dist, 0) &&
+        same(edge_src, edge0, one.edge_src, node0) && same(edge_dst, edge0, one.edge_dst, node0) &&
+        same(edge_relation, edge0, one.edge_relation, 0)) {
+      return q;
+    }
+  }
+  Append(one);
+  return num_queries() - 1;
+}
+
+size_t PathBatch::MemoryBytes() const {
+  size_t bytes = sorted_nodes_.capacity() * sizeof(sorted_nodes_[0]);
+  for (const std::vector<int64_t>* v :
+       {&node_entity, &node_query, &node_dist, &edge_src, &edge_dst, &edge_relation, &source_index,
+        &query_relation, &node_begin, &edge_begin}) {
+    bytes += v->capacity() * sizeof(int64_t);
+  }
+  return bytes;
+}
+
+PathBatchBuilder::PathBatchBuilder(const GraphView& graph, const RelationMap& relations,
+                                   int32_t num_relations, int radius, int64_t max_nodes)
+    : bound_relations_(relations) {
+  bound_ = {&graph, &bound_relations_, num_relations, radius, max_nodes};
+}
+
+absl::Status PathBatchBuilder::Add(const PathQuery& q, PathBatch* batch) {
+  return Add(bound_, q, batch);
+}
+
+namespace {
+
+int32_t ModelRelation(const PathNeighbourhoodSpec& spec, RelationId r) {
+  const RelationMap& relations = *spec.relations;
+  if (relations.empty()) return static_cast<int32_t>(r) < spec.num_relations ? r : -1;
+  return r < relations.size() ? relations[r] : -1;
+}
+
+// Whether the fact a -r-> b is left out of query q's message graph.
+bool Hidden(const PathQuery& q, EntityId a, RelationId r, EntityId b) {
   if (a != q.source && b != q.source) return false;
   if (q.hidden_fact && q.hidden_fact->head == a && q.hidden_fact->relation == r &&
       q.hidden_fact->tail == b) {
@@ -45,51 +110,70 @@ bool PathBatchBuilder::Hidden(const PathQuery& q, EntityId a, RelationId r, Enti
   return std::find(q.unlinked.begin(), q.unlinked.end(), other) != q.unlinked.end();
 }
 
-absl::Status PathBatchBuilder::Add(const PathQuery& q, PathBatch* batch) {
-  if (q.source >= graph_.num_entities()) {
+}  // namespace
+
+absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const PathQuery& q,
+                                   PathBatch* batch) {
+  const GraphView& graph = *spec.graph;
+  if (q.source >= graph.num_entities()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("entity id ", q.source, " is outside the graph's ", graph_.num_entities()));
+        absl::StrCat("entity id ", q.source, " is outside the graph's ", graph.num_entities()));
   }
-  if (q.relation < 0 || q.relation >= 2 * num_relations_) {
-    return absl::InvalidArgumentError(absl::StrCat("query relation ", q.relation,
-                                                   " is outside the model's 2 x ", num_relations_));
+  if (q.relation < 0 || q.relation >= 2 * spec.num_relations) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "query relation ", q.relation, " is outside the model's 2 x ", spec.num_relations));
   }
+  if (local_.size() < graph.num_entities()) local_.resize(graph.num_entities(), -1);
   // Breadth-first search from the source over facts in both directions.
   nodes_.clear();
-  std::vector<int64_t> dist;
+  dist_.clear();
   nodes_.push_back(q.source);
-  dist.push_back(0);
+  dist_.push_back(0);
   local_[q.source] = 0;
   absl::Status status;
   for (size_t i = 0; i < nodes_.size() && status.ok(); ++i) {
     const EntityId u = nodes_[i];
-    if (dist[i] >= radius_) break;  // breadth-first: every later node is as far
+    if (spec.radius >= 0 && dist_[i] >= spec.radius) break;  // every later node is as far
     auto visit = [&](absl::Span<const Neighbor> edges, bool out) {
       for (const Neighbor& n : edges) {
-        if (local_[n.entity] >= 0 || ModelRelation(n.relation) < 0) continue;
+        if (local_[n.entity] >= 0 || ModelRelation(spec, n.relation) < 0) continue;
         if (out ? Hidden(q, u, n.relation, n.entity) : Hidden(q, n.entity, n.relation, u)) continue;
-        if (max_nodes_ > 0 && static_cast<int64_t>(nodes_.size()) >= max_nodes_) {
+        if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
           status = absl::ResourceExhaustedError(
-              absl::StrCat("the neighbourhood of entity ", q.source, " within ", radius_,
-                           " hops exceeds the limit of ", max_nodes_, " entities"));
+              absl::StrCat("the neighbourhood of entity ", q.source, " within ", spec.radius,
+                           " hops exceeds the limit of ", spec.max_nodes, " entities"));
           return;
         }
         local_[n.entity] = static_cast<int32_t>(nodes_.size());
         nodes_.push_back(n.entity);
-        dist.push_back(dist[i] + 1);
+        dist_.push_back(dist_[i] + 1);
       }
     };
-    visit(graph_.OutEdges(u), true);
-    if (status.ok()) visit(graph_.InEdges(u), false);
+    visit(graph.OutEdges(u), true);
+    if (status.ok()) visit(graph.InEdges(u), false);
+  }
+  if (status.ok() && spec.radius < 0) {  // the whole graph: the unreached entities too
+    for (EntityId e = 0; e < graph.num_entities(); ++e) {
+      if (local_[e] >= 0) continue;
+      if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
+        status = absl::ResourceExhaustedError(absl::StrCat(
+            "the graph has more than ", spec.max_nodes, " entities, the limit of one query"));
+        break;
+      }
+      local_[e] = static_cast<int32_t>(nodes_.size());
+      nodes_.push_back(e);
+      dist_.push_back(kUnreached);
+    }
   }
   if (status.ok()) {
     const int64_t offset = batch->num_nodes();
     const int64_t query = batch->num_queries();
     if (batch->node_begin.empty()) batch->node_begin.push_back(0);
+    if (batch->edge_begin.empty()) batch->edge_begin.push_back(0);
     for (size_t i = 0; i < nodes_.size(); ++i) {
       batch->node_entity.push_back(nodes_[i]);
       batch->node_query.push_back(query);
-      batch->node_dist.push_back(dist[i]);
+      batch->node_dist.push_back(dist_[i]);
       batch->sorted_nodes_.emplace_back(nodes_[i], offset + static_cast<int64_t>(i));
     }
     std::sort(batch->sorted_nodes_.begin() + offset, batch->sorted_nodes_.end());
@@ -99,8 +183,8 @@ absl::Status PathBatchBuilder::Add(const PathQuery& q, PathBatch* batch) {
     // Every fact among the nodes, once from its head's out-edges, in both directions.
     for (size_t i = 0; i < nodes_.size(); ++i) {
       const EntityId u = nodes_[i];
-      for (const Neighbor& n : graph_.OutEdges(u)) {
-        const int32_t r = ModelRelation(n.relation);
+      for (const Neighbor& n : graph.OutEdges(u)) {
+        const int32_t r = ModelRelation(spec, n.relation);
         if (local_[n.entity] < 0 || r < 0 || Hidden(q, u, n.relation, n.entity)) continue;
         const int64_t a = offset + static_cast<int64_t>(i);
         const int64_t b = offset + local_[n.entity];
@@ -109,9 +193,10 @@ absl::Status PathBatchBuilder::Add(const PathQuery& q, PathBatch* batch) {
         batch->edge_relation.push_back(r);
         batch->edge_src.push_back(b);
         batch->edge_dst.push_back(a);
-        batch->edge_relation.push_back(r + num_relations_);
+        batch->edge_relation.push_back(r + spec.num_relations);
       }
     }
+    batch->edge_begin.push_back(batch->num_edges());
   }
   for (EntityId e : nodes_) local_[e] = -1;
   return status;

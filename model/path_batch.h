@@ -52,6 +52,7 @@ struct PathBatch {
   std::vector<int64_t> source_index;    // global node index of the source
   std::vector<int64_t> query_relation;  // in [0, 2R)
   std::vector<int64_t> node_begin;      // nodes of query q: [node_begin[q], node_begin[q + 1])
+  std::vector<int64_t> edge_begin;      // edges of query q: [edge_begin[q], edge_begin[q + 1])
 
   int64_t num_queries() const { return static_cast<int64_t>(source_index.size()); }
   int64_t num_nodes() const { return static_cast<int64_t>(node_entity.size()); }
@@ -61,6 +62,14 @@ struct PathBatch {
   int64_t NodeOf(int64_t q, EntityId entity) const;
 
   void Clear();
+  // Appends every query of `other` (its indices shifted past this batch's).
+  void Append(const PathBatch& other);
+  // Appends `one` (a batch of one query) unless this batch already holds the same query
+  // over the same neighbourhood (same source, relation, entities, distances and edges: then
+  // its scores are the same), and returns the index of the query that answers it.
+  int64_t AppendOrShare(const PathBatch& one);
+  // Heap bytes held, for admission control.
+  size_t MemoryBytes() const;
 
  private:
   friend class PathBatchBuilder;
@@ -68,31 +77,43 @@ struct PathBatch {
   std::vector<std::pair<EntityId, int64_t>> sorted_nodes_;
 };
 
-// Builds batches; holds scratch sized to the graph, so keep one per thread and reuse it.
+// What a neighbourhood is built from. `relations` maps graph relation ids to the model's
+// (empty: identity); facts of unknown relations are not message edges. `num_relations` is
+// the model's R. `radius` is the neighbourhood's hop count, -1 for the whole graph (every
+// entity: those the source reaches in breadth-first order, then the others in id order at
+// distance kUnreached); `max_nodes` bounds one query's neighbourhood (0: none).
+inline constexpr int64_t kUnreached = int64_t{1} << 40;
+
+struct PathNeighbourhoodSpec {
+  const GraphView* graph = nullptr;
+  const RelationMap* relations = nullptr;
+  int32_t num_relations = 0;
+  int radius = 0;
+  int64_t max_nodes = 0;
+};
+
+// Builds batches. Holds scratch sized to the largest graph it has seen, so keep one per
+// thread and reuse it.
 class PathBatchBuilder {
  public:
-  // `relations` maps graph relation ids to the model's (empty: identity); facts of unknown
-  // relations are not message edges. `num_relations` is the model's R. `radius` is the
-  // neighbourhood's hop count; `max_nodes` bounds one query's neighbourhood (0: none).
+  // A builder for any graph (the spec comes with each Add).
+  PathBatchBuilder() = default;
+  // A builder bound to one graph and model.
   PathBatchBuilder(const GraphView& graph, const RelationMap& relations, int32_t num_relations,
                    int radius, int64_t max_nodes = 0);
 
   // Appends query's neighbourhood to `batch`. Errors: INVALID_ARGUMENT for a source outside
   // the graph or a relation outside [0, 2R); RESOURCE_EXHAUSTED when the neighbourhood
-  // exceeds max_nodes.
+  // exceeds max_nodes (the batch is left as it was).
   absl::Status Add(const PathQuery& query, PathBatch* batch);
+  absl::Status Add(const PathNeighbourhoodSpec& spec, const PathQuery& query, PathBatch* batch);
 
  private:
-  bool Hidden(const PathQuery& q, EntityId a, RelationId r, EntityId b) const;
-  int32_t ModelRelation(RelationId r) const;
-
-  const GraphView& graph_;
-  const RelationMap relations_;  // a copy: callers pass temporaries ({} for identity)
-  const int32_t num_relations_;
-  const int radius_;
-  const int64_t max_nodes_;
+  RelationMap bound_relations_;  // a copy: callers pass temporaries ({} for identity)
+  PathNeighbourhoodSpec bound_;
   std::vector<int32_t> local_;  // entity -> index within the current query's nodes, or -1
   std::vector<EntityId> nodes_;
+  std::vector<int64_t> dist_;
 };
 
 }  // namespace grail

@@ -54,9 +54,12 @@ constexpr char kLayerNorm[] = R"(
   out = torch.layer_norm(out, [d], self.norm_w_$L, self.norm_b_$L, 1e-5)
 )";
 constexpr char kLayerTail[] = R"(
-  out = torch.relu(out) * (node_dist <= $REACH).to(out.dtype).unsqueeze(1)
+  out = $ACTIVATION
   return $OUT
 )";
+constexpr char kMaskedActivation[] =
+    "torch.relu(out) * (node_dist <= $REACH).to(out.dtype).unsqueeze(1)";
+constexpr char kActivation[] = "torch.relu(out)";
 
 constexpr char kForwardHead[] = R"(
 def mlp(self, x: Tensor) -> Tensor:
@@ -84,9 +87,11 @@ constexpr char kForwardTail[] = R"(
 std::string ModuleSource(const PathConfig& c) {
   std::string source;
   for (int l = 0; l < c.num_layers; ++l) {
-    absl::StrAppend(&source, kLayerHead, c.dependent ? kDependentRelation : kFreeRelation,
-                    c.pna ? kPnaAggregation : kSumAggregation, kCombine,
-                    c.layer_norm ? kLayerNorm : "", kLayerTail);
+    absl::StrAppend(
+        &source, kLayerHead, c.dependent ? kDependentRelation : kFreeRelation,
+        c.pna ? kPnaAggregation : kSumAggregation, kCombine, c.layer_norm ? kLayerNorm : "",
+        absl::StrReplaceAll(kLayerTail,
+                            {{"$ACTIVATION", c.reach_mask ? kMaskedActivation : kActivation}}));
     source = absl::StrReplaceAll(source, {{"$L", absl::StrCat(l)},
                                           {"$REACH", absl::StrCat(l + 1)},
                                           {"$OUT", c.short_cut ? "out + h" : "out"}});
@@ -167,6 +172,7 @@ void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& rel
   m.register_attribute("layer_norm", c10::BoolType::get(), c.layer_norm);
   m.register_attribute("short_cut", c10::BoolType::get(), c.short_cut);
   m.register_attribute("pna_delta", c10::FloatType::get(), c.pna_delta);
+  m.register_attribute("reach_mask", c10::BoolType::get(), c.reach_mask);
   m.register_attribute("num_message_relations", c10::IntType::get(),
                        static_cast<int64_t>(2 * relations.size()));
   c10::List<std::string> names;
@@ -255,6 +261,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Load(const std::string& pa
     c.layer_norm = m.attr("layer_norm").toBool();
     c.short_cut = m.attr("short_cut").toBool();
     c.pna_delta = m.attr("pna_delta").toDouble();
+    c.reach_mask = !m.hasattr("reach_mask") || m.attr("reach_mask").toBool();
     std::vector<std::string> relations;
     for (const c10::IValue& name : m.attr("relations").toListRef()) {
       relations.push_back(name.toStringRef());

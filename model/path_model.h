@@ -9,6 +9,7 @@
 //   m_e   = h_u^(l-1) * w_r(q)       for each edge u -r-> v        (DistMult message)
 //   a_v   = sum_e m_e + h_v^0                                      (sum; or PNA over them)
 //   h_v^l = ReLU(LayerNorm(W_l [h_v^(l-1), a_v] + b_l)) * 1[d(h, v) <= l] + h_v^(l-1)
+//           (the factor only with PathConfig::reach_mask, the default)
 //   s(h, q, v) = MLP([h_v^L, q])
 // w_r(q) = W_r q + b_r (query-dependent relation vectors; or a free vector per relation).
 // The factor 1[d(h, v) <= l] keeps an entity that no path of length <= l reaches at the
@@ -55,9 +56,16 @@ struct PathConfig {
   bool short_cut = true;
   // PNA's delta: the mean of log(degree + 1) over the training graph's entities.
   double pna_delta = 1.0;
+  // true: an entity no path of length <= l reaches has state 0 after layer l (the factor
+  // 1[d(h, v) <= l] of the equations), so a query needs only its source's neighbourhood and
+  // every entity beyond shares one score. false: as the path model's paper computes it, every
+  // entity's state is updated at every layer, so an entity that no path from h reaches still
+  // gets a score of its own (from its own neighbourhood's structure and the query relation),
+  // and a query runs over the whole graph.
+  bool reach_mask = true;
 
-  // Hops of neighbourhood a query needs (model/path_batch.h).
-  int radius() const { return num_layers + (pna ? 1 : 0); }
+  // Hops of neighbourhood a query needs (model/path_batch.h); -1: the whole graph.
+  int radius() const { return reach_mask ? num_layers + (pna ? 1 : 0) : -1; }
 };
 
 // Scores of one forward: `node[i]` for node i of the batch (its query's score of that

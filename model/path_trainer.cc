@@ -58,8 +58,8 @@ std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprin
   const PathConfig& c = o.model;
   return absl::StrCat(data_fingerprint, "|layers=", c.num_layers, "|dim=", c.dim, "|pna=", c.pna,
                       "|dependent=", c.dependent, "|layer_norm=", c.layer_norm,
-                      "|short_cut=", c.short_cut, "|batch=", o.batch_size,
-                      "|negatives=", o.negatives, "|lr=", o.learning_rate,
+                      "|short_cut=", c.short_cut, "|reach_mask=", c.reach_mask,
+                      "|batch=", o.batch_size, "|negatives=", o.negatives, "|lr=", o.learning_rate,
                       "|temperature=", o.adversarial_temperature,
                       "|remove_one_hop=", o.remove_one_hop, "|seed=", o.seed);
 }

@@ -85,16 +85,16 @@ void FillScore(const FactScore& s, uint64_t sequence, const std::string& model_v
 }
 
 void FillModelInfo(const ServedModel& served, kg::v1::ModelInfo* info) {
-  const GrailModel& model = served.model();
+  const ModelSummary summary = served.Summary();
   info->set_path(served.path());
-  info->set_format(kModelFormat);
-  for (const std::string& r : model.relations()) info->add_relations(r);
-  info->set_hops(model.config().hops);
-  info->set_layers(model.config().num_layers);
-  info->set_dim(model.config().dim);
-  info->set_parameters(model.num_parameters());
-  info->set_training_fingerprint(model.training_fingerprint());
-  info->set_device(model.device());
+  info->set_format(summary.format);
+  for (const std::string& r : served.relations()) info->add_relations(r);
+  info->set_hops(summary.hops);
+  info->set_layers(summary.layers);
+  info->set_dim(summary.dim);
+  info->set_parameters(summary.parameters);
+  info->set_training_fingerprint(summary.training_fingerprint);
+  info->set_device(summary.device);
   info->set_version(served.version());
   info->set_generation(served.generation());
   info->set_loaded_at_unix_seconds(served.loaded_at_unix_seconds());

@@ -64,11 +64,25 @@ struct InferenceEngine::QueuedSubgraph {
   std::shared_ptr<Call> call;
   size_t index = 0;
   int32_t model_relation = 0;
-  EnclosingSubgraph subgraph;
+  EnclosingSubgraph subgraph;  // GraIL
+  PathBatch neighbourhood;     // path family: one query's neighbourhood
+  bool path = false;
   Clock::time_point queued_at;
   int64_t bytes = 0;
-  int64_t cost() const { return subgraph.num_nodes() + subgraph.num_edges(); }
+  int64_t num_nodes() const { return path ? neighbourhood.num_nodes() : subgraph.num_nodes(); }
+  int64_t num_edges() const { return path ? neighbourhood.num_edges() : subgraph.num_edges(); }
+  int64_t cost() const { return num_nodes() + num_edges(); }
 };
+
+namespace {
+
+// What identifies a job's model: work of one model only shares a forward.
+const void* ModelKey(const ScoringJob& job) {
+  return job.path_model() != nullptr ? static_cast<const void*>(job.path_model())
+                                     : static_cast<const void*>(job.model());
+}
+
+}  // namespace
 
 // One admitted call. Everything but the constant members is guarded by the engine's mu_.
 struct InferenceEngine::Call {
@@ -241,6 +255,7 @@ void InferenceEngine::ExtractionLoop() {
   // Made for the extraction config of the call at hand: calls of a model reloaded with
   // another config (hops, per-hop cap) get an extractor of their own config.
   std::optional<SubgraphExtractor> extractor;
+  PathBatchBuilder path_builder;
   std::vector<QueuedSubgraph> extracted;
   const size_t max_batch = static_cast<size_t>(std::max(1, options_.max_batch_size));
   for (;;) {
@@ -306,8 +321,11 @@ void InferenceEngine::ExtractionLoop() {
       continue;
     }
 
-    const ExtractionConfig config = call->job->model().config().extraction();
-    if (!extractor.has_value() || !(extractor->config() == config)) extractor.emplace(config);
+    const bool path = call->job->path_model() != nullptr;
+    if (!path) {
+      const ExtractionConfig config = call->job->model()->config().extraction();
+      if (!extractor.has_value() || !(extractor->config() == config)) extractor.emplace(config);
+    }
     extracted.clear();
     absl::Status error;
     const Clock::time_point slice_start = Clock::now();
@@ -332,33 +350,44 @@ void InferenceEngine::ExtractionLoop() {
         }
       }
       QueuedSubgraph item;
-      absl::StatusOr<int32_t> relation = call->job->Extract(i, *extractor, &item.subgraph);
+      item.path = path;
+      absl::StatusOr<int32_t> relation = 0;
+      if (path) {
+        absl::Status built = call->job->ExtractQuery(i, path_builder, &item.neighbourhood);
+        if (!built.ok()) relation = std::move(built);
+      } else {
+        relation = call->job->Extract(i, *extractor, &item.subgraph);
+      }
       if (!relation.ok()) {
-        error = absl::Status(relation.status().code(),
-                             absl::StrCat("fact ", i, ": ", relation.status().message()));
+        error = absl::Status(
+            relation.status().code(),
+            absl::StrCat(path ? "query " : "fact ", i, ": ", relation.status().message()));
         break;
       }
-      const EnclosingSubgraph& s = item.subgraph;
-      if (s.num_nodes() > options_.max_subgraph_nodes ||
-          s.num_edges() > options_.max_subgraph_edges) {
-        observer_->OnCallRejected(s.num_nodes() > options_.max_subgraph_nodes
-                                      ? "max_subgraph_nodes"
-                                      : "max_subgraph_edges");
+      const int64_t nodes = item.num_nodes(), edges = item.num_edges();
+      if (nodes > options_.max_subgraph_nodes || edges > options_.max_subgraph_edges) {
+        observer_->OnCallRejected(nodes > options_.max_subgraph_nodes ? "max_subgraph_nodes"
+                                                                      : "max_subgraph_edges");
         error = absl::ResourceExhaustedError(absl::StrCat(
-            call->job->Describe(i), ": the enclosing subgraph has ", s.num_nodes(), " nodes and ",
-            s.num_edges(), " edges, more than the server scores (--max-subgraph-nodes=",
+            call->job->Describe(i),
+            path ? ": the query's neighbourhood has " : ": the enclosing subgraph has ", nodes,
+            " nodes and ", edges, " edges, more than the server scores (--max-subgraph-nodes=",
             options_.max_subgraph_nodes, ", --max-subgraph-edges=", options_.max_subgraph_edges,
-            "); serve a model trained with a per-hop cap (grail-train --max-nodes-per-hop) or "
-            "raise the limits"));
+            path ? "); raise the limits"
+                 : "); serve a model trained with a per-hop cap (grail-train --max-nodes-per-hop) "
+                   "or "
+                   "raise the limits"));
         break;
       }
       item.queued_at = Clock::now();
-      observer_->OnSubgraphExtracted(s.num_nodes(), s.num_edges(),
+      observer_->OnSubgraphExtracted(static_cast<int>(nodes), static_cast<int>(edges),
                                      SecondsBetween(start, item.queued_at));
       item.call = call;
       item.index = i;
       item.model_relation = *relation;
-      item.bytes = SubgraphBytes(s) + static_cast<int64_t>(sizeof(QueuedSubgraph));
+      item.bytes = (path ? static_cast<int64_t>(item.neighbourhood.MemoryBytes())
+                         : SubgraphBytes(item.subgraph)) +
+                   static_cast<int64_t>(sizeof(QueuedSubgraph));
       extracted.push_back(std::move(item));
     }
 
@@ -368,8 +397,8 @@ void InferenceEngine::ExtractionLoop() {
     if (!error.ok()) Fail(*call, std::move(error));
     if (!call->removed && call->error.ok()) {
       for (QueuedSubgraph& item : extracted) {
-        call->queued_nodes += item.subgraph.num_nodes();
-        call->queued_edges += item.subgraph.num_edges();
+        call->queued_nodes += item.num_nodes();
+        call->queued_edges += item.num_edges();
         call->queued_bytes += item.bytes;
         queued_subgraphs_ += 1;
         queued_cost_ += item.cost();
@@ -441,7 +470,7 @@ void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
   const size_t n = calls_.size();
   // One forward runs one model: the first call served picks it, calls of another model (a
   // reload in progress) wait for a later forward.
-  const GrailModel* model = nullptr;
+  const void* model = nullptr;
   // Deficit round-robin: every pass gives each call with queued subgraphs a quantum of
   // cost; a call takes subgraphs while its deficit covers them. Passes repeat until the
   // batch is full or every queue is empty, so a large subgraph waits a few passes for its
@@ -454,13 +483,13 @@ void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
         call.deficit = 0;
         continue;
       }
-      if (model != nullptr && &call.job->model() != model) continue;
-      model = &call.job->model();
+      if (model != nullptr && ModelKey(*call.job) != model) continue;
+      model = ModelKey(*call.job);
       call.deficit += quantum_;
       while (!call.queue.empty() && batch->size() < max_batch) {
         QueuedSubgraph& next = call.queue.front();
         if (next.cost() > call.deficit) break;
-        const int32_t sn = next.subgraph.num_nodes(), se = next.subgraph.num_edges();
+        const int64_t sn = next.num_nodes(), se = next.num_edges();
         if (!batch->empty() &&
             (nodes + sn > options_.max_batch_nodes || edges + se > options_.max_batch_edges)) {
           full = true;
@@ -493,6 +522,7 @@ void InferenceEngine::BatcherLoop() {
   std::vector<QueuedSubgraph> batch;
   std::vector<std::shared_ptr<Call>> finished;
   SubgraphBatch scratch;
+  PathBatch path_scratch;
   for (;;) {
     bool release = false;
     {
@@ -542,48 +572,78 @@ void InferenceEngine::BatcherLoop() {
     }
     extraction_ready_.SignalAll();  // the queues shrank
     FinishCalls(finished);
-    if (!batch.empty()) RunBatch(batch, scratch);
+    if (!batch.empty()) RunBatch(batch, scratch, path_scratch);
     if (release) {
       scratch = SubgraphBatch();  // the last batch's arrays too
+      path_scratch = PathBatch();
       ReleaseFreedMemory();
     }
   }
 }
 
-void InferenceEngine::RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch) {
+void InferenceEngine::RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch,
+                               PathBatch& path_scratch) {
   const Clock::time_point now = Clock::now();
+  const bool path = batch.front().path;
   scratch.Clear();
+  path_scratch.Clear();
   Clock::time_point oldest = now;
   int64_t nodes = 0, edges = 0;
+  // Path queries of several calls that ask the same (entity, relation) on the same
+  // neighbourhood share one query of the forward.
+  std::vector<int64_t> query_of;
   for (const QueuedSubgraph& item : batch) {
-    scratch.Add(item.subgraph, item.model_relation, item.call->job->relations());
+    if (path) {
+      query_of.push_back(path_scratch.AppendOrShare(item.neighbourhood));
+    } else {
+      scratch.Add(item.subgraph, item.model_relation, item.call->job->relations());
+    }
     oldest = std::min(oldest, item.queued_at);
-    nodes += item.subgraph.num_nodes();
-    edges += item.subgraph.num_edges();
+    nodes += path ? 0 : item.num_nodes();
+    edges += path ? 0 : item.num_edges();
+  }
+  if (path) {  // what the forward runs: shared queries once
+    nodes = path_scratch.num_nodes();
+    edges = path_scratch.num_edges();
   }
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<std::vector<float>> scores = batch.front().call->job->model().Score(scratch);
-  observer_->OnBatch(static_cast<int>(batch.size()), nodes, edges, SecondsBetween(oldest, now),
-                     SecondsBetween(start, Clock::now()));
-  if (scores.ok()) {
-    for (size_t b = 0; b < batch.size(); ++b) {
-      const EnclosingSubgraph& s = batch[b].subgraph;
-      batch[b].call->job->Accept(
-          batch[b].index, FactScore{(*scores)[b], s.num_nodes(), s.num_edges(), s.target_in_graph});
+  Clock::time_point end;
+  absl::Status status;
+  if (path) {
+    absl::StatusOr<PathScores> scores = batch.front().call->job->path_model()->Score(path_scratch);
+    end = Clock::now();
+    status = scores.status();
+    if (scores.ok()) {
+      for (size_t b = 0; b < batch.size(); ++b) {
+        batch[b].call->job->AcceptQuery(batch[b].index, path_scratch, query_of[b], *scores);
+      }
+    }
+  } else {
+    absl::StatusOr<std::vector<float>> scores = batch.front().call->job->model()->Score(scratch);
+    end = Clock::now();
+    status = scores.status();
+    if (scores.ok()) {
+      for (size_t b = 0; b < batch.size(); ++b) {
+        const EnclosingSubgraph& s = batch[b].subgraph;
+        batch[b].call->job->Accept(batch[b].index, FactScore{(*scores)[b], s.num_nodes(),
+                                                             s.num_edges(), s.target_in_graph});
+      }
     }
   }
+  observer_->OnBatch(static_cast<int>(batch.size()), nodes, edges, SecondsBetween(oldest, now),
+                     SecondsBetween(start, end));
   {
     absl::MutexLock lock(&mu_);
     for (QueuedSubgraph& item : batch) {
       Call& call = *item.call;
-      if (!scores.ok()) {
-        Fail(call, scores.status());
+      if (!status.ok()) {
+        Fail(call, status);
         continue;
       }
       ++call.scored;
     }
     // Scored facts are no longer pending.
-    if (scores.ok()) pending_subgraphs_ -= static_cast<int64_t>(batch.size());
+    if (status.ok()) pending_subgraphs_ -= static_cast<int64_t>(batch.size());
     ++forwards_since_release_;
   }
   batch.clear();  // drops the batch's references to calls and graphs now

@@ -37,6 +37,10 @@
 // Scores do not depend on what else shares the batch: every subgraph is its own connected
 // component, and the network only mixes nodes along edges and within a subgraph's readout.
 //
+// Path family. A job of a path model hands the engine queries instead of facts: each is
+// "extracted" into its source's neighbourhood (model/path_batch.h) and batched, scheduled and
+// bounded exactly as subgraphs are, its size being the neighbourhood's nodes and edges.
+//
 // Models. Each job names the model it is scored with (ScoringJob::model), so calls that
 // started before a model reload finish on the old model while new calls use the new one;
 // a forward only ever holds subgraphs of one model.
@@ -63,6 +67,8 @@
 #include "absl/synchronization/mutex.h"
 #include "model/enclosing_subgraph.h"
 #include "model/grail_model.h"
+#include "model/path_batch.h"
+#include "model/path_model.h"
 #include "model/subgraph_batch.h"
 
 namespace grail {
@@ -165,10 +171,22 @@ class ScoringJob {
   // distinct i.
   virtual absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
                                           EnclosingSubgraph* out) = 0;
-  // The model to score the job's subgraphs with; its config is the extraction config. It
-  // must stay alive until Finish() returns. Subgraphs of jobs with different models never
-  // share a forward.
-  virtual const GrailModel& model() const = 0;
+  // The GraIL model to score the job's subgraphs with; its config is the extraction config.
+  // Null for a job of the path family (path_model()). The model must stay alive until
+  // Finish() returns. Work of jobs with different models never shares a forward.
+  virtual const GrailModel* model() const = 0;
+
+  // The path family (model/path_model.h). For a job whose path_model() is set, the engine
+  // calls ExtractQuery and AcceptQuery instead of Extract and Accept: item i is a query,
+  // its "subgraph" the query's neighbourhood, and its result every scored entity of it.
+  virtual const PathModel* path_model() const { return nullptr; }
+  // Builds query i's neighbourhood into `*out` (empty on entry) with `builder` (the calling
+  // thread's own). Thread-safe for distinct i.
+  virtual absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, PathBatch* out) {
+    return absl::UnimplementedError("not a path-family job");
+  }
+  // Query i's scores: query q of `batch`. From the batcher thread only.
+  virtual void AcceptQuery(size_t i, const PathBatch& batch, int64_t q, const PathScores& scores) {}
   // The map from the job's graph relation ids to the model's.
   virtual const RelationMap& relations() const = 0;
   virtual void Accept(size_t i, const FactScore& score) = 0;
@@ -226,7 +244,8 @@ class InferenceEngine {
   // Fills `*batch` from the calls' queues by deficit round-robin.
   void FormBatch(std::vector<QueuedSubgraph>* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs one forward and hands the scores to their calls.
-  void RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch);
+  void RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch,
+                PathBatch& path_scratch);
   // Calls Finish() on each call with its outcome and reports dropped work.
   void FinishCalls(std::vector<std::shared_ptr<Call>>& calls);
   // Fails `call` with `status` unless it already has an outcome; the batcher finishes it.

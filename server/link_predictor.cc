@@ -6,6 +6,7 @@
 #include <queue>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "model/explanation.h"
@@ -65,7 +66,7 @@ class FactScoringJob final : public ScoringJob {
     }
     return f.model_relation;
   }
-  const GrailModel& model() const override { return model_->model(); }
+  const GrailModel* model() const override { return &model_->model(); }
   const RelationMap& relations() const override { return *relations_; }
   void Accept(size_t i, const FactScore& score) override { results_[i] = score; }
   void Finish(absl::Status status) override {
@@ -121,6 +122,85 @@ class FactScoringJob final : public ScoringJob {
   std::vector<FactScore> results_;
   const int explain_paths_;
   std::vector<std::vector<NamedPath>> paths_;  // per fact; slot i written by Extract(i)
+  LinkPredictor::ScoreCallback done_;
+};
+
+// Scores a list of facts given by id with a path model (ScoreTriplet(s)): the facts that
+// share a head and a relation share one query, whose single pass scores all their tails.
+class PathFactJob final : public ScoringJob {
+ public:
+  using Fact = FactScoringJob::Fact;
+
+  PathFactJob(std::shared_ptr<const ServedModel> model, std::shared_ptr<const GraphSnapshot> graph,
+              std::shared_ptr<const RelationMap> relations, std::vector<Fact> facts,
+              LinkPredictor::ScoreCallback done)
+      : model_(std::move(model)),
+        graph_(std::move(graph)),
+        relations_(std::move(relations)),
+        facts_(std::move(facts)),
+        results_(facts_.size()),
+        done_(std::move(done)) {
+    absl::flat_hash_map<std::pair<EntityId, int32_t>, size_t> query_of;
+    for (size_t i = 0; i < facts_.size(); ++i) {
+      const auto key = std::make_pair(facts_[i].head, facts_[i].model_relation);
+      auto [it, added] = query_of.emplace(key, queries_.size());
+      if (added) queries_.push_back({key.first, key.second, {}});
+      queries_[it->second].facts.push_back(i);
+    }
+  }
+
+  size_t size() const override { return queries_.size(); }
+  absl::StatusOr<int32_t> Extract(size_t, SubgraphExtractor&, EnclosingSubgraph*) override {
+    return absl::UnimplementedError("a path model scores queries, not subgraphs");
+  }
+  const GrailModel* model() const override { return nullptr; }
+  const PathModel* path_model() const override { return &model_->path_model(); }
+  const RelationMap& relations() const override { return *relations_; }
+  absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, PathBatch* out) override {
+    const PathModel& model = model_->path_model();
+    const PathNeighbourhoodSpec spec{graph_.get(), relations_.get(), model.num_relations(),
+                                     model.config().radius(), 0};
+    return builder.Add(spec, {queries_[i].head, queries_[i].relation, {}, std::nullopt}, out);
+  }
+  void AcceptQuery(size_t i, const PathBatch& batch, int64_t q, const PathScores& scores) override {
+    const int32_t nodes = static_cast<int32_t>(batch.node_begin[q + 1] - batch.node_begin[q]);
+    const int32_t edges = static_cast<int32_t>(batch.edge_begin[q + 1] - batch.edge_begin[q]);
+    for (size_t f : queries_[i].facts) {
+      const Fact& fact = facts_[f];
+      const bool known = fact.graph_relation != kNoGraphRelation &&
+                         graph_->HasFact(fact.head, fact.graph_relation, fact.tail);
+      results_[f] = FactScore{scores.Of(batch, q, fact.tail), nodes, edges, known};
+    }
+  }
+  void Accept(size_t, const FactScore&) override {}
+  void Finish(absl::Status status) override {
+    if (!status.ok()) return done_(std::move(status));
+    done_(ScoredFacts{std::move(results_), graph_->sequence(), model_->version(), {}});
+  }
+  size_t MemoryBytes() const override {
+    return sizeof(*this) + facts_.capacity() * sizeof(Fact) +
+           results_.capacity() * sizeof(FactScore) +
+           queries_.capacity() * (sizeof(Query) + sizeof(size_t));
+  }
+  std::string Describe(size_t i) const override {
+    const Query& q = queries_[i];
+    return absl::StrCat("(\"", graph_->EntityName(q.head), "\", \"",
+                        model_->relations()[q.relation], "\", ?)");
+  }
+
+ private:
+  struct Query {
+    EntityId head = 0;
+    int32_t relation = 0;       // the model's
+    std::vector<size_t> facts;  // indices into facts_
+  };
+
+  const std::shared_ptr<const ServedModel> model_;
+  const std::shared_ptr<const GraphSnapshot> graph_;
+  const std::shared_ptr<const RelationMap> relations_;
+  const std::vector<Fact> facts_;
+  std::vector<FactScore> results_;
+  std::vector<Query> queries_;
   LinkPredictor::ScoreCallback done_;
 };
 
@@ -192,6 +272,9 @@ class RankingJob final : public ScoringJob {
     std::vector<std::string> candidates;  // empty: every entity
     uint32_t top_k = 0;
     bool filter_known_facts = false;
+    // A path model: one query, (fixed, r, ?) or its inverse (fixed, r^-1, ?), whose pass
+    // scores every candidate; entities beyond its neighbourhood share its far score.
+    bool path = false;
   };
 
   RankingJob(Setup setup, LinkPredictor::RankCallback done)
@@ -199,6 +282,18 @@ class RankingJob final : public ScoringJob {
 
   absl::Status Prepare() override {
     const GraphSnapshot& graph = *s_.graph;
+    explicit_candidates_ = !s_.candidates.empty();
+    if (s_.path && !explicit_candidates_) {
+      // The pass decides which candidates are near (AcceptQuery); the count is known now.
+      if (s_.top_k == 0 && graph.num_live_entities() - 1 > s_.limits.max_rank_results) {
+        return Refuse(
+            "max_rank_results",
+            absl::StrCat("ranking every entity would return ", graph.num_live_entities() - 1,
+                         " candidates; the limit is ", s_.limits.max_rank_results,
+                         " (--max-rank-results); set options.top_k"));
+      }
+      return absl::OkStatus();
+    }
     if (!s_.candidates.empty()) {
       // An explicit list: every candidate is scored on its own subgraph.
       absl::flat_hash_set<EntityId> seen;
@@ -251,11 +346,57 @@ class RankingJob final : public ScoringJob {
                                  " candidates; the limit is ", s_.limits.max_rank_results,
                                  " (--max-rank-results); set options.top_k"));
     }
-    fixed_neighbourhood_.emplace(TargetNeighbourhood::Expand(graph, s_.fixed, s_.extraction));
+    if (!s_.path) {
+      fixed_neighbourhood_.emplace(TargetNeighbourhood::Expand(graph, s_.fixed, s_.extraction));
+    }
     return absl::OkStatus();
   }
 
-  size_t size() const override { return near_.size() + (far_count_ > 0 ? 1 : 0); }
+  size_t size() const override {
+    if (s_.path) return 1;
+    return near_.size() + (far_count_ > 0 ? 1 : 0);
+  }
+
+  const PathModel* path_model() const override {
+    return s_.path ? &s_.model->path_model() : nullptr;
+  }
+
+  absl::Status ExtractQuery(size_t, PathBatchBuilder& builder, PathBatch* out) override {
+    const PathModel& model = s_.model->path_model();
+    const PathNeighbourhoodSpec spec{s_.graph.get(), s_.relations.get(), model.num_relations(),
+                                     model.config().radius(), 0};
+    const int32_t relation = s_.model_relation + (s_.rank_tails ? 0 : model.num_relations());
+    return builder.Add(spec, {s_.fixed, relation, {}, std::nullopt}, out);
+  }
+
+  void AcceptQuery(size_t, const PathBatch& batch, int64_t q, const PathScores& scores) override {
+    const GraphSnapshot& graph = *s_.graph;
+    auto known = [&](EntityId c) {
+      return s_.graph_relation != kNoGraphRelation &&
+             graph.HasFact(Head(c), s_.graph_relation, Tail(c));
+    };
+    if (explicit_candidates_) {
+      for (EntityId c : near_) top_.Add({scores.Of(batch, q, c), c, known(c)});
+      return;
+    }
+    // Every entity of the neighbourhood is near and scored on its own; every other live
+    // entity is far (no path of the model's length reaches it: not a known answer either).
+    for (int64_t node = batch.node_begin[q]; node < batch.node_begin[q + 1]; ++node) {
+      const EntityId c = static_cast<EntityId>(batch.node_entity[node]);
+      if (c == s_.fixed || graph.IsRemoved(c)) continue;  // a whole-graph pass lists them
+      not_far_.push_back(c);
+      const bool is_known = known(c);
+      if (s_.filter_known_facts && is_known) {
+        ++filtered_;
+        continue;
+      }
+      near_.push_back(c);
+      top_.Add({scores.node[node], c, is_known});
+    }
+    std::sort(not_far_.begin(), not_far_.end());
+    far_count_ = graph.num_live_entities() - 1 - not_far_.size();
+    shared_score_ = scores.far[q];
+  }
 
   absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
                                   EnclosingSubgraph* out) override {
@@ -266,7 +407,7 @@ class RankingJob final : public ScoringJob {
     return s_.model_relation;
   }
 
-  const GrailModel& model() const override { return s_.model->model(); }
+  const GrailModel* model() const override { return s_.path ? nullptr : &s_.model->model(); }
   const RelationMap& relations() const override { return *s_.relations; }
 
   void Accept(size_t i, const FactScore& score) override {
@@ -424,6 +565,7 @@ class RankingJob final : public ScoringJob {
   std::optional<TargetNeighbourhood> fixed_neighbourhood_;
   TopCandidates top_;
   float shared_score_ = 0;
+  bool explicit_candidates_ = false;
   LinkPredictor::RankCallback done_;
 };
 
@@ -472,6 +614,17 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
     scoring[i] = FactScoringJob::Fact{*head, graph_relation.value_or(kNoGraphRelation), *tail,
                                       *model_relation};
   }
+  if (view.model->family() == ModelFamily::kPath) {
+    if (explain_paths > 0) {
+      return done(absl::InvalidArgumentError(
+          "explanations are the paths of GraIL's enclosing subgraphs; the served model is a "
+          "path-family model, which has none"));
+    }
+    auto job = std::make_shared<PathFactJob>(view.model, view.snapshot, view.relations,
+                                             std::move(scoring), std::move(done));
+    const size_t queries = job->size();
+    return engine_.Submit(std::move(job), std::move(control), queries);
+  }
   const size_t size = scoring.size();
   engine_.Submit(
       std::make_shared<FactScoringJob>(view.model, view.snapshot, view.relations,
@@ -491,7 +644,8 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   setup.model = view.model;
   setup.graph = view.snapshot;
   setup.relations = view.relations;
-  setup.extraction = view.model->model().config().extraction();
+  setup.path = view.model->family() == ModelFamily::kPath;
+  if (!setup.path) setup.extraction = view.model->model().config().extraction();
   setup.limits = limits_;
   setup.observer = &engine_.observer();
   setup.rank_tails = query.rank_tails;
@@ -504,7 +658,7 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   setup.filter_known_facts = query.filter_known_facts;
   // An explicit list's size is known now (an upper bound: duplicates and the fixed entity
   // drop out); a ranking over every entity learns its size in Prepare().
-  const size_t known_size = setup.candidates.size();
+  const size_t known_size = setup.path ? 1 : setup.candidates.size();
   engine_.Submit(std::make_shared<RankingJob>(std::move(setup), std::move(done)),
                  std::move(control), known_size);
 }

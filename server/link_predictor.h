@@ -19,7 +19,10 @@
 // TrivialSubgraphDistance), so all such candidates share one score, computed once per call
 // on one of them; the fixed entity's own k-hop search is done once per call and reused for
 // every candidate; the candidates near it are scored on their own subgraphs, and only the
-// best top_k are kept.
+// best top_k are kept. With a path model (model/path_model.h) a ranking is one query whose
+// single pass scores every entity of the fixed entity's neighbourhood, every other entity
+// sharing the query's far score; RankHeads is the inverse query; facts scored together that
+// share (head, relation) share the query.
 //
 // Thread safety: every method may be called from any number of threads.
 #ifndef GRAIL_SERVER_LINK_PREDICTOR_H_

@@ -64,7 +64,7 @@ absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested
     outcome.warmup_forwards = *warm;
     outcome.warmup_seconds = SecondsSince(warmup_start);
     if (!options_.allow_unknown_relations) {
-      const absl::Status allowed = store.SetAllowedRelations(outcome.model->model().relations());
+      const absl::Status allowed = store.SetAllowedRelations(outcome.model->relations());
       if (!allowed.ok()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "model ", path, " cannot serve the stored graph: ", allowed.message(),

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/seeded_random.h"
 #include "model/enclosing_subgraph.h"
+#include "model/path_batch.h"
 #include "storage/static_graph.h"
 #include "storage/vocabulary.h"
 
@@ -71,14 +72,51 @@ std::vector<Triple> SampleStoredFacts(const ServedModel& model, const GraphSnaps
 ServedModel::ServedModel(std::shared_ptr<const GrailModel> model, std::string path,
                          std::string sha256, uint64_t generation)
     : model_(std::move(model)),
+      relations_(&model_->relations()),
       path_(std::move(path)),
       sha256_(std::move(sha256)),
       version_(absl::StrCat(path_, "@", sha256_.substr(0, 16))),
       generation_(generation),
       loaded_at_unix_seconds_(UnixSeconds()) {
-  for (size_t m = 0; m < model_->relations().size(); ++m) {
-    relation_ids_.emplace(model_->relations()[m], static_cast<int32_t>(m));
+  for (size_t m = 0; m < relations_->size(); ++m) {
+    relation_ids_.emplace((*relations_)[m], static_cast<int32_t>(m));
   }
+}
+
+ServedModel::ServedModel(std::shared_ptr<const PathModel> model, std::string path,
+                         std::string sha256, uint64_t generation)
+    : path_model_(std::move(model)),
+      relations_(&path_model_->relations()),
+      path_(std::move(path)),
+      sha256_(std::move(sha256)),
+      version_(absl::StrCat(path_, "@", sha256_.substr(0, 16))),
+      generation_(generation),
+      loaded_at_unix_seconds_(UnixSeconds()) {
+  for (size_t m = 0; m < relations_->size(); ++m) {
+    relation_ids_.emplace((*relations_)[m], static_cast<int32_t>(m));
+  }
+}
+
+ModelSummary ServedModel::Summary() const {
+  ModelSummary summary;
+  if (path_model_) {
+    summary.format = kPathModelFormat;
+    summary.hops = std::max(0, path_model_->config().radius());  // 0: the whole graph
+    summary.layers = path_model_->config().num_layers;
+    summary.dim = path_model_->config().dim;
+    summary.parameters = path_model_->num_parameters();
+    summary.training_fingerprint = path_model_->training_fingerprint();
+    summary.device = path_model_->device();
+  } else {
+    summary.format = kModelFormat;
+    summary.hops = model_->config().hops;
+    summary.layers = model_->config().num_layers;
+    summary.dim = model_->config().dim;
+    summary.parameters = model_->num_parameters();
+    summary.training_fingerprint = model_->training_fingerprint();
+    summary.device = model_->device();
+  }
+  return summary;
 }
 
 absl::StatusOr<int32_t> ServedModel::RelationId(absl::string_view name) const {
@@ -95,7 +133,7 @@ std::shared_ptr<const RelationMap> ServedModel::RelationsOf(const GraphSnapshot&
   std::lock_guard<std::mutex> lock(relation_map_mu_);
   if (relation_map_ == nullptr || relation_map_->size() < graph.num_relations()) {
     relation_map_ = std::make_shared<const RelationMap>(
-        MapRelationsByName(graph.relation_names(), model_->relations()));
+        MapRelationsByName(graph.relation_names(), *relations_));
   }
   return relation_map_;
 }
@@ -105,6 +143,14 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
                                                                    uint64_t generation) {
   absl::StatusOr<std::string> sha256 = FileSha256(path);
   if (!sha256.ok()) return sha256.status();
+  absl::StatusOr<ModelFamily> family = ArchiveFamily(path);
+  if (!family.ok()) return family.status();
+  if (*family == ModelFamily::kPath) {
+    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Load(path, device);
+    if (!model.ok()) return model.status();
+    return std::make_shared<const ServedModel>(std::shared_ptr<const PathModel>(*std::move(model)),
+                                               path, *std::move(sha256), generation);
+  }
   absl::StatusOr<std::unique_ptr<GrailModel>> model = GrailModel::Load(path, device);
   if (!model.ok()) return model.status();
   return std::make_shared<const ServedModel>(std::shared_ptr<const GrailModel>(*std::move(model)),
@@ -119,10 +165,51 @@ std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphS
   return unknown;
 }
 
+namespace {
+
+// WarmUp() for a path model: each forward runs the queries (head, relation, ?) of facts, up
+// to the batch limits (a neighbourhood that alone exceeds them runs alone).
+absl::StatusOr<int> WarmUpPath(const ServedModel& served, const GraphView& graph,
+                               const RelationMap& relations, const std::vector<WarmupFact>& facts,
+                               const WarmupOptions& options) {
+  const PathModel& model = served.path_model();
+  const PathNeighbourhoodSpec spec{&graph, &relations, model.num_relations(),
+                                   model.config().radius(), 0};
+  PathBatchBuilder builder;
+  PathBatch batch, one;
+  size_t next = 0;
+  int forwards = 0;
+  for (int b = 0; b < options.batches; ++b) {
+    batch.Clear();
+    const int64_t size = b % 2 == 1 ? 1 : std::max(1, options.batch_size);
+    for (size_t tried = 0; tried < 4 * facts.size() && batch.num_queries() < size; ++tried) {
+      const WarmupFact& f = facts[next++ % facts.size()];
+      one.Clear();
+      absl::Status built = builder.Add(spec, {f.fact.head, f.model_relation, {}, {}}, &one);
+      if (!built.ok()) return built;
+      if (batch.num_queries() > 0 &&
+          (batch.num_nodes() + one.num_nodes() > options.max_batch_nodes ||
+           batch.num_edges() + one.num_edges() > options.max_batch_edges)) {
+        break;
+      }
+      batch.Append(one);
+    }
+    if (batch.num_queries() == 0) continue;
+    absl::StatusOr<PathScores> scores = model.Score(batch);
+    if (!scores.ok()) {
+      return absl::Status(scores.status().code(), absl::StrCat("warming up model ", served.path(),
+                                                               ": ", scores.status().message()));
+    }
+    ++forwards;
+  }
+  return forwards;
+}
+
+}  // namespace
+
 absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph,
                            const WarmupOptions& options) {
   if (options.batches <= 0) return 0;
-  const GrailModel& model = served.model();
   const size_t per_batch = static_cast<size_t>(std::max(1, options.batch_size));
 
   // Stored facts when there are any; otherwise a ring of 32 entities over the model's
@@ -138,7 +225,7 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
   const RelationMap identity;
   if (facts.empty()) {
     constexpr uint32_t kRing = 32;
-    const uint32_t num_relations = static_cast<uint32_t>(model.relations().size());
+    const uint32_t num_relations = static_cast<uint32_t>(served.relations().size());
     std::vector<Triple> edges;
     for (uint32_t e = 0; e < kRing; ++e) {
       edges.push_back({e, e % num_relations, (e + 1) % kRing});
@@ -154,6 +241,10 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
     }
   }
 
+  if (served.family() == ModelFamily::kPath) {
+    return WarmUpPath(served, *source, *relations, facts, options);
+  }
+  const GrailModel& model = served.model();
   SubgraphExtractor extractor(model.config().extraction());
   EnclosingSubgraph subgraph;
   SubgraphBatch batch;

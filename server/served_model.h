@@ -23,19 +23,40 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/grail_model.h"
+#include "model/path_model.h"
 #include "model/subgraph_batch.h"
 #include "storage/live_graph.h"
 
 namespace grail {
 
+// What GetStats and /metrics say about a model, whatever its family.
+struct ModelSummary {
+  std::string format;  // the archive format: kModelFormat or kPathModelFormat
+  int hops = 0;        // GraIL: the subgraph radius k; path: a query's neighbourhood radius
+  int layers = 0;
+  int dim = 0;
+  int64_t parameters = 0;
+  std::string training_fingerprint;
+  std::string device;
+};
+
 class ServedModel {
  public:
   ServedModel(std::shared_ptr<const GrailModel> model, std::string path, std::string sha256,
               uint64_t generation);
+  ServedModel(std::shared_ptr<const PathModel> model, std::string path, std::string sha256,
+              uint64_t generation);
   ServedModel(const ServedModel&) = delete;
   ServedModel& operator=(const ServedModel&) = delete;
 
+  ModelFamily family() const { return path_model_ ? ModelFamily::kPath : ModelFamily::kGrail; }
+  // The GraIL network; only for family() == kGrail.
   const GrailModel& model() const { return *model_; }
+  // The path-based scorer; only for family() == kPath.
+  const PathModel& path_model() const { return *path_model_; }
+  // The relation vocabulary in the model's id order.
+  const std::vector<std::string>& relations() const { return *relations_; }
+  ModelSummary Summary() const;
   const std::string& path() const { return path_; }
   // Hex SHA-256 of the archive's bytes.
   const std::string& sha256() const { return sha256_; }
@@ -54,6 +75,8 @@ class ServedModel {
 
  private:
   const std::shared_ptr<const GrailModel> model_;
+  const std::shared_ptr<const PathModel> path_model_;
+  const std::vector<std::string>* const relations_;
   const std::string path_;
   const std::string sha256_;
   const std::string version_;
@@ -65,9 +88,9 @@ class ServedModel {
   mutable std::shared_ptr<const RelationMap> relation_map_;
 };
 
-// Loads the archive at `path` on `device` (GrailModel::Load: format and contents checked)
-// and fingerprints its bytes. Errors name the path: NOT_FOUND if it cannot be read,
-// INVALID_ARGUMENT if it is not a model archive of this format.
+// Loads the archive at `path` on `device`, of either family (GrailModel::Load or
+// PathModel::Load: format and contents checked), and fingerprints its bytes. Errors name the path:
+// NOT_FOUND if it cannot be read, INVALID_ARGUMENT if it is not a model archive of this format.
 absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::string& path,
                                                                    absl::string_view device,
                                                                    uint64_t generation);
@@ -94,6 +117,8 @@ struct WarmupOptions {
 // from `graph` (stored facts, so the shapes are those users will send): even forwards
 // filled up to the batch limits, odd ones with a single subgraph (a lone ScoreTriplet's
 // shape); with no facts stored, over a small synthetic graph of the model's relations.
+// A path model runs its queries (the sampled facts' heads and relations) instead of
+// subgraphs, within the same limits.
 // Returns the number of forwards run. An error (a forward failing) means the model cannot
 // serve.
 absl::StatusOr<int> WarmUp(const ServedModel& model, const GraphSnapshot& graph,

@@ -397,7 +397,7 @@ int Run() {
     Log("store", {{"level", level}, {"message", message}});
   };
   if (!absl::GetFlag(FLAGS_allow_unknown_relations)) {
-    store_options.allowed_relations = (*model)->model().relations();
+    store_options.allowed_relations = (*model)->relations();
   }
   absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(data_dir, store_options);
   if (!store.ok()) return Fail("opening the store", store.status());
@@ -474,8 +474,9 @@ int Run() {
          {"facts", graph->num_facts()},
          {"sequence", graph->sequence()},
          {"model_version", (*model)->version()},
-         {"model_relations", (*model)->model().relations().size()},
-         {"parameters", (*model)->model().num_parameters()},
+         {"model_format", (*model)->Summary().format},
+         {"model_relations", (*model)->relations().size()},
+         {"parameters", (*model)->Summary().parameters},
          {"warmup_forwards", *warmup_forwards},
          {"warmup_seconds", warmup_seconds}});
   }

@@ -305,12 +305,11 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
         const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
         if (predictor == nullptr) return {};
         const std::shared_ptr<const ServedModel> served = predictor->served_model();
-        const GrailModel& model = served->model();
+        const ModelSummary model = served->Summary();
         return {ScrapedSample{
-            {kModelFormat, model.device(), absl::StrCat(model.config().hops),
-             absl::StrCat(model.config().num_layers), absl::StrCat(model.config().dim),
-             absl::StrCat(model.relations().size()), model.training_fingerprint(),
-             served->version(), absl::StrCat(served->generation())},
+            {model.format, model.device, absl::StrCat(model.hops), absl::StrCat(model.layers),
+             absl::StrCat(model.dim), absl::StrCat(served->relations().size()),
+             model.training_fingerprint, served->version(), absl::StrCat(served->generation())},
             1.0}};
       }));
   Must(m.scraped.AddFamily(prometheus::MetricType::Gauge, "grail_build_info",

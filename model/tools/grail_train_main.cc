@@ -53,6 +53,11 @@ ABSL_FLAG(bool, free_relations, false,
           "path family: one learnt vector per relation instead of vectors computed from the "
           "query relation");
 ABSL_FLAG(int, negatives, 32, "path family: negatives per query");
+ABSL_FLAG(bool, reach_mask, true,
+          "path family: entities no path of the model's length reaches keep state 0 and share "
+          "one score, so a query touches only its source's neighbourhood (false: every entity "
+          "is updated at every layer and scored on its own, as NBFNet does; a query then runs "
+          "over the whole graph)");
 ABSL_FLAG(double, adversarial_temperature, 0,
           "path family: self-adversarial weighting of the negatives at this temperature (0: "
           "uniform weights)");
@@ -158,6 +163,7 @@ int main(int argc, char** argv) {
     options.model.dim = absl::GetFlag(FLAGS_dim);
     options.model.pna = absl::GetFlag(FLAGS_pna);
     options.model.dependent = !absl::GetFlag(FLAGS_free_relations);
+    options.model.reach_mask = absl::GetFlag(FLAGS_reach_mask);
     options.epochs = epochs;
     options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32);
     options.negatives = absl::GetFlag(FLAGS_negatives);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,41 @@ TEST(PathBatchTest, AQueryHoldsTheEntitiesWithinTheRadiusWithTheirDistances) {
                                           std::make_tuple(1, 1, 2), std::make_tuple(2, 3, 1),
                                           std::make_tuple(2, 0, 3), std::make_tuple(3, 2, 2),
                                           std::make_tuple(5, 0, 0), std::make_tuple(0, 2, 5)));
+}
+
+TEST(PathBatchTest, AppendingShiftsIndicesAndAnIdenticalQueryIsShared) {
+  const StaticGraph graph = Chain();
+  PathBatchBuilder builder(graph, {}, 2, 2);
+  PathBatch together, a, b, c;
+  ASSERT_TRUE(builder.Add({1, 0, {}, std::nullopt}, &together).ok());
+  ASSERT_TRUE(builder.Add({3, 1, {}, std::nullopt}, &together).ok());
+  ASSERT_TRUE(builder.Add({1, 0, {}, std::nullopt}, &a).ok());
+  ASSERT_TRUE(builder.Add({3, 1, {}, std::nullopt}, &b).ok());
+  PathBatch appended;
+  EXPECT_EQ(appended.AppendOrShare(a), 0);
+  EXPECT_EQ(appended.AppendOrShare(b), 1);
+  EXPECT_EQ(appended.node_entity, together.node_entity);
+  EXPECT_EQ(appended.edge_src, together.edge_src);
+  EXPECT_EQ(appended.edge_dst, together.edge_dst);
+  EXPECT_EQ(appended.source_index, together.source_index);
+  EXPECT_EQ(appended.node_begin, together.node_begin);
+  EXPECT_EQ(appended.edge_begin, together.edge_begin);
+  EXPECT_EQ(appended.NodeOf(1, 4), together.NodeOf(1, 4));
+  // The same query again is answered by the first; the same source and relation over another
+  // neighbourhood (a fact hidden) is not.
+  EXPECT_EQ(appended.AppendOrShare(a), 0);
+  EXPECT_EQ(appended.num_queries(), 2);
+  ASSERT_TRUE(builder.Add({1, 0, {}, Triple{0, 0, 1}}, &c).ok());
+  EXPECT_EQ(appended.AppendOrShare(c), 2);
+  // Same source, relation and sizes, one fact's relation differs (a later graph version).
+  const StaticGraph other(
+      6, std::vector<Triple>{{0, 1, 1}, {1, 1, 2}, {2, 0, 3}, {3, 1, 4}, {5, 0, 0}});
+  PathBatchBuilder other_builder(other, {}, 2, 2);
+  PathBatch d;
+  ASSERT_TRUE(other_builder.Add({1, 0, {}, std::nullopt}, &d).ok());
+  ASSERT_EQ(d.num_nodes(), a.num_nodes());
+  ASSERT_EQ(d.num_edges(), a.num_edges());
+  EXPECT_EQ(appended.AppendOrShare(d), 3);
 }
 
 TEST(PathBatchTest, UnlinkedEntitiesAndTheHiddenFactAreNoMessageEdges) {
@@ -175,6 +211,42 @@ TEST_P(PathExactnessTest, ScoringOnTheSourcesNeighbourhoodEqualsScoringOnTheWhol
 
 INSTANTIATE_TEST_SUITE_P(SumAndPna, PathExactnessTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Pna" : "Sum"; });
+
+// Without the reach mask (NBFNet's own computation) a query covers every entity, and those
+// no path reaches are scored apart by their own surroundings rather than sharing one score.
+TEST(PathModelTest, WithoutTheReachMaskEveryEntityIsInTheQueryAndScoredOnItsOwn) {
+  PathConfig config;
+  config.num_layers = 2;
+  config.dim = 8;
+  config.reach_mask = false;
+  ASSERT_EQ(config.radius(), -1);
+  absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, Relations(3), 5);
+  ASSERT_TRUE(model.ok());
+  // Two components: the query's source 0 is in the first; 40..59 none of its paths reach.
+  std::vector<Triple> facts;
+  SeededRandom random(2);
+  for (uint32_t e = 0; e < 59; ++e) {
+    if (e == 39) continue;
+    facts.push_back({e, static_cast<uint32_t>(random.Uniform(3)), e + 1});
+    if (e % 3 == 0 && e + 2 < 60 && (e + 2 <= 39) == (e <= 39)) {
+      facts.push_back({e, static_cast<uint32_t>(random.Uniform(3)), e + 2});
+    }
+  }
+  const StaticGraph graph(60, facts);
+  PathBatchBuilder builder(graph, {}, 3, config.radius());
+  PathBatch batch;
+  ASSERT_TRUE(builder.Add({0, 1, {}, std::nullopt}, &batch).ok());
+  EXPECT_EQ(batch.num_nodes(), 60);
+  EXPECT_EQ(batch.node_dist[batch.NodeOf(0, 45)], kUnreached);
+  EXPECT_EQ(batch.node_dist[batch.NodeOf(0, 1)], 1);
+  const auto scores = AllScores(**model, graph, {{0, 1, {}, std::nullopt}}, config.radius())[0];
+  std::set<float> unreached(scores.begin() + 40, scores.end());
+  EXPECT_GT(unreached.size(), 2u);
+  // The archive keeps the choice.
+  ScopedTempDir dir;
+  ASSERT_TRUE((*model)->Save(dir.Sub("m.pt")).ok());
+  EXPECT_FALSE((*PathModel::Load(dir.Sub("m.pt")))->config().reach_mask);
+}
 
 TEST(PathModelTest, QueriesBatchedTogetherScoreAsEachAlone) {
   PathConfig config;

@@ -84,7 +84,7 @@ class TestJob final : public ScoringJob {
     if (!status.ok()) return status;
     return static_cast<int32_t>(t.relation);
   }
-  const GrailModel& model() const override { return *model_; }
+  const GrailModel* model() const override { return model_; }
   const RelationMap& relations() const override { return identity_; }
   void Accept(size_t i, const FactScore& score) override {
     results_[i] = score;

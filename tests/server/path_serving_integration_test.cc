@@ -1,0 +1,208 @@
+// The path-based scorer served by the real grail-server binary (loopback port, real RocksDB
+// directory, real gRPC): scores equal the offline model's, ranking every entity is one pass
+// whose scores equal ScoreTriplet's, RankHeads is the inverse query, and added facts reach
+// the next pass.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "model/path_batch.h"
+#include "model/path_model.h"
+#include "storage/static_graph.h"
+#include "tests/testing/graph_calls.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace grail {
+namespace {
+
+using kg::v1::KnowledgeGraph;
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kRelations = {"r0", "r1", "r2"};
+
+// A long ring of entities c0..c59, each linked to the next two: with a radius of 3 hops, most
+// of the ring lies beyond any query's neighbourhood.
+std::vector<NamedTriple> Ring() {
+  std::vector<NamedTriple> facts;
+  for (int i = 0; i < 60; ++i) {
+    facts.push_back({absl::StrCat("c", i), kRelations[i % 3], absl::StrCat("c", (i + 1) % 60)});
+    facts.push_back(
+        {absl::StrCat("c", i), kRelations[(i + 1) % 3], absl::StrCat("c", (i + 2) % 60)});
+  }
+  return facts;
+}
+
+void ExpectClose(float served, float offline, const std::string& what) {
+  EXPECT_NEAR(served, offline, 1e-5 * (1 + std::fabs(offline))) << what;
+}
+
+class PathServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PathConfig config;
+    config.num_layers = 3;
+    config.dim = 8;
+    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, kRelations, 4);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE((*model)->Save(dir_.Sub("path.pt")).ok());
+    model_ = *std::move(model);
+    ASSERT_TRUE(server_.Start({"--model=" + dir_.Sub("path.pt"), "--data-dir=" + dir_.Sub("store")},
+                              dir_.Sub("server.log")));
+    stub_ = KnowledgeGraph::NewStub(
+        grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+    Add(Ring());
+  }
+
+  void Add(const std::vector<NamedTriple>& facts) {
+    const AddOutcome added = AddChunks(*stub_, {facts});
+    ASSERT_TRUE(added.status.ok()) << added.status.error_message();
+    stored_.insert(stored_.end(), facts.begin(), facts.end());
+  }
+
+  // Every entity's offline score for the query (source, relation, ?), inverse for heads.
+  std::map<std::string, float> Offline(const std::string& source, const std::string& relation,
+                                       bool inverse) {
+    IndexedTriples indexed;
+    IndexTriples(stored_, &indexed);
+    const StaticGraph graph(indexed.entities.size(), indexed.triples);
+    const RelationMap relations = MapRelationsByName(indexed.relations.names(), kRelations);
+    PathBatchBuilder builder(graph, relations, model_->num_relations(), model_->config().radius());
+    PathBatch batch;
+    const int32_t r = static_cast<int32_t>(
+        std::find(kRelations.begin(), kRelations.end(), relation) - kRelations.begin());
+    EXPECT_TRUE(builder
+                    .Add({*indexed.entities.Find(source),
+                          r + (inverse ? model_->num_relations() : 0),
+                          {},
+                          std::nullopt},
+                         &batch)
+                    .ok());
+    absl::StatusOr<PathScores> scores = model_->Score(batch);
+    EXPECT_TRUE(scores.ok()) << scores.status();
+    std::map<std::string, float> out;
+    for (EntityId e = 0; e < graph.num_entities(); ++e) {
+      out[indexed.entities.Name(e)] = scores->Of(batch, 0, e);
+    }
+    return out;
+  }
+
+  kg::v1::ScoreTripletResponse Score(const NamedTriple& t, grpc::Status* status_out = nullptr,
+                                     bool explain = false) {
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto(t);
+    request.set_explain(explain);
+    kg::v1::ScoreTripletResponse response;
+    const grpc::Status status = stub_->ScoreTriplet(&context, request, &response);
+    if (status_out != nullptr) {
+      *status_out = status;
+    } else {
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    }
+    return response;
+  }
+
+  kg::v1::RankResponse RankTails(const std::string& head, const std::string& relation) {
+    grpc::ClientContext context;
+    kg::v1::RankTailsRequest request;
+    request.set_head(head);
+    request.set_relation(relation);
+    kg::v1::RankResponse response;
+    const grpc::Status status = stub_->RankTails(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  ScopedTempDir dir_;
+  ServerProcess server_;
+  std::unique_ptr<KnowledgeGraph::Stub> stub_;
+  std::unique_ptr<PathModel> model_;
+  std::vector<NamedTriple> stored_;
+};
+
+TEST_F(PathServingTest, ScoresEqualTheOfflineModelAndStatsNameThePathFormat) {
+  const std::map<std::string, float> offline = Offline("c10", "r1", false);
+  for (const std::string& tail : {"c11", "c12", "c13", "c40"}) {
+    const kg::v1::ScoreTripletResponse served = Score({"c10", "r1", tail});
+    ExpectClose(served.score(), offline.at(tail), tail);
+  }
+  // c40 is far from c10: it has the query's shared far score, as c41 does.
+  EXPECT_EQ(Score({"c10", "r1", "c40"}).score(), Score({"c10", "r1", "c41"}).score());
+  EXPECT_TRUE(Score({"c10", "r1", "c11"}).known_fact() || Score({"c10", "r0", "c11"}).known_fact());
+
+  grpc::ClientContext context;
+  kg::v1::GetStatsResponse stats;
+  ASSERT_TRUE(stub_->GetStats(&context, kg::v1::GetStatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.model().format(), kPathModelFormat);
+  EXPECT_EQ(stats.model().hops(), 3u);
+  EXPECT_EQ(stats.model().parameters(), static_cast<uint64_t>(model_->num_parameters()));
+
+  // Explanations are GraIL's: a path model says so rather than returning none.
+  grpc::Status explain;
+  Score({"c10", "r1", "c12"}, &explain, /*explain=*/true);
+  EXPECT_EQ(explain.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(explain.error_message(), HasSubstr("path-family"));
+}
+
+TEST_F(PathServingTest, RankingEveryTailIsOnePassWhoseScoresEqualScoreTriplet) {
+  const kg::v1::RankResponse ranking = RankTails("c20", "r2");
+  ASSERT_EQ(ranking.ranked_size(), 59);  // every entity but c20
+  EXPECT_EQ(ranking.candidates_scored(), 59u);
+  // The neighbourhood within 3 hops of c20 along the ring holds 12 others; the remaining 47
+  // share the far score.
+  EXPECT_EQ(ranking.candidates_shared_score(), 47u);
+  const std::map<std::string, float> offline = Offline("c20", "r2", false);
+  for (int i = 0; i < ranking.ranked_size(); ++i) {
+    const kg::v1::RankedEntity& e = ranking.ranked(i);
+    ExpectClose(e.score(), offline.at(e.entity()), e.entity());
+    if (i > 0) EXPECT_GE(ranking.ranked(i - 1).score(), e.score());
+  }
+  // Each score is ScoreTriplet's for the completed fact.
+  for (int i : {0, 5, 30, 58}) {
+    const kg::v1::RankedEntity& e = ranking.ranked(i);
+    ExpectClose(Score({"c20", "r2", e.entity()}).score(), e.score(), e.entity());
+  }
+}
+
+TEST_F(PathServingTest, RankHeadsIsTheInverseQuery) {
+  grpc::ClientContext context;
+  kg::v1::RankHeadsRequest request;
+  request.set_relation("r0");
+  request.set_tail("c33");
+  request.mutable_options()->set_top_k(10);
+  kg::v1::RankResponse ranking;
+  ASSERT_TRUE(stub_->RankHeads(&context, request, &ranking).ok());
+  ASSERT_EQ(ranking.ranked_size(), 10);
+  const std::map<std::string, float> offline = Offline("c33", "r0", /*inverse=*/true);
+  for (const kg::v1::RankedEntity& e : ranking.ranked()) {
+    ExpectClose(e.score(), offline.at(e.entity()), e.entity());
+  }
+}
+
+TEST_F(PathServingTest, AFactAddedWhileServingReachesTheNextPass) {
+  const kg::v1::RankResponse before = RankTails("c0", "r0");
+  // A new entity linked to c0: inside c0's neighbourhood from the next call on.
+  Add({{"c0", "r2", "fresh"}});
+  const kg::v1::RankResponse after = RankTails("c0", "r0");
+  EXPECT_GT(after.graph_sequence(), before.graph_sequence());
+  EXPECT_EQ(after.ranked_size(), before.ranked_size() + 1);
+  EXPECT_EQ(after.candidates_shared_score(), before.candidates_shared_score());
+  const std::map<std::string, float> offline = Offline("c0", "r0", false);
+  bool found = false;
+  for (const kg::v1::RankedEntity& e : after.ranked()) {
+    if (e.entity() != "fresh") continue;
+    found = true;
+    ExpectClose(e.score(), offline.at("fresh"), "fresh");
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace grail
