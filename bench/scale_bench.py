@@ -25,7 +25,9 @@ graphs use a model trained on WN18RR/train.txt (2 epochs); fb_dense one trained 
 (4 epochs; the graph's relations it does not know are stored and ignored,
 --allow-unknown-relations); synth1m one trained on a 20k-entity synthetic graph of the same
 generator (seed 2, 1 epoch) with a per-hop cap of 50, as a graph with 10^5-edge hubs needs.
-Queries are the graph's own facts whose relation the model knows.
+Queries are the graph's own facts whose relation the model knows. With --family path the
+models are path-family models trained for one epoch on WN18RR_v1 and fb237_v1 (the cost of a
+pass does not depend on the weights), served with --allow-unknown-relations.
 """
 
 import argparse
@@ -145,7 +147,7 @@ def rank_all_args(queries, requests, deadline_ms, concurrency=1):
             concurrency, "--requests", requests, "--seed", 1]
 
 
-def prepare(out):
+def prepare(out, family="grail"):
     """Data and models shared by every label, made with this tree's build."""
     data, models = out / "data", out / "models"
     data.mkdir(parents=True, exist_ok=True)
@@ -168,6 +170,15 @@ def prepare(out):
         "synth.pt": [data / "synth20k" / "train.txt", data / "synth20k" / "valid.txt", 1,
                      ["--max-nodes-per-hop", 50]],
     }
+    if family == "path":
+        # The path-based scorer: trained on the inductive v1 splits (one epoch: the cost of a
+        # pass does not depend on the weights); WordNet graphs have relations WN18RR_v1 lacks.
+        specs = {
+            "wn_path.pt": [DATA / "WN18RR_v1" / "train.txt", DATA / "WN18RR_v1" / "valid.txt", 1,
+                           ["--family", "path", "--free-relations", "--remove-one-hop=false"]],
+            "fb_path.pt": [DATA / "fb237_v1" / "train.txt", DATA / "fb237_v1" / "valid.txt", 1,
+                           ["--family", "path"]],
+        }
     for name, (train_file, valid_file, epochs, extra) in specs.items():
         if not (models / name).exists():
             with open(models / (name + ".train.log"), "w") as f:
@@ -178,6 +189,13 @@ def prepare(out):
         bipartite.parent.mkdir(exist_ok=True)
         bipartite.write_text("".join(f"left{i}\t_hypernym\tright{j}\n"
                                      for i in range(140) for j in range(140)))
+    if family == "path":
+        unknown = ["--allow-unknown-relations"]
+        return {
+            "wordnet": (data / "wordnet" / "triples.txt", models / "wn_path.pt", unknown),
+            "wn18rr": (DATA / "WN18RR" / "train.txt", models / "wn_path.pt", unknown),
+            "fb_dense": (DATA / "FB15k-237_validtest" / "graph.txt", models / "fb_path.pt", unknown),
+        }
     return {
         "wordnet": (data / "wordnet" / "triples.txt", models / "wn.pt", []),
         "wn18rr": (DATA / "WN18RR" / "train.txt", models / "wn.pt", []),
@@ -219,7 +237,7 @@ def measure_graph(args, name, graph, model, flags, out):
                             ("ok", "facts_added", "entities_created", "seconds",
                              "facts_per_second")}
         result["rss_after_ingest_mb"] = round(server.status()["rss_mb"], 1)
-        queries = queries_for(server, graph, out, name)
+        queries = queries_for(server, graph, out, f"{name}.{Path(model).stem}")
         deadline = args.rank_deadline_ms
         first = server.client(*rank_all_args(queries, 1, deadline), timeout=3600)
         result["first_rank_all"] = load_summary(first)
@@ -308,10 +326,12 @@ def main():
     parser.add_argument("--loaded-score-requests", type=int, default=1500)
     parser.add_argument("--rank-deadline-ms", type=int, default=120000)
     parser.add_argument("--force", action="store_true")
+    parser.add_argument("--family", choices=["grail", "path"], default="grail",
+                        help="the model family served (path: wordnet, wn18rr, fb_dense only)")
     args = parser.parse_args()
     out = Path(args.out)
     (out / args.label).mkdir(parents=True, exist_ok=True)
-    cases = prepare(out)
+    cases = prepare(out, args.family)
     for name in args.graphs.split(","):
         path = out / args.label / f"{name}.json"
         if path.exists() and not args.force:

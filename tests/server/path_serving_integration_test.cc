@@ -16,6 +16,7 @@
 #include "model/path_model.h"
 #include "storage/static_graph.h"
 #include "tests/testing/graph_calls.h"
+#include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -202,6 +203,27 @@ TEST_F(PathServingTest, AFactAddedWhileServingReachesTheNextPass) {
     ExpectClose(e.score(), offline.at("fresh"), "fresh");
   }
   EXPECT_TRUE(found);
+}
+
+// A reload may switch families: the calls after it are scored by the other family.
+TEST_F(PathServingTest, ReloadingSwitchesBetweenTheFamiliesWhileServing) {
+  ASSERT_TRUE(SaveUntrainedModel(dir_.Sub("grail.pt"), kRelations, 2, TwoHopConfig()).ok());
+  for (const std::string& archive : {dir_.Sub("grail.pt"), dir_.Sub("path.pt")}) {
+    grpc::ClientContext context;
+    kg::v1::ReloadModelRequest request;
+    request.set_path(archive);
+    kg::v1::ReloadModelResponse response;
+    const grpc::Status status = stub_->ReloadModel(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    const bool grail = archive == dir_.Sub("grail.pt");
+    EXPECT_EQ(response.model().format(), grail ? kModelFormat : kPathModelFormat);
+    // Explanations exist for GraIL only; both score and rank.
+    grpc::Status explain;
+    Score({"c10", "r1", "c12"}, &explain, /*explain=*/true);
+    EXPECT_EQ(explain.ok(), grail) << explain.error_message();
+    EXPECT_EQ(RankTails("c10", "r1").ranked_size(), 59);
+  }
+  ExpectClose(Score({"c10", "r1", "c12"}).score(), Offline("c10", "r1", false).at("c12"), "c12");
 }
 
 }  // namespace
