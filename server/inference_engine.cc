@@ -352,9 +352,14 @@ void InferenceEngine::ExtractionLoop() {
       QueuedSubgraph item;
       item.path = path;
       absl::StatusOr<int32_t> relation = 0;
+      bool cut = false;  // the neighbourhood search stopped at the node limit
       if (path) {
-        absl::Status built = call->job->ExtractQuery(i, path_builder, &item.neighbourhood);
-        if (!built.ok()) relation = std::move(built);
+        // The search stops one entity past the limit: a hub's whole neighbourhood is never
+        // searched only to be refused.
+        absl::Status built = call->job->ExtractQuery(
+            i, path_builder, int64_t{options_.max_subgraph_nodes} + 1, &item.neighbourhood);
+        cut = absl::IsResourceExhausted(built);
+        if (!built.ok() && !cut) relation = std::move(built);
       } else {
         relation = call->job->Extract(i, *extractor, &item.subgraph);
       }
@@ -365,18 +370,20 @@ void InferenceEngine::ExtractionLoop() {
         break;
       }
       const int64_t nodes = item.num_nodes(), edges = item.num_edges();
-      if (nodes > options_.max_subgraph_nodes || edges > options_.max_subgraph_edges) {
-        observer_->OnCallRejected(nodes > options_.max_subgraph_nodes ? "max_subgraph_nodes"
-                                                                      : "max_subgraph_edges");
+      if (cut || nodes > options_.max_subgraph_nodes || edges > options_.max_subgraph_edges) {
+        const bool too_many_nodes = cut || nodes > options_.max_subgraph_nodes;
+        observer_->OnCallRejected(too_many_nodes ? "max_subgraph_nodes" : "max_subgraph_edges");
+        const std::string size =
+            cut ? absl::StrCat("more than ", options_.max_subgraph_nodes, " nodes")
+                : absl::StrCat(nodes, " nodes and ", edges, " edges");
         error = absl::ResourceExhaustedError(absl::StrCat(
             call->job->Describe(i),
-            path ? ": the query's neighbourhood has " : ": the enclosing subgraph has ", nodes,
-            " nodes and ", edges, " edges, more than the server scores (--max-subgraph-nodes=",
-            options_.max_subgraph_nodes, ", --max-subgraph-edges=", options_.max_subgraph_edges,
+            path ? ": the query's neighbourhood has " : ": the enclosing subgraph has ", size,
+            ", more than the server scores (--max-subgraph-nodes=", options_.max_subgraph_nodes,
+            ", --max-subgraph-edges=", options_.max_subgraph_edges,
             path ? "); raise the limits"
                  : "); serve a model trained with a per-hop cap (grail-train --max-nodes-per-hop) "
-                   "or "
-                   "raise the limits"));
+                   "or raise the limits"));
         break;
       }
       item.queued_at = Clock::now();

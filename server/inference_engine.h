@@ -181,8 +181,10 @@ class ScoringJob {
   // its "subgraph" the query's neighbourhood, and its result every scored entity of it.
   virtual const PathModel* path_model() const { return nullptr; }
   // Builds query i's neighbourhood into `*out` (empty on entry) with `builder` (the calling
-  // thread's own). Thread-safe for distinct i.
-  virtual absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, PathBatch* out) {
+  // thread's own), stopping with RESOURCE_EXHAUSTED once it would hold more than `max_nodes`
+  // entities. Thread-safe for distinct i.
+  virtual absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes,
+                                    PathBatch* out) {
     return absl::UnimplementedError("not a path-family job");
   }
   // Query i's scores: query q of `batch`. From the batcher thread only.

@@ -156,10 +156,11 @@ class PathFactJob final : public ScoringJob {
   const GrailModel* model() const override { return nullptr; }
   const PathModel* path_model() const override { return &model_->path_model(); }
   const RelationMap& relations() const override { return *relations_; }
-  absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, PathBatch* out) override {
+  absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes,
+                            PathBatch* out) override {
     const PathModel& model = model_->path_model();
     const PathNeighbourhoodSpec spec{graph_.get(), relations_.get(), model.num_relations(),
-                                     model.config().radius(), 0};
+                                     model.config().radius(), max_nodes};
     return builder.Add(spec, {queries_[i].head, queries_[i].relation, {}, std::nullopt}, out);
   }
   void AcceptQuery(size_t i, const PathBatch& batch, int64_t q, const PathScores& scores) override {
@@ -361,10 +362,11 @@ class RankingJob final : public ScoringJob {
     return s_.path ? &s_.model->path_model() : nullptr;
   }
 
-  absl::Status ExtractQuery(size_t, PathBatchBuilder& builder, PathBatch* out) override {
+  absl::Status ExtractQuery(size_t, PathBatchBuilder& builder, int64_t max_nodes,
+                            PathBatch* out) override {
     const PathModel& model = s_.model->path_model();
     const PathNeighbourhoodSpec spec{s_.graph.get(), s_.relations.get(), model.num_relations(),
-                                     model.config().radius(), 0};
+                                     model.config().radius(), max_nodes};
     const int32_t relation = s_.model_relation + (s_.rank_tails ? 0 : model.num_relations());
     return builder.Add(spec, {s_.fixed, relation, {}, std::nullopt}, out);
   }

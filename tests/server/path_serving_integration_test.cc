@@ -226,5 +226,35 @@ TEST_F(PathServingTest, ReloadingSwitchesBetweenTheFamiliesWhileServing) {
   ExpectClose(Score({"c10", "r1", "c12"}).score(), Offline("c10", "r1", false).at("c12"), "c12");
 }
 
+// A neighbourhood past --max-subgraph-nodes is refused naming the flag; the search stops at
+// the limit rather than covering the neighbourhood first.
+TEST(PathServingLimitsTest, ANeighbourhoodOverTheNodeLimitIsRefusedNamingTheFlag) {
+  ScopedTempDir dir;
+  PathConfig config;
+  config.num_layers = 3;
+  config.dim = 8;
+  ASSERT_TRUE((*PathModel::Create(config, kRelations, 4))->Save(dir.Sub("path.pt")).ok());
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(
+      {"--model=" + dir.Sub("path.pt"), "--data-dir=" + dir.Sub("store"), "--max-subgraph-nodes=5"},
+      dir.Sub("server.log")));
+  auto stub = KnowledgeGraph::NewStub(
+      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(AddChunks(*stub, {Ring()}).status.ok());
+  grpc::ClientContext context;
+  kg::v1::RankTailsRequest request;
+  request.set_head("c20");
+  request.set_relation("r2");
+  kg::v1::RankResponse response;
+  const grpc::Status status = stub->RankTails(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("more than 5 nodes"));
+  EXPECT_THAT(status.error_message(), HasSubstr("--max-subgraph-nodes=5"));
+  // The server keeps serving.
+  grpc::ClientContext stats_context;
+  kg::v1::GetStatsResponse stats;
+  EXPECT_TRUE(stub->GetStats(&stats_context, kg::v1::GetStatsRequest(), &stats).ok());
+}
+
 }  // namespace
 }  // namespace grail
