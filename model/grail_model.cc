@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "model/archive_check.h"
 #include "model/grail_module.h"
 #include "model/torch_util.h"
 
@@ -280,14 +279,20 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& 
                                                              absl::string_view device_name) {
   absl::StatusOr<torch::Device> device = ParseDevice(device_name);
   if (!device.ok()) return device.status();
-  // LibTorch trusts the zip's contents (no CRC-32 checks) and can crash on damaged ones.
-  if (absl::Status container = CheckModelArchive(path); !container.ok()) return container;
+  absl::StatusOr<torch::jit::Module> m = LoadModelArchive(path, *device);
+  if (!m.ok()) return m.status();
+  return FromModule(std::make_unique<GrailModule>(GrailModule{*std::move(m), *device}), path,
+                    device_name);
+}
+
+absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::FromModule(
+    std::unique_ptr<GrailModule> module, const std::string& path, absl::string_view device_name) {
+  torch::jit::Module& m = module->module;
+  if (ArchiveFormat(m) != kModelFormat) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a ", kModelFormat, " archive (no or another 'format')"));
+  }
   try {
-    torch::jit::Module m = torch::jit::load(path, *device);
-    if (!m.hasattr("format") || m.attr("format").toStringRef() != kModelFormat) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, " is not a ", kModelFormat, " archive (no or another 'format')"));
-    }
     GrailConfig c;
     c.hops = static_cast<int>(m.attr("hops").toInt());
     c.max_nodes_per_hop = static_cast<int>(m.attr("max_nodes_per_hop").toInt());
@@ -302,20 +307,17 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& 
     // Archives from before the option existed use the paper's formula.
     c.zero_without_in_edges =
         m.hasattr("zero_without_in_edges") && m.attr("zero_without_in_edges").toBool();
-    std::vector<std::string> relations;
-    for (const c10::IValue& name : m.attr("relations").toListRef()) {
-      relations.push_back(name.toStringRef());
-    }
+    std::vector<std::string> relations = ArchiveRelations(m);
     absl::Status valid = ValidateConfig(c, relations.size());
     if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
     // A NaN or Inf weight makes every score NaN and every ranking arbitrary: refuse it here
     // rather than serve it.
     if (absl::Status finite = CheckFiniteParameters(m, path); !finite.ok()) return finite;
     m.eval();
-    auto module = std::make_unique<GrailModule>(GrailModule{std::move(m), *device});
+    std::string fingerprint = m.attr("training_fingerprint").toStringRef();
     auto model = std::unique_ptr<GrailModel>(
         new GrailModel(c, std::move(relations), std::string(device_name), std::move(module)));
-    model->fingerprint_ = model->module_->module.attr("training_fingerprint").toStringRef();
+    model->fingerprint_ = std::move(fingerprint);
     return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
@@ -326,21 +328,10 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& 
 }
 
 absl::Status GrailModel::Save(const std::string& path) const {
-  try {
-    module_->module.setattr("training_fingerprint", fingerprint_);
-    module_->module.save(path);
-    return absl::OkStatus();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("cannot save model to ", path, ": ", e.what_without_backtrace()));
-  }
+  return SaveModelArchive(module_->module, fingerprint_, path);
 }
 
-int64_t GrailModel::num_parameters() const {
-  int64_t n = 0;
-  for (const torch::Tensor& p : module_->module.parameters()) n += p.numel();
-  return n;
-}
+int64_t GrailModel::num_parameters() const { return CountParameters(module_->module); }
 
 absl::StatusOr<std::vector<float>> GrailModel::Score(const SubgraphBatch& batch) const {
   if (batch.num_graphs() == 0) return absl::InvalidArgumentError("empty batch");

@@ -97,6 +97,11 @@ class GrailModel {
   // Opens an archive written by Save(). Errors name the path and what is wrong.
   static absl::StatusOr<std::unique_ptr<GrailModel>> Load(const std::string& path,
                                                           absl::string_view device = "cpu");
+  // The model of an archive module already opened from `path` on `device`
+  // (LoadAnyModel): checks its format, config and parameters as Load() does.
+  static absl::StatusOr<std::unique_ptr<GrailModel>> FromModule(std::unique_ptr<GrailModule> module,
+                                                                const std::string& path,
+                                                                absl::string_view device);
   ~GrailModel();
 
   // Writes the archive (config, relations, fingerprint and format as module attributes).

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "model/archive_check.h"
 #include "model/grail_model.h"
+#include "model/grail_module.h"
 #include "model/path_module.h"
 #include "model/torch_util.h"
 
@@ -196,19 +196,28 @@ std::pair<torch::Tensor, torch::Tensor> PathForward(PathModule& path, const Path
   return {out->elements()[0].toTensor(), out->elements()[1].toTensor()};
 }
 
-absl::StatusOr<ModelFamily> ArchiveFamily(const std::string& path) {
-  if (absl::Status container = CheckModelArchive(path); !container.ok()) return container;
-  try {
-    torch::jit::Module m = torch::jit::load(path, torch::Device(torch::kCPU));
-    const std::string format = m.hasattr("format") ? m.attr("format").toStringRef() : "";
-    if (format == kModelFormat) return ModelFamily::kGrail;
-    if (format == kPathModelFormat) return ModelFamily::kPath;
+absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view device_name) {
+  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
+  if (!device.ok()) return device.status();
+  absl::StatusOr<torch::jit::Module> m = LoadModelArchive(path, *device);
+  if (!m.ok()) return m.status();
+  const std::string format = ArchiveFormat(*m);
+  AnyModel any;
+  if (format == kModelFormat) {
+    absl::StatusOr<std::unique_ptr<GrailModel>> grail = GrailModel::FromModule(
+        std::make_unique<GrailModule>(GrailModule{*std::move(m), *device}), path, device_name);
+    if (!grail.ok()) return grail.status();
+    any.grail = *std::move(grail);
+  } else if (format == kPathModelFormat) {
+    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::FromModule(
+        std::make_unique<PathModule>(PathModule{*std::move(m), *device}), path, device_name);
+    if (!model.ok()) return model.status();
+    any.path = *std::move(model);
+  } else {
     return absl::InvalidArgumentError(absl::StrCat(path, " is neither a ", kModelFormat, " nor a ",
                                                    kPathModelFormat, " archive"));
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot load model ", path, ": ", e.what_without_backtrace()));
   }
+  return any;
 }
 
 PathModel::PathModel(PathConfig config, std::vector<std::string> relations, std::string device,
@@ -246,13 +255,21 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Load(const std::string& pa
                                                            absl::string_view device_name) {
   absl::StatusOr<torch::Device> device = ParseDevice(device_name);
   if (!device.ok()) return device.status();
-  if (absl::Status container = CheckModelArchive(path); !container.ok()) return container;
+  absl::StatusOr<torch::jit::Module> m = LoadModelArchive(path, *device);
+  if (!m.ok()) return m.status();
+  return FromModule(std::make_unique<PathModule>(PathModule{*std::move(m), *device}), path,
+                    device_name);
+}
+
+absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr<PathModule> module,
+                                                                 const std::string& path,
+                                                                 absl::string_view device_name) {
+  torch::jit::Module& m = module->module;
+  if (ArchiveFormat(m) != kPathModelFormat) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a ", kPathModelFormat, " archive (no or another 'format')"));
+  }
   try {
-    torch::jit::Module m = torch::jit::load(path, *device);
-    if (!m.hasattr("format") || m.attr("format").toStringRef() != kPathModelFormat) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, " is not a ", kPathModelFormat, " archive (no or another 'format')"));
-    }
     PathConfig c;
     c.num_layers = static_cast<int>(m.attr("num_layers").toInt());
     c.dim = static_cast<int>(m.attr("dim").toInt());
@@ -262,16 +279,14 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Load(const std::string& pa
     c.short_cut = m.attr("short_cut").toBool();
     c.pna_delta = m.attr("pna_delta").toDouble();
     c.reach_mask = !m.hasattr("reach_mask") || m.attr("reach_mask").toBool();
-    std::vector<std::string> relations;
-    for (const c10::IValue& name : m.attr("relations").toListRef()) {
-      relations.push_back(name.toStringRef());
-    }
+    std::vector<std::string> relations = ArchiveRelations(m);
     absl::Status valid = ValidateConfig(c, relations.size());
     if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
+    // A NaN or Inf weight makes every score NaN and every ranking arbitrary: refuse it here
+    // rather than serve it.
     if (absl::Status finite = CheckFiniteParameters(m, path); !finite.ok()) return finite;
     m.eval();
     std::string fingerprint = m.attr("training_fingerprint").toStringRef();
-    auto module = std::make_unique<PathModule>(PathModule{std::move(m), *device});
     auto model = std::unique_ptr<PathModel>(
         new PathModel(c, std::move(relations), std::string(device_name), std::move(module)));
     model->fingerprint_ = std::move(fingerprint);
@@ -285,21 +300,10 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Load(const std::string& pa
 }
 
 absl::Status PathModel::Save(const std::string& path) const {
-  try {
-    module_->module.setattr("training_fingerprint", fingerprint_);
-    module_->module.save(path);
-    return absl::OkStatus();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("cannot save model to ", path, ": ", e.what_without_backtrace()));
-  }
+  return SaveModelArchive(module_->module, fingerprint_, path);
 }
 
-int64_t PathModel::num_parameters() const {
-  int64_t n = 0;
-  for (const torch::Tensor& p : module_->module.parameters()) n += p.numel();
-  return n;
-}
+int64_t PathModel::num_parameters() const { return CountParameters(module_->module); }
 
 absl::StatusOr<PathScores> PathModel::Score(const PathBatch& batch) const {
   if (batch.num_queries() == 0) return absl::InvalidArgumentError("empty batch");

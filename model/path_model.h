@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/grail_model.h"
 #include "model/path_batch.h"
 
 namespace grail {
@@ -40,10 +41,6 @@ namespace grail {
 inline constexpr char kPathModelFormat[] = "grail-kg-path-model/1";
 
 enum class ModelFamily { kGrail, kPath };
-
-// The family of the model archive at `path`, from its format attribute. Errors name the
-// path: a damaged archive, or one of neither family.
-absl::StatusOr<ModelFamily> ArchiveFamily(const std::string& path);
 
 struct PathConfig {
   int num_layers = 6;
@@ -94,6 +91,11 @@ class PathModel {
   // Opens an archive written by Save(). Errors name the path and what is wrong.
   static absl::StatusOr<std::unique_ptr<PathModel>> Load(const std::string& path,
                                                          absl::string_view device = "cpu");
+  // The model of an archive module already opened from `path` on `device`
+  // (LoadAnyModel): checks its format, config and parameters as Load() does.
+  static absl::StatusOr<std::unique_ptr<PathModel>> FromModule(std::unique_ptr<PathModule> module,
+                                                               const std::string& path,
+                                                               absl::string_view device);
   ~PathModel();
 
   absl::Status Save(const std::string& path) const;
@@ -122,6 +124,18 @@ class PathModel {
   std::string device_;
   std::unique_ptr<PathModule> module_;
 };
+
+// A model archive of either family: exactly one of the two is set.
+struct AnyModel {
+  std::unique_ptr<GrailModel> grail;
+  std::unique_ptr<PathModel> path;
+
+  ModelFamily family() const { return path ? ModelFamily::kPath : ModelFamily::kGrail; }
+};
+
+// Opens the archive at `path` once and loads it as the family its format names. Errors name
+// the path: a damaged archive, one of neither family, or what the family's loader refuses.
+absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view device = "cpu");
 
 }  // namespace grail
 

@@ -6,6 +6,7 @@
 #include <torch/script.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,6 +23,21 @@ torch::Tensor LinearInit(std::vector<int64_t> shape, int64_t fan_in);
 
 // `values` as an int64 tensor on `device` (copied).
 torch::Tensor Int64Tensor(const std::vector<int64_t>& values, const torch::Device& device);
+
+// Opens a model archive: checks its zip container (LibTorch trusts the contents, no CRC-32
+// checks, and can crash on damaged ones), then loads the TorchScript module on `device`.
+// Errors name the path: "PATH is damaged: ...", "cannot load model PATH: ...".
+absl::StatusOr<torch::jit::Module> LoadModelArchive(const std::string& path,
+                                                    const torch::Device& device);
+// The archive's "format" attribute ("" if it has none).
+std::string ArchiveFormat(const torch::jit::Module& module);
+// The archive's relation vocabulary, in the model's id order.
+std::vector<std::string> ArchiveRelations(const torch::jit::Module& module);
+// Writes `module` to `path` with `fingerprint` as its training_fingerprint attribute.
+absl::Status SaveModelArchive(torch::jit::Module& module, const std::string& fingerprint,
+                              const std::string& path);
+// Number of scalars in the module's parameters.
+int64_t CountParameters(const torch::jit::Module& module);
 
 // INVALID_ARGUMENT naming the first parameter of `module` holding a NaN or Inf: the training
 // diverged or the archive is damaged, and such a model would rank arbitrarily.

@@ -71,22 +71,21 @@ std::vector<Triple> SampleStoredFacts(const ServedModel& model, const GraphSnaps
 
 ServedModel::ServedModel(std::shared_ptr<const GrailModel> model, std::string path,
                          std::string sha256, uint64_t generation)
-    : model_(std::move(model)),
-      relations_(&model_->relations()),
-      path_(std::move(path)),
-      sha256_(std::move(sha256)),
-      version_(absl::StrCat(path_, "@", sha256_.substr(0, 16))),
-      generation_(generation),
-      loaded_at_unix_seconds_(UnixSeconds()) {
-  for (size_t m = 0; m < relations_->size(); ++m) {
-    relation_ids_.emplace((*relations_)[m], static_cast<int32_t>(m));
-  }
-}
+    : ServedModel(model, nullptr, &model->relations(), std::move(path), std::move(sha256),
+                  generation) {}
 
 ServedModel::ServedModel(std::shared_ptr<const PathModel> model, std::string path,
                          std::string sha256, uint64_t generation)
-    : path_model_(std::move(model)),
-      relations_(&path_model_->relations()),
+    : ServedModel(nullptr, model, &model->relations(), std::move(path), std::move(sha256),
+                  generation) {}
+
+ServedModel::ServedModel(std::shared_ptr<const GrailModel> grail,
+                         std::shared_ptr<const PathModel> path_model,
+                         const std::vector<std::string>* relations, std::string path,
+                         std::string sha256, uint64_t generation)
+    : model_(std::move(grail)),
+      path_model_(std::move(path_model)),
+      relations_(relations),
       path_(std::move(path)),
       sha256_(std::move(sha256)),
       version_(absl::StrCat(path_, "@", sha256_.substr(0, 16))),
@@ -143,18 +142,16 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
                                                                    uint64_t generation) {
   absl::StatusOr<std::string> sha256 = FileSha256(path);
   if (!sha256.ok()) return sha256.status();
-  absl::StatusOr<ModelFamily> family = ArchiveFamily(path);
-  if (!family.ok()) return family.status();
-  if (*family == ModelFamily::kPath) {
-    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Load(path, device);
-    if (!model.ok()) return model.status();
-    return std::make_shared<const ServedModel>(std::shared_ptr<const PathModel>(*std::move(model)),
-                                               path, *std::move(sha256), generation);
-  }
-  absl::StatusOr<std::unique_ptr<GrailModel>> model = GrailModel::Load(path, device);
+  absl::StatusOr<AnyModel> model = LoadAnyModel(path, device);
   if (!model.ok()) return model.status();
-  return std::make_shared<const ServedModel>(std::shared_ptr<const GrailModel>(*std::move(model)),
-                                             path, *std::move(sha256), generation);
+  if (model->path) {
+    return std::make_shared<const ServedModel>(
+        std::shared_ptr<const PathModel>(std::move(model->path)), path, *std::move(sha256),
+        generation);
+  }
+  return std::make_shared<const ServedModel>(
+      std::shared_ptr<const GrailModel>(std::move(model->grail)), path, *std::move(sha256),
+      generation);
 }
 
 std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphSnapshot& graph) {

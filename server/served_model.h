@@ -74,6 +74,11 @@ class ServedModel {
   std::shared_ptr<const RelationMap> RelationsOf(const GraphSnapshot& graph) const;
 
  private:
+  // Exactly one of the models; `relations` is its vocabulary.
+  ServedModel(std::shared_ptr<const GrailModel> grail, std::shared_ptr<const PathModel> path_model,
+              const std::vector<std::string>* relations, std::string path, std::string sha256,
+              uint64_t generation);
+
   const std::shared_ptr<const GrailModel> model_;
   const std::shared_ptr<const PathModel> path_model_;
   const std::vector<std::string>* const relations_;

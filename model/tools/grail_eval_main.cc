@@ -57,21 +57,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "grail-eval needs --model, --graph and --test (see --help)\n");
     return 2;
   }
-  absl::StatusOr<grail::ModelFamily> family = grail::ArchiveFamily(model_path);
-  if (!family.ok()) return Fail(family.status());
-  std::unique_ptr<grail::GrailModel> grail_model;
-  std::unique_ptr<grail::PathModel> path_model;
-  if (*family == grail::ModelFamily::kPath) {
-    absl::StatusOr<std::unique_ptr<grail::PathModel>> loaded =
-        grail::PathModel::Load(model_path, absl::GetFlag(FLAGS_device));
-    if (!loaded.ok()) return Fail(loaded.status());
-    path_model = *std::move(loaded);
-  } else {
-    absl::StatusOr<std::unique_ptr<grail::GrailModel>> loaded =
-        grail::GrailModel::Load(model_path, absl::GetFlag(FLAGS_device));
-    if (!loaded.ok()) return Fail(loaded.status());
-    grail_model = *std::move(loaded);
-  }
+  absl::StatusOr<grail::AnyModel> loaded =
+      grail::LoadAnyModel(model_path, absl::GetFlag(FLAGS_device));
+  if (!loaded.ok()) return Fail(loaded.status());
+  std::unique_ptr<grail::GrailModel> grail_model = std::move(loaded->grail);
+  std::unique_ptr<grail::PathModel> path_model = std::move(loaded->path);
   const std::vector<std::string>& model_relations =
       path_model ? path_model->relations() : grail_model->relations();
   absl::StatusOr<std::vector<grail::NamedTriple>> graph_facts = grail::ReadTripleFile(graph_path);

@@ -295,8 +295,8 @@ TEST(PathModelTest, ArchivesRoundTripAndNameTheirFamily) {
   absl::StatusOr<std::unique_ptr<GrailModel>> grail = GrailModel::Create({}, Relations(2), 1);
   ASSERT_TRUE(grail.ok());
   ASSERT_TRUE((*grail)->Save(dir.Sub("grail.pt")).ok());
-  EXPECT_EQ(*ArchiveFamily(path), ModelFamily::kPath);
-  EXPECT_EQ(*ArchiveFamily(dir.Sub("grail.pt")), ModelFamily::kGrail);
+  EXPECT_EQ(LoadAnyModel(path)->family(), ModelFamily::kPath);
+  EXPECT_EQ(LoadAnyModel(dir.Sub("grail.pt"))->family(), ModelFamily::kGrail);
   // Each family's loader refuses the other's archive, naming the format it expected.
   absl::StatusOr<std::unique_ptr<GrailModel>> wrong = GrailModel::Load(path);
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
