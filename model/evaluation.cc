@@ -10,6 +10,19 @@
 #include "model/ranking_metrics.h"
 
 namespace grail {
+namespace {
+
+// The sample standard deviation of `values` (0 for fewer than two).
+double SampleStandardDeviation(absl::Span<const double> values) {
+  if (values.size() < 2) return 0;
+  double mean = 0;
+  for (double v : values) mean += v / static_cast<double>(values.size());
+  double squares = 0;
+  for (double v : values) squares += (v - mean) * (v - mean);
+  return std::sqrt(squares / static_cast<double>(values.size() - 1));
+}
+
+}  // namespace
 
 std::string EvaluationResult::ToJson() const {
   Json json = {{"auc_pr", RoundTo(auc_pr, 6)},         {"mrr", RoundTo(mrr, 6)},
@@ -126,14 +139,22 @@ absl::StatusOr<EvaluationResult> EvaluateRuns(const GrailModel& model, const Gra
                                               const RelationMap& relations,
                                               absl::Span<const Triple> test,
                                               const EvaluationOptions& options, int runs) {
+  return MeanOverRuns(runs, [&](int r) {
+    EvaluationOptions run = options;
+    run.seed = options.seed + static_cast<uint64_t>(r);
+    return Evaluate(model, graph, relations, test, run);
+  });
+}
+
+absl::StatusOr<EvaluationResult> MeanOverRuns(
+    int runs, const std::function<absl::StatusOr<EvaluationResult>(int run)>& evaluate) {
   if (runs < 1) return absl::InvalidArgumentError("runs must be at least 1");
   EvaluationResult mean;
   std::vector<double> auc;
   for (int r = 0; r < runs; ++r) {
-    EvaluationOptions run = options;
-    run.seed = options.seed + static_cast<uint64_t>(r);
-    absl::StatusOr<EvaluationResult> one = Evaluate(model, graph, relations, test, run);
+    absl::StatusOr<EvaluationResult> one = evaluate(r);
     if (!one.ok()) return one.status();
+    if (!mean.full) mean.full = one->full;
     auc.push_back(one->auc_pr);
     mean.auc_pr += one->auc_pr / runs;
     mean.mrr += one->mrr / runs;
@@ -147,15 +168,6 @@ absl::StatusOr<EvaluationResult> EvaluateRuns(const GrailModel& model, const Gra
   mean.runs = runs;
   mean.auc_pr_std = SampleStandardDeviation(auc);
   return mean;
-}
-
-double SampleStandardDeviation(absl::Span<const double> values) {
-  if (values.size() < 2) return 0;
-  double mean = 0;
-  for (double v : values) mean += v / static_cast<double>(values.size());
-  double squares = 0;
-  for (double v : values) squares += (v - mean) * (v - mean);
-  return std::sqrt(squares / static_cast<double>(values.size() - 1));
 }
 
 }  // namespace grail

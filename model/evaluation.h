@@ -10,6 +10,7 @@
 #define GRAIL_MODEL_EVALUATION_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -76,8 +77,12 @@ absl::StatusOr<EvaluationResult> EvaluateRuns(const GrailModel& model, const Gra
                                               absl::Span<const Triple> test,
                                               const EvaluationOptions& options, int runs);
 
-// The sample standard deviation of `values` (0 for fewer than two).
-double SampleStandardDeviation(absl::Span<const double> values);
+// Runs `evaluate(run)` for run = 0 .. runs - 1 and returns the means of the metrics, the run
+// count and AUC-PR's sample standard deviation across runs; `full` comes from the first run
+// that has one; costs are summed. Errors: the first run's error; INVALID_ARGUMENT for
+// runs < 1.
+absl::StatusOr<EvaluationResult> MeanOverRuns(
+    int runs, const std::function<absl::StatusOr<EvaluationResult>(int run)>& evaluate);
 
 // AUC-PR alone (one negative per fact), as the trainer's validation uses it.
 absl::StatusOr<double> EvaluateAucPr(const GrailModel& model, const GraphView& graph,

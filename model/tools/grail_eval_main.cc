@@ -106,35 +106,21 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--score-only is for GraIL models\n");
       return 2;
     }
-    const int runs = absl::GetFlag(FLAGS_runs);
-    if (runs < 1) return Fail(absl::InvalidArgumentError("runs must be at least 1"));
     grail::PathEvaluationOptions options;
     options.negatives = absl::GetFlag(FLAGS_negatives);
     options.scoring.threads = absl::GetFlag(FLAGS_threads);
     options.scoring.batch_queries = absl::GetFlag(FLAGS_batch_queries);
     grail::SetComputeThreads(1);  // parallelism comes from the workers
     // Each run draws new negatives; the full ranking has none to draw, so only run 1 does it.
-    grail::EvaluationResult mean;
-    std::vector<double> auc;
-    for (int r = 0; r < runs; ++r) {
-      options.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(r);
-      options.full_ranking = r == 0 && absl::GetFlag(FLAGS_full_ranking);
-      absl::StatusOr<grail::EvaluationResult> one =
-          grail::EvaluatePath(*path_model, graph, relations, test, options);
-      if (!one.ok()) return Fail(one.status());
-      if (r == 0) mean.full = one->full;
-      auc.push_back(one->auc_pr);
-      mean.auc_pr += one->auc_pr / runs;
-      mean.mrr += one->mrr / runs;
-      mean.hits_at_1 += one->hits_at_1 / runs;
-      mean.hits_at_5 += one->hits_at_5 / runs;
-      mean.hits_at_10 += one->hits_at_10 / runs;
-      mean.n = one->n;
-      mean.subgraphs_scored += one->subgraphs_scored;
-      mean.scoring_seconds += one->scoring_seconds;
-    }
-    mean.runs = runs;
-    mean.auc_pr_std = grail::SampleStandardDeviation(auc);
+    absl::StatusOr<grail::EvaluationResult> result =
+        grail::MeanOverRuns(absl::GetFlag(FLAGS_runs), [&](int r) {
+          grail::PathEvaluationOptions run = options;
+          run.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(r);
+          run.full_ranking = r == 0 && absl::GetFlag(FLAGS_full_ranking);
+          return grail::EvaluatePath(*path_model, graph, relations, test, run);
+        });
+    if (!result.ok()) return Fail(result.status());
+    const grail::EvaluationResult& mean = *result;
     std::fprintf(stderr, "grail-eval: ran %lld queries in %.2f s (%.1f queries/s; %d threads)\n",
                  static_cast<long long>(mean.subgraphs_scored), mean.scoring_seconds,
                  mean.scoring_seconds > 0 ? mean.subgraphs_scored / mean.scoring_seconds : 0.0,
