@@ -37,6 +37,7 @@ std::string EvaluationResult::ToJson() const {
     json["full_hits_at_1"] = RoundTo(full->hits_at_1, 6);
     json["full_hits_at_3"] = RoundTo(full->hits_at_3, 6);
     json["full_hits_at_10"] = RoundTo(full->hits_at_10, 6);
+    json["full_hits_at_10_of_50"] = RoundTo(full->hits_at_10_of_50, 6);
   }
   return JsonLine(json);
 }

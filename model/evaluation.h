@@ -34,6 +34,8 @@ struct FullRanking {
   double hits_at_1 = 0;
   double hits_at_3 = 0;
   double hits_at_10 = 0;
+  // ExpectedHitsAmongSamples(rank, candidates, 10, 50) averaged: NBFNet's 50-sample Hits@10.
+  double hits_at_10_of_50 = 0;
 };
 
 struct EvaluationResult {
@@ -55,7 +57,8 @@ struct EvaluationResult {
   double scoring_seconds = 0;
 
   // One JSON object with the fields above (fractions in 0..1); `runs` and `auc_pr_std` only
-  // when there was more than one run; `full_mrr`, `full_hits_at_1/3/10` with a full ranking.
+  // when there was more than one run; `full_mrr`, `full_hits_at_1/3/10` and `full_hits_at_10_of_50`
+  // with a full ranking.
   std::string ToJson() const;
 };
 

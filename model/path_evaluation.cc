@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -139,7 +140,9 @@ absl::StatusOr<EvaluationResult> EvaluatePath(const PathModel& model, const Grap
   // Per test fact: [tail positive, tail negatives..., head positive, head negatives...,
   // AUC negative], and the full ranks.
   std::vector<std::vector<float>> sampled(test.size());
-  std::vector<double> tail_rank(test.size()), head_rank(test.size());
+  // The full ranks, each with its count of filtered candidates (the entities it was ranked
+  // among).
+  std::vector<std::pair<double, int64_t>> tail_rank(test.size()), head_rank(test.size());
   std::vector<float> auc_negative_score(test.size());
   std::vector<int32_t> query_fact(queries.size(), -1);
   std::vector<uint8_t> query_role(queries.size(), 0);  // 1 tail, 2 head, 3 AUC negative
@@ -173,15 +176,18 @@ absl::StatusOr<EvaluationResult> EvaluatePath(const PathModel& model, const Grap
       greater += scores.node[node] > positive;
       equal += scores.node[node] == positive;
     }
-    int64_t far_skipped = 0;
+    int64_t far_skipped = 0, skipped = 0;
     for (uint32_t e = 0; e < num_entities; ++e) {
-      if (skip[e] && batch.NodeOf(q, e) < 0) ++far_skipped;
+      if (!skip[e]) continue;
+      ++skipped;
+      if (batch.NodeOf(q, e) < 0) ++far_skipped;
     }
     const int64_t far_candidates = far_entities - far_skipped;
     const float far = scores.far[q];
     if (far > positive) greater += far_candidates;
     if (far == positive) equal += far_candidates;
-    return 1.0 + static_cast<double>(greater) + static_cast<double>(equal) / 2.0;
+    return std::make_pair(1.0 + static_cast<double>(greater) + static_cast<double>(equal) / 2.0,
+                          static_cast<int64_t>(num_entities) - skipped);
   };
 
   const auto start = std::chrono::steady_clock::now();
@@ -257,11 +263,12 @@ absl::StatusOr<EvaluationResult> EvaluatePath(const PathModel& model, const Grap
   if (options.full_ranking) {
     FullRanking& full = result.full.emplace();
     for (size_t i = 0; i < test.size(); ++i) {
-      for (double rank : {tail_rank[i], head_rank[i]}) {
+      for (const auto& [rank, candidates] : {tail_rank[i], head_rank[i]}) {
         full.mrr += 1.0 / rank / lists;
         full.hits_at_1 += (rank <= 1 ? 1 : 0) / lists;
         full.hits_at_3 += (rank <= 3 ? 1 : 0) / lists;
         full.hits_at_10 += (rank <= 10 ? 1 : 0) / lists;
+        full.hits_at_10_of_50 += ExpectedHitsAmongSamples(rank, candidates, 10, 50) / lists;
       }
     }
   }

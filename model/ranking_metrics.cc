@@ -1,6 +1,7 @@
 #include "model/ranking_metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -37,6 +38,22 @@ double RankAmong(float positive, absl::Span<const float> negatives) {
     equal += n == positive ? 1 : 0;
   }
   return 1 + greater + equal / 2;
+}
+
+double ExpectedHitsAmongSamples(double rank, int64_t candidates, int k, int samples) {
+  if (candidates <= 0) return rank <= k ? 1.0 : 0.0;
+  const double p = std::clamp((rank - 1) / static_cast<double>(candidates), 0.0, 1.0);
+  if (p == 0) return k > 0 ? 1.0 : 0.0;
+  if (p == 1) return samples < k ? 1.0 : 0.0;
+  // Sum of C(samples, i) p^i (1 - p)^(samples - i) over i < k, in logs against overflow.
+  double total = 0;
+  for (int i = 0; i < std::min(k, samples + 1); ++i) {
+    const double log_term = std::lgamma(samples + 1.0) - std::lgamma(i + 1.0) -
+                            std::lgamma(samples - i + 1.0) + i * std::log(p) +
+                            (samples - i) * std::log1p(-p);
+    total += std::exp(log_term);
+  }
+  return std::min(1.0, total);
 }
 
 }  // namespace grail

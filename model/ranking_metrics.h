@@ -20,6 +20,15 @@ double AveragePrecision(absl::Span<const float> scores, absl::Span<const uint8_t
 // every negative therefore sits in the middle, never first by its position in the list.
 double RankAmong(float positive, absl::Span<const float> negatives);
 
+// The expected Hits@k had the positive been ranked among `samples` negatives drawn uniformly
+// (with replacement) from the `candidates` filtered non-answers, given its full filtered
+// `rank` among them: with p = (rank - 1) / candidates the chance that one sample outranks
+// it, P(Binomial(samples, p) < k). This is NBFNet's "HITS@10 (50 sample)" (k = 10,
+// samples = 50), the figure its README reports on GraIL's inductive splits; it reads the
+// sampled protocol off one full ranking, without the noise of one draw. 0 if candidates = 0
+// and rank > k, 1 if candidates = 0 otherwise.
+double ExpectedHitsAmongSamples(double rank, int64_t candidates, int k, int samples);
+
 }  // namespace grail
 
 #endif  // GRAIL_MODEL_RANKING_METRICS_H_

@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "model/path_batch.h"
 #include "model/path_evaluation.h"
 #include "model/path_trainer.h"
+#include "model/ranking_metrics.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
 #include "tests/testing/rule_graph.h"
@@ -315,15 +317,16 @@ TEST(PathModelTest, BadConfigsAreRefused) {
 }
 
 // Full ranking by hand: every entity's score from one query alone, filtered by the graph's
-// and the test set's answers.
-double RankByHand(const PathModel& model, const GraphView& graph, absl::Span<const Triple> test,
-                  const Triple& f, bool tail) {
+// and the test set's answers. Returns the rank and the count of candidates it is among.
+std::pair<double, int64_t> RankByHand(const PathModel& model, const GraphView& graph,
+                                      absl::Span<const Triple> test, const Triple& f, bool tail) {
   const EntityId source = tail ? f.head : f.tail;
   const EntityId answer = tail ? f.tail : f.head;
   const int32_t relation = static_cast<int32_t>(f.relation) + (tail ? 0 : model.num_relations());
   const auto scores =
       AllScores(model, graph, {{source, relation, {}, std::nullopt}}, model.config().radius())[0];
   double greater = 0, equal = 0;
+  int64_t candidates = 0;
   for (uint32_t e = 0; e < graph.num_entities(); ++e) {
     if (e == source || e == answer) continue;
     const Triple candidate = tail ? Triple{f.head, f.relation, e} : Triple{e, f.relation, f.tail};
@@ -333,10 +336,11 @@ double RankByHand(const PathModel& model, const GraphView& graph, absl::Span<con
                                 t.tail == candidate.tail;
                        });
     if (known) continue;
+    ++candidates;
     greater += scores[e] > scores[answer];
     equal += scores[e] == scores[answer];
   }
-  return 1 + greater + equal / 2;
+  return {1 + greater + equal / 2, candidates};
 }
 
 TEST(PathEvaluationTest, FullRankingIsTheFilteredRankAmongEveryEntity) {
@@ -362,16 +366,19 @@ TEST(PathEvaluationTest, FullRankingIsTheFilteredRankAmongEveryEntity) {
   absl::StatusOr<EvaluationResult> result = EvaluatePath(**model, graph, {}, test, options);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_TRUE(result->full.has_value());
-  double mrr = 0, hits_at_3 = 0;
+  double mrr = 0, hits_at_3 = 0, hits_at_10_of_50 = 0;
   for (const Triple& f : test) {
     for (bool tail : {true, false}) {
-      const double rank = RankByHand(**model, graph, test, f, tail);
+      const auto [rank, candidates] = RankByHand(**model, graph, test, f, tail);
       mrr += 1 / rank / (2.0 * test.size());
       hits_at_3 += (rank <= 3) / (2.0 * test.size());
+      hits_at_10_of_50 += ExpectedHitsAmongSamples(rank, candidates, 10, 50) / (2.0 * test.size());
     }
   }
   EXPECT_NEAR(result->full->mrr, mrr, 1e-9);
   EXPECT_NEAR(result->full->hits_at_3, hits_at_3, 1e-9);
+  EXPECT_NEAR(result->full->hits_at_10_of_50, hits_at_10_of_50, 1e-9);
+  EXPECT_LT(result->full->hits_at_10_of_50, 1.0);
   EXPECT_EQ(result->n, static_cast<int64_t>(test.size()));
   EXPECT_GT(result->auc_pr, 0);
   EXPECT_THAT(result->ToJson(), HasSubstr("\"full_mrr\":"));

@@ -1,5 +1,6 @@
 #include "model/ranking_metrics.h"
 
+#include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -43,6 +44,44 @@ TEST(RankAmongTest, TiesTakeTheMeanOfOptimisticAndPessimisticRank) {
   EXPECT_EQ(RankAmong(2, std::vector<float>{3, 2, 2, 1}), 3.0);
   // A constant model does not rank the positive first among 49 equal negatives.
   EXPECT_EQ(RankAmong(0, std::vector<float>(49, 0.0f)), 25.5);
+}
+
+// Every draw of `samples` negatives (with replacement) from `candidates` entities, of which
+// the first `rank - 1` outrank the positive: the share of draws that keep it in the top k.
+double HitsOverEveryDraw(int rank, int candidates, int k, int samples) {
+  int64_t draws = 1, hits = 0;
+  for (int i = 0; i < samples; ++i) draws *= candidates;
+  for (int64_t draw = 0; draw < draws; ++draw) {
+    int outranking = 0;
+    for (int64_t rest = draw, i = 0; i < samples; ++i, rest /= candidates) {
+      outranking += rest % candidates < rank - 1 ? 1 : 0;
+    }
+    hits += 1 + outranking <= k ? 1 : 0;
+  }
+  return static_cast<double>(hits) / static_cast<double>(draws);
+}
+
+TEST(ExpectedHitsAmongSamplesTest, IsTheShareOfEveryPossibleDrawThatKeepsThePositiveInTheTopK) {
+  for (int rank = 1; rank <= 7; ++rank) {
+    for (int k : {1, 2, 3}) {
+      EXPECT_NEAR(ExpectedHitsAmongSamples(rank, 6, k, 4), HitsOverEveryDraw(rank, 6, k, 4), 1e-12)
+          << "rank " << rank << ", k " << k;
+    }
+  }
+}
+
+TEST(ExpectedHitsAmongSamplesTest, FiftySamplesTopTen) {
+  // Ranked first: no sample can outrank it. Outranked by a fifth: P(Binomial(50, 0.2) <= 9).
+  EXPECT_DOUBLE_EQ(ExpectedHitsAmongSamples(1, 1000, 10, 50), 1.0);
+  double binomial = 0;
+  for (int i = 0; i < 10; ++i) {
+    binomial += std::tgamma(51.0) / std::tgamma(i + 1.0) / std::tgamma(51.0 - i) *
+                std::pow(0.2, i) * std::pow(0.8, 50 - i);
+  }
+  EXPECT_NEAR(ExpectedHitsAmongSamples(201, 1000, 10, 50), binomial, 1e-9);
+  EXPECT_NEAR(binomial, 0.4437, 1e-3);
+  // Outranked by every candidate: ten or more of the fifty samples always outrank it.
+  EXPECT_DOUBLE_EQ(ExpectedHitsAmongSamples(1001, 1000, 10, 50), 0.0);
 }
 
 }  // namespace

@@ -167,11 +167,12 @@ TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRank
   ASSERT_EQ(eval.exit_code, 0) << eval.all();
   std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
   ASSERT_FALSE(lines.empty());
-  EXPECT_THAT(lines.back(),
-              MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*,\"n\":[0-9]+,\"runs\":2,"
-                           "\"auc_pr_std\":[0-9.e-]+,\"full_mrr\":[01]\\.[0-9]+,"
-                           "\"full_hits_at_1\":[01]\\.[0-9]+,\"full_hits_at_3\":[01]\\.[0-9]+,"
-                           "\"full_hits_at_10\":[01]\\.[0-9]+\\}"));
+  EXPECT_THAT(
+      lines.back(),
+      MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*,\"n\":[0-9]+,\"runs\":2,"
+                   "\"auc_pr_std\":[0-9.e-]+,\"full_mrr\":[01]\\.[0-9]+,"
+                   "\"full_hits_at_1\":[01]\\.[0-9]+,\"full_hits_at_3\":[01]\\.[0-9]+,"
+                   "\"full_hits_at_10\":[01]\\.[0-9]+,\"full_hits_at_10_of_50\":[01]\\.[0-9]+\\}"));
   // GraIL flags do not apply to a path model, and checkpoints are the path family's.
   EXPECT_EQ(RunBinary("grail-train",
                       absl::StrCat("--train ", Path("train", "graph.txt"), " --out ",
