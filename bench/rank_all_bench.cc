@@ -1,6 +1,9 @@
 // Ranking every entity for one query, offline (no server): the path-based scorer's one pass
 // (model/path_model.h) against GraIL's one enclosing subgraph per candidate within k + 1 hops
 // of the fixed entity (every farther candidate shares one score, as the server ranks).
+// And scoring one fact (ScoreTriplet's work): the path model on the source's whole
+// neighbourhood, on the entities of paths of at most L facts to the tail (a query with
+// targets, model/path_batch.h), and GraIL on its enclosing subgraph.
 // Untrained models of the default configurations: the cost does not depend on the weights.
 //
 // Graphs from $GRAIL_DATA_DIR (default ../shared/data): the full WN18RR training graph
@@ -123,8 +126,64 @@ void BM_GrailRankAll(benchmark::State& state, const std::string& name) {
   state.counters["subgraphs"] = static_cast<double>(subgraphs) / state.iterations();
 }
 
+// One fact (head, relation, tail) of the graph per iteration, each of the 8 queries in turn.
+void BM_PathScoreFact(benchmark::State& state, const std::string& name, bool targeted) {
+  Workload* w = Load(name);
+  if (w == nullptr) return state.SkipWithError("data not found");
+  SetComputeThreads(2);
+  const RelationMap identity;
+  const PathNeighbourhoodSpec spec = w->path->Neighbourhood(&w->graph, &identity, 0);
+  PathBatchBuilder builder;
+  size_t next = 0;
+  int64_t nodes = 0, edges = 0;
+  for (auto _ : state) {
+    const Triple& f = w->queries[next++ % w->queries.size()];
+    PathBatch batch;
+    std::vector<EntityId> targets;
+    if (targeted) targets.push_back(f.tail);
+    const PathQuery query(f.head, static_cast<int32_t>(f.relation), {}, std::nullopt, targets);
+    if (!builder.Add(spec, query, &batch).ok()) return state.SkipWithError("neighbourhood failed");
+    absl::StatusOr<PathScores> scores = w->path->Score(batch);
+    if (!scores.ok()) return state.SkipWithError("forward failed");
+    benchmark::DoNotOptimize(scores->Of(batch, 0, f.tail));
+    nodes += batch.num_nodes();
+    edges += batch.num_edges();
+  }
+  state.counters["facts/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["pass_nodes"] = static_cast<double>(nodes) / state.iterations();
+  state.counters["pass_edges"] = static_cast<double>(edges) / state.iterations();
+}
+
+void BM_GrailScoreFact(benchmark::State& state, const std::string& name) {
+  Workload* w = Load(name);
+  if (w == nullptr) return state.SkipWithError("data not found");
+  SetComputeThreads(2);
+  ScoringOptions scoring;
+  scoring.threads = 1;
+  size_t next = 0;
+  for (auto _ : state) {
+    const Triple& f = w->queries[next++ % w->queries.size()];
+    absl::StatusOr<std::vector<float>> scores = ScoreFacts(*w->grail, w->graph, {}, {f}, scoring);
+    if (!scores.ok()) return state.SkipWithError("scoring failed");
+    benchmark::DoNotOptimize(scores->data());
+  }
+  state.counters["facts/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 void Register() {
   for (const auto& [name, file] : Graphs()) {
+    for (bool targeted : {false, true}) {
+      benchmark::RegisterBenchmark(
+          ((targeted ? "path_score_fact_paths/" : "path_score_fact_ball/") + name).c_str(),
+          BM_PathScoreFact, name, targeted)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
+    benchmark::RegisterBenchmark(("grail_score_fact/" + name).c_str(), BM_GrailScoreFact, name)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark(("path_rank_all/" + name).c_str(), BM_PathRankAll, name)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();

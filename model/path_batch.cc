@@ -1,6 +1,8 @@
 #include "model/path_batch.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -110,7 +112,83 @@ bool Hidden(const PathQuery& q, EntityId a, RelationId r, EntityId b) {
   return std::find(q.unlinked.begin(), q.unlinked.end(), other) != q.unlinked.end();
 }
 
+// Calls fn(w) for each neighbour w of u over a fact the query may pass messages on (a
+// relation the model knows, not hidden from it), in either direction, until fn returns false.
+template <typename Fn>
+void ForEachNeighbour(const PathNeighbourhoodSpec& spec, const PathQuery& q, EntityId u, Fn fn) {
+  for (const Neighbor& n : spec.graph->OutEdges(u)) {
+    if (ModelRelation(spec, n.relation) < 0 || Hidden(q, u, n.relation, n.entity)) continue;
+    if (!fn(n.entity)) return;
+  }
+  for (const Neighbor& n : spec.graph->InEdges(u)) {
+    if (ModelRelation(spec, n.relation) < 0 || Hidden(q, n.entity, n.relation, u)) continue;
+    if (!fn(n.entity)) return;
+  }
+}
+
 }  // namespace
+
+std::optional<size_t> PathBatchBuilder::SelectForTargets(const PathNeighbourhoodSpec& spec,
+                                                         const PathQuery& q) {
+  const uint32_t n = spec.graph->num_entities();
+  const int64_t length = spec.path_length;
+  if (target_dist_.size() < n) target_dist_.resize(n, -1);
+  // d(v, T) for every v within `length` hops of a target.
+  target_reached_.clear();
+  for (EntityId t : q.targets) {
+    if (t >= n || target_dist_[t] >= 0) continue;
+    target_dist_[t] = 0;
+    target_reached_.push_back(t);
+  }
+  bool within_limit = true;
+  for (size_t i = 0; i < target_reached_.size() && within_limit; ++i) {
+    const int32_t d = target_dist_[target_reached_[i]];
+    if (d >= length) break;  // every later entity is as far
+    ForEachNeighbour(spec, q, target_reached_[i], [&](EntityId w) {
+      if (target_dist_[w] >= 0) return true;
+      if (spec.max_nodes > 0 && static_cast<int64_t>(target_reached_.size()) >= spec.max_nodes) {
+        within_limit = false;
+        return false;
+      }
+      target_dist_[w] = d + 1;
+      target_reached_.push_back(w);
+      return true;
+    });
+  }
+  std::optional<size_t> others_begin;
+  if (within_limit) {
+    // S in breadth-first order from the source, which always comes first.
+    nodes_.push_back(q.source);
+    dist_.push_back(0);
+    local_[q.source] = 0;
+    for (size_t i = 0; i < nodes_.size() && dist_[i] < length; ++i) {
+      const int64_t next = dist_[i] + 1;
+      ForEachNeighbour(spec, q, nodes_[i], [&](EntityId w) {
+        if (local_[w] < 0 && target_dist_[w] >= 0 && next + target_dist_[w] <= length) {
+          local_[w] = static_cast<int32_t>(nodes_.size());
+          nodes_.push_back(w);
+          dist_.push_back(next);
+        }
+        return true;
+      });
+    }
+    others_begin = nodes_.size();
+    if (spec.every_in_edge) {  // S's other in-neighbours, for PNA's degree statistics
+      for (size_t i = 0; i < *others_begin; ++i) {
+        ForEachNeighbour(spec, q, nodes_[i], [&](EntityId w) {
+          if (local_[w] < 0) {
+            local_[w] = static_cast<int32_t>(nodes_.size());
+            nodes_.push_back(w);
+            dist_.push_back(kUnreached);
+          }
+          return true;
+        });
+      }
+    }
+  }
+  for (EntityId e : target_reached_) target_dist_[e] = -1;
+  return others_begin;
+}
 
 absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const PathQuery& q,
                                    PathBatch* batch) {
@@ -124,35 +202,45 @@ absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const Path
         "query relation ", q.relation, " is outside the model's 2 x ", spec.num_relations));
   }
   if (local_.size() < graph.num_entities()) local_.resize(graph.num_entities(), -1);
-  // Breadth-first search from the source over facts in both directions.
   nodes_.clear();
   dist_.clear();
-  nodes_.push_back(q.source);
-  dist_.push_back(0);
-  local_[q.source] = 0;
+  const auto too_many = [&] {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the neighbourhood of entity ", q.source, " within ", spec.radius,
+                     " hops exceeds the limit of ", spec.max_nodes, " entities"));
+  };
   absl::Status status;
-  for (size_t i = 0; i < nodes_.size() && status.ok(); ++i) {
-    const EntityId u = nodes_[i];
-    if (spec.radius >= 0 && dist_[i] >= spec.radius) break;  // every later node is as far
-    auto visit = [&](absl::Span<const Neighbor> edges, bool out) {
-      for (const Neighbor& n : edges) {
-        if (local_[n.entity] >= 0 || ModelRelation(spec, n.relation) < 0) continue;
-        if (out ? Hidden(q, u, n.relation, n.entity) : Hidden(q, n.entity, n.relation, u)) continue;
-        if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
-          status = absl::ResourceExhaustedError(
-              absl::StrCat("the neighbourhood of entity ", q.source, " within ", spec.radius,
-                           " hops exceeds the limit of ", spec.max_nodes, " entities"));
-          return;
-        }
-        local_[n.entity] = static_cast<int32_t>(nodes_.size());
-        nodes_.push_back(n.entity);
-        dist_.push_back(dist_[i] + 1);
-      }
-    };
-    visit(graph.OutEdges(u), true);
-    if (status.ok()) visit(graph.InEdges(u), false);
+  // Nodes from `others_begin` on are not in S of a query with targets (none otherwise).
+  size_t others_begin = SIZE_MAX;
+  std::optional<size_t> targeted;
+  if (!q.targets.empty() && spec.radius >= 0) targeted = SelectForTargets(spec, q);
+  if (targeted) {
+    others_begin = *targeted;
+    if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) > spec.max_nodes) {
+      status = too_many();
+    }
+  } else {
+    // Breadth-first search from the source over facts in both directions.
+    nodes_.push_back(q.source);
+    dist_.push_back(0);
+    local_[q.source] = 0;
   }
-  if (status.ok() && spec.radius < 0) {  // the whole graph: the unreached entities too
+  for (size_t i = 0; !targeted && i < nodes_.size() && status.ok(); ++i) {
+    if (spec.radius >= 0 && dist_[i] >= spec.radius) break;  // every later node is as far
+    const int64_t next = dist_[i] + 1;
+    ForEachNeighbour(spec, q, nodes_[i], [&](EntityId w) {
+      if (local_[w] >= 0) return true;
+      if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
+        status = too_many();
+        return false;
+      }
+      local_[w] = static_cast<int32_t>(nodes_.size());
+      nodes_.push_back(w);
+      dist_.push_back(next);
+      return true;
+    });
+  }
+  if (!targeted && status.ok() && spec.radius < 0) {  // the whole graph: the unreached entities too
     for (EntityId e = 0; e < graph.num_entities(); ++e) {
       if (local_[e] >= 0) continue;
       if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
@@ -180,12 +268,14 @@ absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const Path
     batch->node_begin.push_back(batch->num_nodes());
     batch->source_index.push_back(offset);
     batch->query_relation.push_back(q.relation);
-    // Every fact among the nodes, once from its head's out-edges, in both directions.
+    // Every fact among the nodes, once from its head's out-edges, in both directions (but
+    // none between two nodes outside S: no message of theirs matters).
     for (size_t i = 0; i < nodes_.size(); ++i) {
       const EntityId u = nodes_[i];
       for (const Neighbor& n : graph.OutEdges(u)) {
         const int32_t r = ModelRelation(spec, n.relation);
         if (local_[n.entity] < 0 || r < 0 || Hidden(q, u, n.relation, n.entity)) continue;
+        if (i >= others_begin && static_cast<size_t>(local_[n.entity]) >= others_begin) continue;
         const int64_t a = offset + static_cast<int64_t>(i);
         const int64_t b = offset + local_[n.entity];
         batch->edge_src.push_back(a);

@@ -107,6 +107,13 @@ class PathModel {
   void set_training_fingerprint(std::string fingerprint) { fingerprint_ = std::move(fingerprint); }
   const std::string& device() const { return device_; }
   int64_t num_parameters() const;
+  // What this model's queries on `graph` are built from (model/path_batch.h): its radius,
+  // and for queries with targets its path length and aggregation.
+  PathNeighbourhoodSpec Neighbourhood(const GraphView* graph, const RelationMap* relations,
+                                      int64_t max_nodes) const {
+    return {graph,     relations,          num_relations(), config_.radius(),
+            max_nodes, config_.num_layers, config_.pna};
+  }
 
   // One forward over every query of `batch`, in inference mode. Errors: INVALID_ARGUMENT for
   // an empty batch.

@@ -159,9 +159,12 @@ class PathFactJob final : public ScoringJob {
   absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes,
                             PathBatch* out) override {
     const PathModel& model = model_->path_model();
-    const PathNeighbourhoodSpec spec{graph_.get(), relations_.get(), model.num_relations(),
-                                     model.config().radius(), max_nodes};
-    return builder.Add(spec, {queries_[i].head, queries_[i].relation, {}, std::nullopt}, out);
+    // Only the facts' tails are read: the neighbourhood is what their scores depend on.
+    std::vector<EntityId> tails;
+    for (size_t f : queries_[i].facts) tails.push_back(facts_[f].tail);
+    return builder.Add(model.Neighbourhood(graph_.get(), relations_.get(), max_nodes),
+                       {queries_[i].head, queries_[i].relation, {}, std::nullopt, std::move(tails)},
+                       out);
   }
   void AcceptQuery(size_t i, const PathBatch& batch, int64_t q, const PathScores& scores) override {
     const int32_t nodes = static_cast<int32_t>(batch.node_begin[q + 1] - batch.node_begin[q]);
@@ -365,8 +368,8 @@ class RankingJob final : public ScoringJob {
   absl::Status ExtractQuery(size_t, PathBatchBuilder& builder, int64_t max_nodes,
                             PathBatch* out) override {
     const PathModel& model = s_.model->path_model();
-    const PathNeighbourhoodSpec spec{s_.graph.get(), s_.relations.get(), model.num_relations(),
-                                     model.config().radius(), max_nodes};
+    const PathNeighbourhoodSpec spec =
+        model.Neighbourhood(s_.graph.get(), s_.relations.get(), max_nodes);
     const int32_t relation = s_.model_relation + (s_.rank_tails ? 0 : model.num_relations());
     return builder.Add(spec, {s_.fixed, relation, {}, std::nullopt}, out);
   }

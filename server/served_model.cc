@@ -170,8 +170,7 @@ absl::StatusOr<int> WarmUpPath(const ServedModel& served, const GraphView& graph
                                const RelationMap& relations, const std::vector<WarmupFact>& facts,
                                const WarmupOptions& options) {
   const PathModel& model = served.path_model();
-  const PathNeighbourhoodSpec spec{&graph, &relations, model.num_relations(),
-                                   model.config().radius(), 0};
+  const PathNeighbourhoodSpec spec = model.Neighbourhood(&graph, &relations, 0);
   PathBatchBuilder builder;
   PathBatch batch, one;
   size_t next = 0;

@@ -72,6 +72,40 @@ TEST(PathBatchTest, AQueryHoldsTheEntitiesWithinTheRadiusWithTheirDistances) {
                                           std::make_tuple(5, 0, 0), std::make_tuple(0, 2, 5)));
 }
 
+TEST(PathBatchTest, AQueryWithTargetsHoldsThePathsOfAtMostLFactsToThem) {
+  const StaticGraph graph = Chain();
+  const RelationMap identity;
+  PathBatchBuilder builder;
+  // Source 1, target 3, L = 2: only 1 -> 2 -> 3 is short enough; 0, 4 and 5 lie off it.
+  PathNeighbourhoodSpec spec{&graph, &identity, 2, /*radius=*/2, 0, /*path_length=*/2, false};
+  PathBatch batch;
+  ASSERT_TRUE(builder.Add(spec, {1, 0, {}, std::nullopt, {3}}, &batch).ok());
+  EXPECT_THAT(EntitiesOfQuery(batch, 0), ElementsAre(1, 2, 3));
+  EXPECT_EQ(batch.node_dist[batch.NodeOf(0, 3)], 2);
+  EXPECT_EQ(batch.num_edges(), 4);  // 1-b-2 and 2-a-3, both ways
+  // With PNA the kept entities' other neighbours (0 and 4) join at distance kUnreached with
+  // their edges into the path; 5, a neighbour of 0 only, does not.
+  spec.every_in_edge = true;
+  batch.Clear();
+  ASSERT_TRUE(builder.Add(spec, {1, 0, {}, std::nullopt, {3}}, &batch).ok());
+  EXPECT_THAT(EntitiesOfQuery(batch, 0), ElementsAre(1, 2, 3, 0, 4));
+  EXPECT_EQ(batch.node_dist[batch.NodeOf(0, 0)], kUnreached);
+  EXPECT_EQ(batch.node_dist[batch.NodeOf(0, 4)], kUnreached);
+  EXPECT_EQ(batch.num_edges(), 8);
+  // A target farther than L: the source alone, and the target reads the far score.
+  spec.every_in_edge = false;
+  batch.Clear();
+  ASSERT_TRUE(builder.Add(spec, {1, 0, {}, std::nullopt, {4}}, &batch).ok());
+  EXPECT_THAT(EntitiesOfQuery(batch, 0), ElementsAre(1));
+  EXPECT_EQ(batch.NodeOf(0, 4), -1);
+  // The targets' search stops at the node limit and the query falls back to the ball.
+  spec.max_nodes = 3;
+  spec.radius = 1;
+  batch.Clear();
+  ASSERT_TRUE(builder.Add(spec, {1, 0, {}, std::nullopt, {3, 4}}, &batch).ok());
+  EXPECT_THAT(EntitiesOfQuery(batch, 0), UnorderedElementsAre(1, 0, 2));
+}
+
 TEST(PathBatchTest, AppendingShiftsIndicesAndAnIdenticalQueryIsShared) {
   const StaticGraph graph = Chain();
   PathBatchBuilder builder(graph, {}, 2, 2);
@@ -209,6 +243,49 @@ TEST_P(PathExactnessTest, ScoringOnTheSourcesNeighbourhoodEqualsScoringOnTheWhol
     beyond += static_cast<int>(graph.num_entities()) - static_cast<int>(batch.num_nodes());
   }
   EXPECT_GT(beyond, 30);  // the graph is long enough for the radius to leave entities out
+}
+
+// A query with targets (ScoreTriplet's) runs on the entities on a path of at most L facts from
+// the source to a target, and still scores each target exactly as the whole graph does:
+// near, far, several at once, and the source itself.
+TEST_P(PathExactnessTest, AQueryWithTargetsScoresThemAsTheWholeGraphOnFewerEntities) {
+  PathConfig config;
+  config.num_layers = 3;
+  config.dim = 8;
+  config.pna = GetParam();
+  config.pna_delta = 1.3;
+  absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, Relations(3), 7);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const StaticGraph graph = RandomGraph(60, 90, 3, 11);
+  const RelationMap identity;
+  const PathNeighbourhoodSpec spec = (*model)->Neighbourhood(&graph, &identity, 0);
+  PathBatchBuilder builder;
+  int queries = 0, smaller = 0;
+  for (EntityId source : {0u, 17u, 42u}) {
+    for (int32_t relation : {1, 4}) {
+      const auto whole = AllScores(**model, graph, {{source, relation, {}, std::nullopt}}, 1000)[0];
+      PathBatch ball;
+      ASSERT_TRUE(builder.Add(spec, {source, relation, {}, std::nullopt}, &ball).ok());
+      const std::vector<std::vector<EntityId>> target_sets = {
+          {(source + 2) % 60},
+          {(source + 4) % 60, (source + 7) % 60},
+          {(source + 30) % 60},
+          {source}};
+      for (const std::vector<EntityId>& targets : target_sets) {
+        PathBatch batch;
+        ASSERT_TRUE(builder.Add(spec, {source, relation, {}, std::nullopt, targets}, &batch).ok());
+        absl::StatusOr<PathScores> scores = (*model)->Score(batch);
+        ASSERT_TRUE(scores.ok()) << scores.status();
+        for (EntityId t : targets) {
+          EXPECT_NEAR(scores->Of(batch, 0, t), whole[t], 1e-5 * (1 + std::fabs(whole[t])))
+              << "source " << source << " relation " << relation << " target " << t;
+        }
+        ++queries;
+        smaller += batch.num_nodes() < ball.num_nodes() ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_EQ(smaller, queries);
 }
 
 INSTANTIATE_TEST_SUITE_P(SumAndPna, PathExactnessTest, ::testing::Bool(),

@@ -130,7 +130,7 @@ class PathServingTest : public ::testing::Test {
 
 TEST_F(PathServingTest, ScoresEqualTheOfflineModelAndStatsNameThePathFormat) {
   const std::map<std::string, float> offline = Offline("c10", "r1", false);
-  for (const std::string& tail : {"c11", "c12", "c13", "c40"}) {
+  for (const char* tail : {"c11", "c12", "c13", "c40"}) {
     const kg::v1::ScoreTripletResponse served = Score({"c10", "r1", tail});
     ExpectClose(served.score(), offline.at(tail), tail);
   }
@@ -163,7 +163,9 @@ TEST_F(PathServingTest, RankingEveryTailIsOnePassWhoseScoresEqualScoreTriplet) {
   for (int i = 0; i < ranking.ranked_size(); ++i) {
     const kg::v1::RankedEntity& e = ranking.ranked(i);
     ExpectClose(e.score(), offline.at(e.entity()), e.entity());
-    if (i > 0) EXPECT_GE(ranking.ranked(i - 1).score(), e.score());
+    if (i > 0) {
+      EXPECT_GE(ranking.ranked(i - 1).score(), e.score());
+    }
   }
   // Each score is ScoreTriplet's for the completed fact.
   for (int i : {0, 5, 30, 58}) {
