@@ -27,7 +27,10 @@ graphs use a model trained on WN18RR/train.txt (2 epochs); fb_dense one trained 
 generator (seed 2, 1 epoch) with a per-hop cap of 50, as a graph with 10^5-edge hubs needs.
 Queries are the graph's own facts whose relation the model knows. With --family path the
 models are path-family models trained for one epoch on WN18RR_v1 and fb237_v1 (the cost of a
-pass does not depend on the weights), served with --allow-unknown-relations.
+pass does not depend on the weights), served with --allow-unknown-relations; --v1-models
+gives GraIL the same (one epoch on the v1 splits), to compare the families on equal terms:
+    bench/scale_bench.py --family path --label path --graphs wordnet,wn18rr,fb_dense
+    bench/scale_bench.py --v1-models --label grail_v1 --graphs wordnet,wn18rr,fb_dense
 """
 
 import argparse
@@ -147,7 +150,7 @@ def rank_all_args(queries, requests, deadline_ms, concurrency=1):
             concurrency, "--requests", requests, "--seed", 1]
 
 
-def prepare(out, family="grail"):
+def prepare(out, family="grail", v1_models=False):
     """Data and models shared by every label, made with this tree's build."""
     data, models = out / "data", out / "models"
     data.mkdir(parents=True, exist_ok=True)
@@ -179,6 +182,11 @@ def prepare(out, family="grail"):
             "fb_path.pt": [DATA / "fb237_v1" / "train.txt", DATA / "fb237_v1" / "valid.txt", 1,
                            ["--family", "path"]],
         }
+    elif v1_models:
+        specs = {
+            "wn_v1.pt": [DATA / "WN18RR_v1" / "train.txt", DATA / "WN18RR_v1" / "valid.txt", 1, []],
+            "fb_v1.pt": [DATA / "fb237_v1" / "train.txt", DATA / "fb237_v1" / "valid.txt", 1, []],
+        }
     for name, (train_file, valid_file, epochs, extra) in specs.items():
         if not (models / name).exists():
             with open(models / (name + ".train.log"), "w") as f:
@@ -195,6 +203,13 @@ def prepare(out, family="grail"):
             "wordnet": (data / "wordnet" / "triples.txt", models / "wn_path.pt", unknown),
             "wn18rr": (DATA / "WN18RR" / "train.txt", models / "wn_path.pt", unknown),
             "fb_dense": (DATA / "FB15k-237_validtest" / "graph.txt", models / "fb_path.pt", unknown),
+        }
+    if v1_models:
+        unknown = ["--allow-unknown-relations"]
+        return {
+            "wordnet": (data / "wordnet" / "triples.txt", models / "wn_v1.pt", unknown),
+            "wn18rr": (DATA / "WN18RR" / "train.txt", models / "wn_v1.pt", unknown),
+            "fb_dense": (DATA / "FB15k-237_validtest" / "graph.txt", models / "fb_v1.pt", unknown),
         }
     return {
         "wordnet": (data / "wordnet" / "triples.txt", models / "wn.pt", []),
@@ -328,10 +343,13 @@ def main():
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--family", choices=["grail", "path"], default="grail",
                         help="the model family served (path: wordnet, wn18rr, fb_dense only)")
+    parser.add_argument("--v1-models", action="store_true",
+                        help="GraIL models trained one epoch on WN18RR_v1 / fb237_v1, as the "
+                             "path family's (wordnet, wn18rr, fb_dense only)")
     args = parser.parse_args()
     out = Path(args.out)
     (out / args.label).mkdir(parents=True, exist_ok=True)
-    cases = prepare(out, args.family)
+    cases = prepare(out, args.family, args.v1_models)
     for name in args.graphs.split(","):
         path = out / args.label / f"{name}.json"
         if path.exists() and not args.force:
