@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "bench/data_dir.h"
 #include "common/seeded_random.h"
 #include "model/enclosing_subgraph.h"
@@ -127,7 +128,10 @@ void BM_GrailRankAll(benchmark::State& state, const std::string& name) {
 }
 
 // One fact (head, relation, tail) of the graph per iteration, each of the 8 queries in turn.
-void BM_PathScoreFact(benchmark::State& state, const std::string& name, bool targeted) {
+// With `forward` false, only the neighbourhood search: the part of a fact's cost before the
+// model runs.
+void BM_PathScoreFact(benchmark::State& state, const std::string& name, bool targeted,
+                      bool forward) {
   Workload* w = Load(name);
   if (w == nullptr) return state.SkipWithError("data not found");
   SetComputeThreads(2);
@@ -143,9 +147,11 @@ void BM_PathScoreFact(benchmark::State& state, const std::string& name, bool tar
     if (targeted) targets.push_back(f.tail);
     const PathQuery query(f.head, static_cast<int32_t>(f.relation), {}, std::nullopt, targets);
     if (!builder.Add(spec, query, &batch).ok()) return state.SkipWithError("neighbourhood failed");
-    absl::StatusOr<PathScores> scores = w->path->Score(batch);
-    if (!scores.ok()) return state.SkipWithError("forward failed");
-    benchmark::DoNotOptimize(scores->Of(batch, 0, f.tail));
+    if (forward) {
+      absl::StatusOr<PathScores> scores = w->path->Score(batch);
+      if (!scores.ok()) return state.SkipWithError("forward failed");
+      benchmark::DoNotOptimize(scores->Of(batch, 0, f.tail));
+    }
     nodes += batch.num_nodes();
     edges += batch.num_edges();
   }
@@ -175,11 +181,13 @@ void BM_GrailScoreFact(benchmark::State& state, const std::string& name) {
 void Register() {
   for (const auto& [name, file] : Graphs()) {
     for (bool targeted : {false, true}) {
-      benchmark::RegisterBenchmark(
-          ((targeted ? "path_score_fact_paths/" : "path_score_fact_ball/") + name).c_str(),
-          BM_PathScoreFact, name, targeted)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+      for (bool forward : {true, false}) {
+        const std::string label = absl::StrCat(forward ? "path_score_fact_" : "path_search_fact_",
+                                               targeted ? "paths/" : "ball/", name);
+        benchmark::RegisterBenchmark(label.c_str(), BM_PathScoreFact, name, targeted, forward)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
     }
     benchmark::RegisterBenchmark(("grail_score_fact/" + name).c_str(), BM_GrailScoreFact, name)
         ->Unit(benchmark::kMillisecond)

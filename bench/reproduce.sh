@@ -18,10 +18,10 @@
 # same process idles much of the time.
 #
 # Resumable: a (split, seed) whose result file exists is skipped, a model whose training
-# finished is evaluated without training it again, and a path-family model (`-- --family
-# path ...`) resumes its training from the checkpoint of its last finished epoch, so an
-# interrupted run continues where it stopped. bench/reproduction_table.py turns the results into the
-# table in docs/BENCHMARKS.md.
+# finished is evaluated without training it again, and an unfinished training resumes from
+# the checkpoint of its last finished epoch (either family), so an interrupted run continues
+# where it stopped. bench/reproduction_table.py turns the results into the table in
+# docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 splits="WN18RR_v1 WN18RR_v2 WN18RR_v3 WN18RR_v4 fb237_v1 fb237_v2 fb237_v3 fb237_v4"
@@ -59,14 +59,12 @@ run_one() {
   echo "== $name"
   local trained done_at epoch_seconds train_seconds
   if ! grep -q "^saved " "$out/$name.train.log" 2>/dev/null; then
-    # The path family checkpoints every epoch: an interrupted run resumes where it stopped
-    # (its log is appended to, so the epoch lines stay complete).
-    local checkpoint=()
-    [[ " ${extra[*]-} " == *" --family path "* ]] &&
-      checkpoint=(--checkpoint-dir "$out/$name.checkpoint" --resume)
+    # Every epoch ends with a checkpoint: an interrupted run resumes where it stopped (its
+    # log is appended to, so the epoch lines stay complete).
     "$bin/grail-train" --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
       --out "$out/$name.pt" --epochs "$epochs" --seed "$seed" --threads "$threads" \
-      ${checkpoint[@]+"${checkpoint[@]}"} ${extra[@]+"${extra[@]}"} 2>> "$out/$name.train.log"
+      --checkpoint-dir "$out/$name.checkpoint" --resume ${extra[@]+"${extra[@]}"} \
+      2>> "$out/$name.train.log"
   fi
   trained=$(date +%s)
   "$bin/grail-eval" --model "$out/$name.pt" --graph "$data/${split}_ind/train.txt" \

@@ -15,6 +15,7 @@
 #include "common/seeded_random.h"
 #include "model/path_evaluation.h"
 #include "model/path_module.h"
+#include "model/training_checkpoint.h"
 #include "storage/static_graph.h"
 
 namespace grail {
@@ -63,77 +64,6 @@ std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprin
                       "|temperature=", o.adversarial_temperature,
                       "|remove_one_hop=", o.remove_one_hop, "|seed=", o.seed);
 }
-
-Json GeneratorState(const SeededRandom& random) {
-  Json words = Json::array();
-  for (uint64_t w : random.state()) words.push_back(w);
-  return words;
-}
-
-void RestoreGenerator(const Json& words, SeededRandom& random) {
-  std::array<uint64_t, 4> state;
-  for (int i = 0; i < 4; ++i) state[i] = words.at(i).get<uint64_t>();
-  random.set_state(state);
-}
-
-// The checkpoint of one run: per epoch N, parameters-N.pt, optimizer-N.pt and best-N.pt,
-// then state.json (written to a temporary name and renamed: the commit point) naming N.
-class Checkpoint {
- public:
-  explicit Checkpoint(std::string dir) : dir_(std::move(dir)) {}
-
-  std::string File(const std::string& name, int epoch) const {
-    return absl::StrCat(dir_, "/", name, "-", epoch, ".pt");
-  }
-  std::string StatePath() const { return dir_ + "/state.json"; }
-
-  absl::Status Write(int epoch, const std::vector<torch::Tensor>& parameters,
-                     torch::optim::Adam& optimizer, const std::vector<torch::Tensor>& best,
-                     const Json& state) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
-    try {
-      torch::save(parameters, File("parameters", epoch));
-      torch::save(optimizer, File("optimizer", epoch));
-      torch::save(best, File("best", epoch));
-    } catch (const c10::Error& e) {
-      return absl::InternalError(
-          absl::StrCat("cannot write a checkpoint to ", dir_, ": ", e.what_without_backtrace()));
-    }
-    const std::string temporary = StatePath() + ".tmp";
-    {
-      std::ofstream out(temporary, std::ios::trunc);
-      out << JsonLine(state) << "\n";
-      out.flush();
-      if (!out) return absl::InternalError(absl::StrCat("cannot write ", temporary));
-    }
-    std::filesystem::rename(temporary, StatePath(), ec);
-    if (ec) return absl::InternalError(absl::StrCat("cannot write ", StatePath()));
-    if (epoch > 1) {  // the previous epoch's files are no longer named by state.json
-      for (const char* name : {"parameters", "optimizer", "best"}) {
-        std::filesystem::remove(File(name, epoch - 1), ec);
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  // The state of the last checkpoint, or nullopt if there is none.
-  absl::StatusOr<std::optional<Json>> ReadState() const {
-    std::ifstream in(StatePath());
-    if (!in) return std::optional<Json>();
-    std::stringstream text;
-    text << in.rdbuf();
-    Json state = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-    if (state.is_discarded() || !state.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(StatePath(), " is damaged"));
-    }
-    return std::optional<Json>(std::move(state));
-  }
-
- private:
-  const std::string dir_;
-};
 
 }  // namespace
 
@@ -184,9 +114,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
 
   SeededRandom order_random(options.seed);
   SeededRandom negative_random(MixBits(options.seed ^ 0x6e65676174697665ULL));
-  std::vector<torch::Tensor> best;
-  for (const torch::Tensor& p : parameters) best.push_back(p.detach().clone());
-  double best_metric = -1;
+  BestModel best(parameters);
   int first_epoch = 1;
 
   std::string data_fingerprint;
@@ -198,40 +126,17 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
     data_fingerprint = absl::StrCat(hash, ":", train.triples.size(), ":", valid_facts.size());
   }
   const std::string run_key = RunKey(options, data_fingerprint);
-  Checkpoint checkpoint(options.checkpoint_dir);
+  const TrainingCheckpoint checkpoint(options.checkpoint_dir);
   if (options.resume) {
-    absl::StatusOr<std::optional<Json>> state = checkpoint.ReadState();
+    absl::StatusOr<std::optional<Json>> state =
+        checkpoint.Restore(run_key, parameters, optimizer, best.tensors());
     if (!state.ok()) return state.status();
     if (*state) {
       const Json& s = **state;
-      if (s.value("run", "") != run_key) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            checkpoint.StatePath(), " is the checkpoint of another run (other data or options): ",
-            s.value("run", ""), " vs ", run_key));
-      }
-      const int epoch = s.at("epoch").get<int>();
-      try {
-        std::vector<torch::Tensor> saved, saved_best;
-        torch::load(saved, checkpoint.File("parameters", epoch));
-        torch::load(saved_best, checkpoint.File("best", epoch));
-        torch::load(optimizer, checkpoint.File("optimizer", epoch));
-        if (saved.size() != parameters.size() || saved_best.size() != parameters.size()) {
-          return absl::InvalidArgumentError("the checkpoint's parameters do not fit the model");
-        }
-        torch::NoGradGuard no_grad;
-        for (size_t i = 0; i < parameters.size(); ++i) {
-          parameters[i].copy_(saved[i]);
-          best[i] = saved_best[i];
-        }
-      } catch (const c10::Error& e) {
-        return absl::InvalidArgumentError(absl::StrCat("cannot read the checkpoint in ",
-                                                       options.checkpoint_dir, ": ",
-                                                       e.what_without_backtrace()));
-      }
       RestoreGenerator(s.at("order_random"), order_random);
       RestoreGenerator(s.at("negative_random"), negative_random);
-      best_metric = s.at("best_metric").get<double>();
-      first_epoch = epoch + 1;
+      best.set_metric(s.at("best_metric").get<double>());
+      first_epoch = s.at("epoch").get<int>() + 1;
     }
   }
 
@@ -339,20 +244,15 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         metric = result->full->mrr;
       }
       report.valid_mrr = metric;
-      if (metric >= best_metric) {  // on a tie, the later (longer-trained) model
-        best_metric = metric;
-        report.best = true;
-        torch::NoGradGuard no_grad;
-        for (size_t i = 0; i < parameters.size(); ++i) best[i] = parameters[i].detach().clone();
-      }
+      report.best = best.Offer(metric, epoch % options.eval_every == 0, parameters);
     }
     if (!options.checkpoint_dir.empty()) {
-      const Json state = {{"run", run_key},
-                          {"epoch", epoch},
-                          {"best_metric", best_metric},
+      const Json state = {{"best_metric", best.metric()},
                           {"order_random", GeneratorState(order_random)},
                           {"negative_random", GeneratorState(negative_random)}};
-      if (absl::Status s = checkpoint.Write(epoch, parameters, optimizer, best, state); !s.ok()) {
+      if (absl::Status s =
+              checkpoint.Write(epoch, run_key, parameters, optimizer, best.tensors(), state);
+          !s.ok()) {
         return s;
       }
     }
@@ -360,10 +260,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (on_epoch) on_epoch(report);
   }
-  if (best_metric >= 0) {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(best[i]);
-  }
+  best.Apply(parameters);
   return model;
 }
 

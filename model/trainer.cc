@@ -15,6 +15,7 @@
 #include "model/evaluation.h"
 #include "model/grail_module.h"
 #include "model/negative_sampling.h"
+#include "model/training_checkpoint.h"
 #include "storage/static_graph.h"
 
 namespace grail {
@@ -110,7 +111,27 @@ absl::Status ValidateOptions(const TrainOptions& o) {
   if (o.eval_every < 1) return absl::InvalidArgumentError("eval_every must be at least 1");
   if (!(o.learning_rate > 0)) return absl::InvalidArgumentError("learning rate must be > 0");
   if (o.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
+  if (o.resume && o.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("resume needs a checkpoint directory");
+  }
   return absl::OkStatus();
+}
+
+// What identifies a run: a checkpoint of another run must not be resumed.
+std::string RunKey(const TrainOptions& o, const IndexedTriples& train, size_t valid_facts) {
+  const GrailConfig& c = o.model;
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const Triple& t : train.triples) {
+    for (uint32_t v : {t.head, t.relation, t.tail}) hash = (hash ^ v) * 0x100000001b3ULL;
+  }
+  return absl::StrCat(
+      hash, ":", train.triples.size(), ":", valid_facts, "|hops=", c.hops,
+      "|cap=", c.max_nodes_per_hop, "|enclosing=", c.enclosing, "|labels=", c.node_labels,
+      "|attention=", c.attention, "|layers=", c.num_layers, "|dim=", c.dim, "|bases=", c.num_bases,
+      "|relation_dim=", c.relation_dim, "|dropout=", c.edge_dropout,
+      "|zero_without_in_edges=", c.zero_without_in_edges, "|batch=", o.batch_size,
+      "|lr=", o.learning_rate, "|l2=", o.l2, "|margin=", o.margin, "|clip=", o.clip_norm,
+      "|eval_every=", o.eval_every, "|exclude_target=", o.exclude_target_edge, "|seed=", o.seed);
 }
 
 }  // namespace
@@ -167,12 +188,27 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
   SeededRandom order_random(options.seed);
   SeededRandom negative_random(MixBits(options.seed ^ 0x6e65676174697665ULL));
   std::vector<uint32_t> order(positives.size());
-  std::vector<torch::Tensor> best;
-  double best_auc = -1;
+  BestModel best(parameters);
   ScoringOptions scoring;
   scoring.threads = options.threads;
 
-  for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+  int first_epoch = 1;
+  const std::string run_key = RunKey(options, train, valid_facts.size());
+  const TrainingCheckpoint checkpoint(options.checkpoint_dir);
+  if (options.resume) {
+    absl::StatusOr<std::optional<Json>> state =
+        checkpoint.Restore(run_key, parameters, optimizer, best.tensors());
+    if (!state.ok()) return state.status();
+    if (*state) {
+      const Json& s = **state;
+      RestoreGenerator(s.at("order_random"), order_random);
+      RestoreGenerator(s.at("negative_random"), negative_random);
+      best.set_metric(s.at("best_metric").get<double>());
+      first_epoch = s.at("epoch").get<int>() + 1;
+    }
+  }
+
+  for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     order_random.Shuffle(order);
@@ -230,22 +266,23 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
               : EvaluateAucPr(*model, graph, {}, valid_facts, options.seed + 1, scoring);
       if (!auc.ok()) return auc.status();
       report.valid_auc_pr = *auc;
-      if (*auc >= best_auc) {  // on a tie, the later (longer-trained) model
-        best_auc = *auc;
-        report.best = true;
-        torch::NoGradGuard no_grad;
-        best.clear();
-        for (const torch::Tensor& p : parameters) best.push_back(p.detach().clone());
+      report.best = best.Offer(*auc, epoch % options.eval_every == 0, parameters);
+    }
+    if (!options.checkpoint_dir.empty()) {
+      const Json state = {{"best_metric", best.metric()},
+                          {"order_random", GeneratorState(order_random)},
+                          {"negative_random", GeneratorState(negative_random)}};
+      if (absl::Status s =
+              checkpoint.Write(epoch, run_key, parameters, optimizer, best.tensors(), state);
+          !s.ok()) {
+        return s;
       }
     }
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (on_epoch) on_epoch(report);
   }
-  if (!best.empty()) {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(best[i]);
-  }
+  best.Apply(parameters);
   return model;
 }
 

@@ -36,6 +36,13 @@ struct TrainOptions {
   bool exclude_target_edge = false;
   int threads = 2;  // LibTorch's kernels; a producer thread extracts alongside
   std::string device = "cpu";
+  // Checkpoints (model/training_checkpoint.h): with a directory, every epoch ends by writing
+  // the parameters, Adam's state, the best model so far with its metric, the generators'
+  // state (negatives, order, edge dropout) and the epoch; with `resume` a run continues from
+  // the directory's checkpoint, if any: N epochs then a resume to M give the model M epochs
+  // straight give (same seed, same thread count, CPU).
+  std::string checkpoint_dir;  // empty: no checkpoints
+  bool resume = false;
 };
 
 struct EpochReport {
@@ -60,8 +67,9 @@ struct StepReport {
 // Trains on `train` (its vocabularies define the model's relations) and validates on
 // `valid` (facts by name: those whose entities or relation are absent from the training
 // graph are skipped). `on_epoch` is called after every epoch, `on_step` after every step
-// (on the calling thread; keep it cheap). Errors: INVALID_ARGUMENT for empty data or bad
-// options.
+// (on the calling thread; keep it cheap); a resumed run reports only the epochs it runs.
+// Errors: INVALID_ARGUMENT for empty data or bad options, or a checkpoint of another run
+// (other data or options); INTERNAL when a checkpoint cannot be written.
 absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
     const IndexedTriples& train, absl::Span<const NamedTriple> valid, const TrainOptions& options,
     const std::function<void(const EpochReport&)>& on_epoch = nullptr,

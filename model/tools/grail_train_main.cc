@@ -65,9 +65,10 @@ ABSL_FLAG(bool, remove_one_hop, true,
           "path family: leave every fact between a query's source and its answer or negatives "
           "out of its message graph (false: only the predicted fact)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
-          "path family: write a checkpoint after every epoch into this directory");
+          "write a checkpoint after every epoch into this directory");
 ABSL_FLAG(bool, resume, false,
-          "path family: continue from the checkpoint in --checkpoint-dir (if it holds one)");
+          "continue from the checkpoint in --checkpoint-dir (if it holds one); the run's data "
+          "and options must be the checkpoint's");
 ABSL_FLAG(std::string, plot, "",
           "after training, draw loss and valid AUC-PR per epoch into this PNG (gnuplot)");
 ABSL_FLAG(bool, progress, true,
@@ -114,11 +115,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool path_family = family == "path";
-  if (!path_family &&
-      (!absl::GetFlag(FLAGS_checkpoint_dir).empty() || absl::GetFlag(FLAGS_resume))) {
-    std::fprintf(stderr, "--checkpoint-dir and --resume are for --family path only\n");
-    return 2;
-  }
   // A flag left at 0 takes its family's default.
   auto or_default = [path_family](auto value, auto grail, auto path) {
     return value != 0 ? value : path_family ? path : grail;
@@ -155,8 +151,18 @@ int main(int argc, char** argv) {
   std::function<void(const grail::StepReport&)> step;
   if (bar) step = [&progress](const grail::StepReport& s) { progress.Step(s); };
 
-  absl::Status saved;
+  // Either family's trained model gets the training facts' fingerprint and is saved.
   int64_t parameters = 0;
+  auto fingerprint_and_save = [&](auto& model) {
+    model.set_training_fingerprint(grail::FingerprintFacts(*train));
+    parameters = model.num_parameters();
+    return model.Save(out);
+  };
+  auto fail = [](const absl::Status& status) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    return 1;
+  };
+  absl::Status saved;
   if (path_family) {
     grail::PathTrainOptions options;
     options.model.num_layers = or_default(absl::GetFlag(FLAGS_layers), 3, 6);
@@ -178,13 +184,8 @@ int main(int argc, char** argv) {
     options.resume = absl::GetFlag(FLAGS_resume);
     absl::StatusOr<std::unique_ptr<grail::PathModel>> model =
         grail::TrainPath(indexed, valid, options, report, step);
-    if (!model.ok()) {
-      std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
-      return 1;
-    }
-    (*model)->set_training_fingerprint(grail::FingerprintFacts(*train));
-    saved = (*model)->Save(out);
-    parameters = (*model)->num_parameters();
+    if (!model.ok()) return fail(model.status());
+    saved = fingerprint_and_save(**model);
   } else {
     grail::TrainOptions options;
     options.model.hops = absl::GetFlag(FLAGS_hops);
@@ -208,15 +209,12 @@ int main(int argc, char** argv) {
     options.exclude_target_edge = absl::GetFlag(FLAGS_exclude_target_edge);
     options.threads = absl::GetFlag(FLAGS_threads);
     options.device = absl::GetFlag(FLAGS_device);
+    options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+    options.resume = absl::GetFlag(FLAGS_resume);
     absl::StatusOr<std::unique_ptr<grail::GrailModel>> model =
         grail::TrainGrail(indexed, valid, options, report, step);
-    if (!model.ok()) {
-      std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
-      return 1;
-    }
-    (*model)->set_training_fingerprint(grail::FingerprintFacts(*train));
-    saved = (*model)->Save(out);
-    parameters = (*model)->num_parameters();
+    if (!model.ok()) return fail(model.status());
+    saved = fingerprint_and_save(**model);
   }
   if (!saved.ok()) {
     std::fprintf(stderr, "%s\n", saved.ToString().c_str());

@@ -1,0 +1,146 @@
+#include "model/training_checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace grail {
+namespace {
+
+const char* const kTensorFiles[] = {"parameters", "optimizer", "best", "torch-rng"};
+
+}  // namespace
+
+std::string TrainingCheckpoint::File(const std::string& name, int epoch) const {
+  return absl::StrCat(dir_, "/", name, "-", epoch, ".pt");
+}
+
+absl::Status TrainingCheckpoint::Write(int epoch, const std::string& run_key,
+                                       const std::vector<torch::Tensor>& parameters,
+                                       torch::optim::Optimizer& optimizer,
+                                       const std::vector<torch::Tensor>& best, Json state) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
+  try {
+    torch::save(parameters, File("parameters", epoch));
+    torch::save(optimizer, File("optimizer", epoch));
+    torch::save(best, File("best", epoch));
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    torch::Tensor rng;
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      rng = generator.get_state();
+    }
+    torch::save(rng, File("torch-rng", epoch));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("cannot write a checkpoint to ", dir_, ": ", e.what_without_backtrace()));
+  }
+  state["run"] = run_key;
+  state["epoch"] = epoch;
+  const std::string temporary = StatePath() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << JsonLine(state) << "\n";
+    out.flush();
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", temporary));
+  }
+  std::filesystem::rename(temporary, StatePath(), ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot write ", StatePath()));
+  if (epoch > 1) {  // the previous epoch's files are no longer named by state.json
+    for (const char* name : kTensorFiles) std::filesystem::remove(File(name, epoch - 1), ec);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Json>> TrainingCheckpoint::Restore(
+    const std::string& run_key, std::vector<torch::Tensor>& parameters,
+    torch::optim::Optimizer& optimizer, std::vector<torch::Tensor>& best) const {
+  std::ifstream in(StatePath());
+  if (!in) return std::optional<Json>();
+  std::stringstream text;
+  text << in.rdbuf();
+  Json state = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (state.is_discarded() || !state.is_object() || !state.contains("epoch")) {
+    return absl::InvalidArgumentError(absl::StrCat(StatePath(), " is damaged"));
+  }
+  if (state.value("run", "") != run_key) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(StatePath(), " is the checkpoint of another run (other data or options): ",
+                     state.value("run", ""), " vs ", run_key));
+  }
+  const int epoch = state.at("epoch").get<int>();
+  try {
+    std::vector<torch::Tensor> saved, saved_best;
+    torch::Tensor rng;
+    torch::load(saved, File("parameters", epoch));
+    torch::load(saved_best, File("best", epoch));
+    torch::load(optimizer, File("optimizer", epoch));
+    // Checkpoints written before the generator was kept have no file of it: they resume with
+    // the generator as the model's seed left it.
+    const bool has_rng = std::filesystem::exists(File("torch-rng", epoch));
+    if (has_rng) torch::load(rng, File("torch-rng", epoch));
+    if (saved.size() != parameters.size() || saved_best.size() != parameters.size()) {
+      return absl::InvalidArgumentError("the checkpoint's parameters do not fit the model");
+    }
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (!saved[i].sizes().equals(parameters[i].sizes())) {
+        return absl::InvalidArgumentError("the checkpoint's parameters do not fit the model");
+      }
+      parameters[i].copy_(saved[i]);
+    }
+    best = std::move(saved_best);
+    if (has_rng) {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(rng);
+    }
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the checkpoint in ", dir_, ": ", e.what_without_backtrace()));
+  }
+  return std::optional<Json>(std::move(state));
+}
+
+BestModel::BestModel(const std::vector<torch::Tensor>& parameters) {
+  for (const torch::Tensor& p : parameters) tensors_.push_back(p.detach().clone());
+}
+
+bool BestModel::Offer(double metric, bool scheduled, const std::vector<torch::Tensor>& parameters) {
+  if (metric < metric_) return false;
+  if (scheduled) {
+    metric_ = metric;
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < parameters.size(); ++i) tensors_[i] = parameters[i].detach().clone();
+  } else {
+    last_is_best_ = true;  // the parameters stay as they are at the end
+  }
+  return true;
+}
+
+void BestModel::Apply(std::vector<torch::Tensor>& parameters) const {
+  if (last_is_best_ || metric_ < 0) return;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(tensors_[i]);
+}
+
+Json GeneratorState(const SeededRandom& random) {
+  Json words = Json::array();
+  for (uint64_t w : random.state()) words.push_back(w);
+  return words;
+}
+
+void RestoreGenerator(const Json& words, SeededRandom& random) {
+  std::array<uint64_t, 4> state;
+  for (int i = 0; i < 4; ++i) state[i] = words.at(i).get<uint64_t>();
+  random.set_state(state);
+}
+
+}  // namespace grail

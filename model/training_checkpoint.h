@@ -1,0 +1,86 @@
+// A training run's checkpoint, shared by both families' trainers (model/trainer.h,
+// model/path_trainer.h): after every epoch N, the parameters, the optimiser's state and the
+// best parameters so far as `parameters-N.pt`, `optimizer-N.pt` and `best-N.pt`, LibTorch's
+// CPU generator (edge dropout) as `torch-rng-N.pt`, then `state.json` — written to a
+// temporary name and renamed, the commit point — naming N, the run's key and what the
+// trainer adds (its metric, its own generators). A crash between two commits leaves the
+// previous checkpoint whole; the previous epoch's files are removed after the commit.
+//
+// A checkpoint belongs to one run: Restore() refuses a state.json whose key differs from the
+// caller's (other data or options), rather than resuming a different run.
+#ifndef GRAIL_MODEL_TRAINING_CHECKPOINT_H_
+#define GRAIL_MODEL_TRAINING_CHECKPOINT_H_
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/json.h"
+#include "common/seeded_random.h"
+
+namespace grail {
+
+class TrainingCheckpoint {
+ public:
+  explicit TrainingCheckpoint(std::string dir) : dir_(std::move(dir)) {}
+
+  // Writes epoch `epoch`'s checkpoint; `state` gains "run" = run_key and "epoch".
+  absl::Status Write(int epoch, const std::string& run_key,
+                     const std::vector<torch::Tensor>& parameters,
+                     torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& best,
+                     Json state) const;
+
+  // Loads the last checkpoint into `parameters` (in place), `optimizer`, `best` and
+  // LibTorch's CPU generator, and returns its state; nullopt (nothing changed) if there is
+  // none. Errors: INVALID_ARGUMENT for a damaged checkpoint, one of another run, or one whose
+  // tensors do not fit the model.
+  absl::StatusOr<std::optional<Json>> Restore(const std::string& run_key,
+                                              std::vector<torch::Tensor>& parameters,
+                                              torch::optim::Optimizer& optimizer,
+                                              std::vector<torch::Tensor>& best) const;
+
+  const std::string& dir() const { return dir_; }
+  std::string StatePath() const { return dir_ + "/state.json"; }
+
+ private:
+  std::string File(const std::string& name, int epoch) const;
+
+  const std::string dir_;
+};
+
+// The model a training run returns: the best on validation (ties go to the later epoch).
+// Validations on the schedule (every eval_every epochs) make the best that checkpoints
+// keep; the run's last epoch, validated even off the schedule, may be returned but is not
+// kept, so N epochs then a resume to M give what M epochs straight give.
+class BestModel {
+ public:
+  // Starts as a copy of `parameters` with no metric.
+  explicit BestModel(const std::vector<torch::Tensor>& parameters);
+
+  // Offers the current parameters with their validation metric; returns whether they are
+  // the best so far.
+  bool Offer(double metric, bool scheduled, const std::vector<torch::Tensor>& parameters);
+  // Leaves the returned model in `parameters` (unchanged if nothing was validated).
+  void Apply(std::vector<torch::Tensor>& parameters) const;
+
+  // What a checkpoint keeps: the best on the schedule and its metric (-1: none yet).
+  std::vector<torch::Tensor>& tensors() { return tensors_; }
+  double metric() const { return metric_; }
+  void set_metric(double metric) { metric_ = metric; }
+
+ private:
+  std::vector<torch::Tensor> tensors_;
+  double metric_ = -1;
+  bool last_is_best_ = false;  // the off-schedule last epoch beat the scheduled best
+};
+
+// A SeededRandom's state as JSON, and back.
+Json GeneratorState(const SeededRandom& random);
+void RestoreGenerator(const Json& words, SeededRandom& random);
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_TRAINING_CHECKPOINT_H_
