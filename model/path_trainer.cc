@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
 #include "common/seeded_random.h"
 #include "model/path_evaluation.h"
 #include "model/path_module.h"
@@ -117,27 +116,13 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   BestModel best(parameters);
   int first_epoch = 1;
 
-  std::string data_fingerprint;
-  {
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (const Triple& t : train.triples) {
-      for (uint32_t v : {t.head, t.relation, t.tail}) hash = (hash ^ v) * 0x100000001b3ULL;
-    }
-    data_fingerprint = absl::StrCat(hash, ":", train.triples.size(), ":", valid_facts.size());
-  }
-  const std::string run_key = RunKey(options, data_fingerprint);
+  const std::string run_key = RunKey(options, TrainingDataFingerprint(train, valid_facts.size()));
   const TrainingCheckpoint checkpoint(options.checkpoint_dir);
   if (options.resume) {
-    absl::StatusOr<std::optional<Json>> state =
-        checkpoint.Restore(run_key, parameters, optimizer, best.tensors());
-    if (!state.ok()) return state.status();
-    if (*state) {
-      const Json& s = **state;
-      RestoreGenerator(s.at("order_random"), order_random);
-      RestoreGenerator(s.at("negative_random"), negative_random);
-      best.set_metric(s.at("best_metric").get<double>());
-      first_epoch = s.at("epoch").get<int>() + 1;
-    }
+    absl::StatusOr<int> done =
+        checkpoint.Restore(run_key, parameters, optimizer, best, order_random, negative_random);
+    if (!done.ok()) return done.status();
+    first_epoch = *done + 1;
   }
 
   PathEvaluationOptions validation;
@@ -247,11 +232,8 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       report.best = best.Offer(metric, epoch % options.eval_every == 0, parameters);
     }
     if (!options.checkpoint_dir.empty()) {
-      const Json state = {{"best_metric", best.metric()},
-                          {"order_random", GeneratorState(order_random)},
-                          {"negative_random", GeneratorState(negative_random)}};
-      if (absl::Status s =
-              checkpoint.Write(epoch, run_key, parameters, optimizer, best.tensors(), state);
+      if (absl::Status s = checkpoint.Write(epoch, run_key, parameters, optimizer, best,
+                                            order_random, negative_random);
           !s.ok()) {
         return s;
       }

@@ -120,14 +120,10 @@ absl::Status ValidateOptions(const TrainOptions& o) {
 // What identifies a run: a checkpoint of another run must not be resumed.
 std::string RunKey(const TrainOptions& o, const IndexedTriples& train, size_t valid_facts) {
   const GrailConfig& c = o.model;
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (const Triple& t : train.triples) {
-    for (uint32_t v : {t.head, t.relation, t.tail}) hash = (hash ^ v) * 0x100000001b3ULL;
-  }
   return absl::StrCat(
-      hash, ":", train.triples.size(), ":", valid_facts, "|hops=", c.hops,
-      "|cap=", c.max_nodes_per_hop, "|enclosing=", c.enclosing, "|labels=", c.node_labels,
-      "|attention=", c.attention, "|layers=", c.num_layers, "|dim=", c.dim, "|bases=", c.num_bases,
+      TrainingDataFingerprint(train, valid_facts), "|hops=", c.hops, "|cap=", c.max_nodes_per_hop,
+      "|enclosing=", c.enclosing, "|labels=", c.node_labels, "|attention=", c.attention,
+      "|layers=", c.num_layers, "|dim=", c.dim, "|bases=", c.num_bases,
       "|relation_dim=", c.relation_dim, "|dropout=", c.edge_dropout,
       "|zero_without_in_edges=", c.zero_without_in_edges, "|batch=", o.batch_size,
       "|lr=", o.learning_rate, "|l2=", o.l2, "|margin=", o.margin, "|clip=", o.clip_norm,
@@ -196,16 +192,10 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
   const std::string run_key = RunKey(options, train, valid_facts.size());
   const TrainingCheckpoint checkpoint(options.checkpoint_dir);
   if (options.resume) {
-    absl::StatusOr<std::optional<Json>> state =
-        checkpoint.Restore(run_key, parameters, optimizer, best.tensors());
-    if (!state.ok()) return state.status();
-    if (*state) {
-      const Json& s = **state;
-      RestoreGenerator(s.at("order_random"), order_random);
-      RestoreGenerator(s.at("negative_random"), negative_random);
-      best.set_metric(s.at("best_metric").get<double>());
-      first_epoch = s.at("epoch").get<int>() + 1;
-    }
+    absl::StatusOr<int> done =
+        checkpoint.Restore(run_key, parameters, optimizer, best, order_random, negative_random);
+    if (!done.ok()) return done.status();
+    first_epoch = *done + 1;
   }
 
   for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
@@ -269,11 +259,8 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
       report.best = best.Offer(*auc, epoch % options.eval_every == 0, parameters);
     }
     if (!options.checkpoint_dir.empty()) {
-      const Json state = {{"best_metric", best.metric()},
-                          {"order_random", GeneratorState(order_random)},
-                          {"negative_random", GeneratorState(negative_random)}};
-      if (absl::Status s =
-              checkpoint.Write(epoch, run_key, parameters, optimizer, best.tensors(), state);
+      if (absl::Status s = checkpoint.Write(epoch, run_key, parameters, optimizer, best,
+                                            order_random, negative_random);
           !s.ok()) {
         return s;
       }

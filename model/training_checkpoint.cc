@@ -8,11 +8,24 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 
 namespace grail {
 namespace {
 
 const char* const kTensorFiles[] = {"parameters", "optimizer", "best", "torch-rng"};
+
+Json GeneratorState(const SeededRandom& random) {
+  Json words = Json::array();
+  for (uint64_t w : random.state()) words.push_back(w);
+  return words;
+}
+
+void RestoreGenerator(const Json& words, SeededRandom& random) {
+  std::array<uint64_t, 4> state;
+  for (int i = 0; i < 4; ++i) state[i] = words.at(i).get<uint64_t>();
+  random.set_state(state);
+}
 
 }  // namespace
 
@@ -22,15 +35,16 @@ std::string TrainingCheckpoint::File(const std::string& name, int epoch) const {
 
 absl::Status TrainingCheckpoint::Write(int epoch, const std::string& run_key,
                                        const std::vector<torch::Tensor>& parameters,
-                                       torch::optim::Optimizer& optimizer,
-                                       const std::vector<torch::Tensor>& best, Json state) const {
+                                       torch::optim::Optimizer& optimizer, const BestModel& best,
+                                       const SeededRandom& order_random,
+                                       const SeededRandom& negative_random) const {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
   try {
     torch::save(parameters, File("parameters", epoch));
     torch::save(optimizer, File("optimizer", epoch));
-    torch::save(best, File("best", epoch));
+    torch::save(best.tensors(), File("best", epoch));
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     torch::Tensor rng;
     {
@@ -42,8 +56,11 @@ absl::Status TrainingCheckpoint::Write(int epoch, const std::string& run_key,
     return absl::InternalError(
         absl::StrCat("cannot write a checkpoint to ", dir_, ": ", e.what_without_backtrace()));
   }
-  state["run"] = run_key;
-  state["epoch"] = epoch;
+  const Json state = {{"run", run_key},
+                      {"epoch", epoch},
+                      {"best_metric", best.metric()},
+                      {"order_random", GeneratorState(order_random)},
+                      {"negative_random", GeneratorState(negative_random)}};
   const std::string temporary = StatePath() + ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);
@@ -59,11 +76,13 @@ absl::Status TrainingCheckpoint::Write(int epoch, const std::string& run_key,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<Json>> TrainingCheckpoint::Restore(
-    const std::string& run_key, std::vector<torch::Tensor>& parameters,
-    torch::optim::Optimizer& optimizer, std::vector<torch::Tensor>& best) const {
+absl::StatusOr<int> TrainingCheckpoint::Restore(const std::string& run_key,
+                                                std::vector<torch::Tensor>& parameters,
+                                                torch::optim::Optimizer& optimizer, BestModel& best,
+                                                SeededRandom& order_random,
+                                                SeededRandom& negative_random) const {
   std::ifstream in(StatePath());
-  if (!in) return std::optional<Json>();
+  if (!in) return 0;
   std::stringstream text;
   text << in.rdbuf();
   Json state = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
@@ -96,7 +115,7 @@ absl::StatusOr<std::optional<Json>> TrainingCheckpoint::Restore(
       }
       parameters[i].copy_(saved[i]);
     }
-    best = std::move(saved_best);
+    best.tensors() = std::move(saved_best);
     if (has_rng) {
       at::Generator generator = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(generator.mutex());
@@ -106,7 +125,18 @@ absl::StatusOr<std::optional<Json>> TrainingCheckpoint::Restore(
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read the checkpoint in ", dir_, ": ", e.what_without_backtrace()));
   }
-  return std::optional<Json>(std::move(state));
+  RestoreGenerator(state.at("order_random"), order_random);
+  RestoreGenerator(state.at("negative_random"), negative_random);
+  best.set_metric(state.at("best_metric").get<double>());
+  return epoch;
+}
+
+std::string TrainingDataFingerprint(const IndexedTriples& train, size_t valid_facts) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const Triple& t : train.triples) {
+    for (uint32_t v : {t.head, t.relation, t.tail}) hash = (hash ^ v) * 0x100000001b3ULL;
+  }
+  return absl::StrCat(hash, ":", train.triples.size(), ":", valid_facts);
 }
 
 BestModel::BestModel(const std::vector<torch::Tensor>& parameters) {
@@ -129,18 +159,6 @@ void BestModel::Apply(std::vector<torch::Tensor>& parameters) const {
   if (last_is_best_ || metric_ < 0) return;
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(tensors_[i]);
-}
-
-Json GeneratorState(const SeededRandom& random) {
-  Json words = Json::array();
-  for (uint64_t w : random.state()) words.push_back(w);
-  return words;
-}
-
-void RestoreGenerator(const Json& words, SeededRandom& random) {
-  std::array<uint64_t, 4> state;
-  for (int i = 0; i < 4; ++i) state[i] = words.at(i).get<uint64_t>();
-  random.set_state(state);
 }
 
 }  // namespace grail

@@ -13,43 +13,14 @@
 
 #include <torch/torch.h>
 
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/json.h"
 #include "common/seeded_random.h"
+#include "storage/triple_file.h"
 
 namespace grail {
-
-class TrainingCheckpoint {
- public:
-  explicit TrainingCheckpoint(std::string dir) : dir_(std::move(dir)) {}
-
-  // Writes epoch `epoch`'s checkpoint; `state` gains "run" = run_key and "epoch".
-  absl::Status Write(int epoch, const std::string& run_key,
-                     const std::vector<torch::Tensor>& parameters,
-                     torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& best,
-                     Json state) const;
-
-  // Loads the last checkpoint into `parameters` (in place), `optimizer`, `best` and
-  // LibTorch's CPU generator, and returns its state; nullopt (nothing changed) if there is
-  // none. Errors: INVALID_ARGUMENT for a damaged checkpoint, one of another run, or one whose
-  // tensors do not fit the model.
-  absl::StatusOr<std::optional<Json>> Restore(const std::string& run_key,
-                                              std::vector<torch::Tensor>& parameters,
-                                              torch::optim::Optimizer& optimizer,
-                                              std::vector<torch::Tensor>& best) const;
-
-  const std::string& dir() const { return dir_; }
-  std::string StatePath() const { return dir_ + "/state.json"; }
-
- private:
-  std::string File(const std::string& name, int epoch) const;
-
-  const std::string dir_;
-};
 
 // The model a training run returns: the best on validation (ties go to the later epoch).
 // Validations on the schedule (every eval_every epochs) make the best that checkpoints
@@ -68,6 +39,7 @@ class BestModel {
 
   // What a checkpoint keeps: the best on the schedule and its metric (-1: none yet).
   std::vector<torch::Tensor>& tensors() { return tensors_; }
+  const std::vector<torch::Tensor>& tensors() const { return tensors_; }
   double metric() const { return metric_; }
   void set_metric(double metric) { metric_ = metric; }
 
@@ -77,9 +49,37 @@ class BestModel {
   bool last_is_best_ = false;  // the off-schedule last epoch beat the scheduled best
 };
 
-// A SeededRandom's state as JSON, and back.
-Json GeneratorState(const SeededRandom& random);
-void RestoreGenerator(const Json& words, SeededRandom& random);
+class TrainingCheckpoint {
+ public:
+  explicit TrainingCheckpoint(std::string dir) : dir_(std::move(dir)) {}
+
+  // Writes epoch `epoch`'s checkpoint: the tensors, `best` with its metric, and the states of
+  // the trainer's two generators (the epochs' order and the negatives).
+  absl::Status Write(int epoch, const std::string& run_key,
+                     const std::vector<torch::Tensor>& parameters,
+                     torch::optim::Optimizer& optimizer, const BestModel& best,
+                     const SeededRandom& order_random, const SeededRandom& negative_random) const;
+
+  // Loads the last checkpoint into `parameters` (in place), `optimizer`, `best`, the two
+  // generators and LibTorch's CPU generator, and returns its epoch; 0 (nothing changed) if
+  // there is none. Errors: INVALID_ARGUMENT for a damaged checkpoint, one of another run, or
+  // one whose tensors do not fit the model.
+  absl::StatusOr<int> Restore(const std::string& run_key, std::vector<torch::Tensor>& parameters,
+                              torch::optim::Optimizer& optimizer, BestModel& best,
+                              SeededRandom& order_random, SeededRandom& negative_random) const;
+
+  const std::string& dir() const { return dir_; }
+  std::string StatePath() const { return dir_ + "/state.json"; }
+
+ private:
+  std::string File(const std::string& name, int epoch) const;
+
+  const std::string dir_;
+};
+
+// The training data's part of a run key: a hash of the facts (ids, in order) and the counts
+// of training and validation facts.
+std::string TrainingDataFingerprint(const IndexedTriples& train, size_t valid_facts);
 
 }  // namespace grail
 

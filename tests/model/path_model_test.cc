@@ -213,24 +213,35 @@ std::vector<std::vector<float>> AllScores(const PathModel& model, const GraphVie
   return all;
 }
 
-class PathExactnessTest : public ::testing::TestWithParam<bool> {};
+// A 3-layer model, sum (false) or PNA (true), on a long, thin random graph.
+class PathExactnessTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    config_.num_layers = 3;
+    config_.dim = 8;
+    config_.pna = GetParam();
+    config_.pna_delta = 1.3;
+    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config_, Relations(3), 7);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
+  }
+
+  PathConfig config_;
+  std::unique_ptr<PathModel> model_;
+  const StaticGraph graph_ = RandomGraph(60, 90, 3, 11);
+};
 
 // The model's radius gives the scores the whole graph gives, for every entity: the
 // neighbourhood restriction is exact, not an approximation. With PNA this needs one hop
 // more than the layers (degrees of the outermost nodes).
 TEST_P(PathExactnessTest, ScoringOnTheSourcesNeighbourhoodEqualsScoringOnTheWholeGraph) {
-  PathConfig config;
-  config.num_layers = 3;
-  config.dim = 8;
-  config.pna = GetParam();
-  config.pna_delta = 1.3;
-  absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, Relations(3), 7);
-  ASSERT_TRUE(model.ok()) << model.status();
-  const StaticGraph graph = RandomGraph(60, 90, 3, 11);
+  const PathConfig& config = config_;
+  const PathModel& model = *model_;
+  const StaticGraph& graph = graph_;
   const std::vector<PathQuery> queries = {
       {0, 1, {}, std::nullopt}, {17, 4, {}, std::nullopt}, {42, 2, {}, std::nullopt}};
-  const auto local = AllScores(**model, graph, queries, config.radius());
-  const auto whole = AllScores(**model, graph, queries, /*radius=*/1000);
+  const auto local = AllScores(model, graph, queries, config.radius());
+  const auto whole = AllScores(model, graph, queries, /*radius=*/1000);
   int beyond = 0;
   for (size_t q = 0; q < queries.size(); ++q) {
     for (uint32_t e = 0; e < graph.num_entities(); ++e) {
@@ -249,21 +260,15 @@ TEST_P(PathExactnessTest, ScoringOnTheSourcesNeighbourhoodEqualsScoringOnTheWhol
 // the source to a target, and still scores each target exactly as the whole graph does:
 // near, far, several at once, and the source itself.
 TEST_P(PathExactnessTest, AQueryWithTargetsScoresThemAsTheWholeGraphOnFewerEntities) {
-  PathConfig config;
-  config.num_layers = 3;
-  config.dim = 8;
-  config.pna = GetParam();
-  config.pna_delta = 1.3;
-  absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, Relations(3), 7);
-  ASSERT_TRUE(model.ok()) << model.status();
-  const StaticGraph graph = RandomGraph(60, 90, 3, 11);
+  const PathModel& model = *model_;
+  const StaticGraph& graph = graph_;
   const RelationMap identity;
-  const PathNeighbourhoodSpec spec = (*model)->Neighbourhood(&graph, &identity, 0);
+  const PathNeighbourhoodSpec spec = model.Neighbourhood(&graph, &identity, 0);
   PathBatchBuilder builder;
   int queries = 0, smaller = 0;
   for (EntityId source : {0u, 17u, 42u}) {
     for (int32_t relation : {1, 4}) {
-      const auto whole = AllScores(**model, graph, {{source, relation, {}, std::nullopt}}, 1000)[0];
+      const auto whole = AllScores(model, graph, {{source, relation, {}, std::nullopt}}, 1000)[0];
       PathBatch ball;
       ASSERT_TRUE(builder.Add(spec, {source, relation, {}, std::nullopt}, &ball).ok());
       const std::vector<std::vector<EntityId>> target_sets = {
@@ -274,7 +279,7 @@ TEST_P(PathExactnessTest, AQueryWithTargetsScoresThemAsTheWholeGraphOnFewerEntit
       for (const std::vector<EntityId>& targets : target_sets) {
         PathBatch batch;
         ASSERT_TRUE(builder.Add(spec, {source, relation, {}, std::nullopt, targets}, &batch).ok());
-        absl::StatusOr<PathScores> scores = (*model)->Score(batch);
+        absl::StatusOr<PathScores> scores = model.Score(batch);
         ASSERT_TRUE(scores.ok()) << scores.status();
         for (EntityId t : targets) {
           EXPECT_NEAR(scores->Of(batch, 0, t), whole[t], 1e-5 * (1 + std::fabs(whole[t])))
