@@ -224,24 +224,23 @@ absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const Path
     nodes_.push_back(q.source);
     dist_.push_back(0);
     local_[q.source] = 0;
-  }
-  for (size_t i = 0; !targeted && i < nodes_.size() && status.ok(); ++i) {
-    if (spec.radius >= 0 && dist_[i] >= spec.radius) break;  // every later node is as far
-    const int64_t next = dist_[i] + 1;
-    ForEachNeighbour(spec, q, nodes_[i], [&](EntityId w) {
-      if (local_[w] >= 0) return true;
-      if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
-        status = too_many();
-        return false;
-      }
-      local_[w] = static_cast<int32_t>(nodes_.size());
-      nodes_.push_back(w);
-      dist_.push_back(next);
-      return true;
-    });
-  }
-  if (!targeted && status.ok() && spec.radius < 0) {  // the whole graph: the unreached entities too
-    for (EntityId e = 0; e < graph.num_entities(); ++e) {
+    for (size_t i = 0; i < nodes_.size() && status.ok(); ++i) {
+      if (spec.radius >= 0 && dist_[i] >= spec.radius) break;  // every later node is as far
+      const int64_t next = dist_[i] + 1;
+      ForEachNeighbour(spec, q, nodes_[i], [&](EntityId w) {
+        if (local_[w] >= 0) return true;
+        if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
+          status = too_many();
+          return false;
+        }
+        local_[w] = static_cast<int32_t>(nodes_.size());
+        nodes_.push_back(w);
+        dist_.push_back(next);
+        return true;
+      });
+    }
+    // The whole graph: the unreached entities too.
+    for (EntityId e = 0; spec.radius < 0 && status.ok() && e < graph.num_entities(); ++e) {
       if (local_[e] >= 0) continue;
       if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
         status = absl::ResourceExhaustedError(absl::StrCat(
