@@ -42,9 +42,9 @@ std::string EvaluationResult::ToJson() const {
   return JsonLine(json);
 }
 
-absl::StatusOr<double> EvaluateAucPr(const GrailModel& model, const GraphView& graph,
-                                     const RelationMap& relations, absl::Span<const Triple> facts,
-                                     uint64_t seed, const ScoringOptions& scoring) {
+absl::StatusOr<ClassificationMetrics> EvaluateClassification(
+    const GrailModel& model, const GraphView& graph, const RelationMap& relations,
+    absl::Span<const Triple> facts, uint64_t seed, const ScoringOptions& scoring) {
   SeededRandom random(seed);
   std::vector<Triple> queries;
   std::vector<uint8_t> positive;
@@ -58,7 +58,10 @@ absl::StatusOr<double> EvaluateAucPr(const GrailModel& model, const GraphView& g
   }
   absl::StatusOr<std::vector<float>> scores = ScoreFacts(model, graph, relations, queries, scoring);
   if (!scores.ok()) return scores.status();
-  return AveragePrecision(*scores, positive);
+  ClassificationMetrics metrics;
+  metrics.auc_pr = AveragePrecision(*scores, positive);
+  metrics.auc_roc = RocAuc(*scores, positive);
+  return metrics;
 }
 
 absl::StatusOr<EvaluationResult> Evaluate(const GrailModel& model, const GraphView& graph,

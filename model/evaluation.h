@@ -87,10 +87,17 @@ absl::StatusOr<EvaluationResult> EvaluateRuns(const GrailModel& model, const Gra
 absl::StatusOr<EvaluationResult> MeanOverRuns(
     int runs, const std::function<absl::StatusOr<EvaluationResult>(int run)>& evaluate);
 
-// AUC-PR alone (one negative per fact), as the trainer's validation uses it.
-absl::StatusOr<double> EvaluateAucPr(const GrailModel& model, const GraphView& graph,
-                                     const RelationMap& relations, absl::Span<const Triple> facts,
-                                     uint64_t seed, const ScoringOptions& scoring);
+// A validation's figures: one negative per fact (head or tail replaced), then AUC-PR and
+// ROC-AUC over the facts and their negatives.
+struct ClassificationMetrics {
+  double auc_pr = 0;
+  double auc_roc = 0;
+};
+
+// The trainer's validation: AUC-PR and ROC-AUC with one negative per fact drawn from `seed`.
+absl::StatusOr<ClassificationMetrics> EvaluateClassification(
+    const GrailModel& model, const GraphView& graph, const RelationMap& relations,
+    absl::Span<const Triple> facts, uint64_t seed, const ScoringOptions& scoring);
 
 }  // namespace grail
 

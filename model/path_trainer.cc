@@ -114,15 +114,15 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   SeededRandom order_random(options.seed);
   SeededRandom negative_random(MixBits(options.seed ^ 0x6e65676174697665ULL));
   BestModel best(parameters);
-  int first_epoch = 1;
+  TrainingPosition done;
 
   const std::string run_key = RunKey(options, TrainingDataFingerprint(train, valid_facts.size()));
   const TrainingCheckpoint checkpoint(options.checkpoint_dir);
   if (options.resume) {
-    absl::StatusOr<int> done =
+    absl::StatusOr<TrainingPosition> restored =
         checkpoint.Restore(run_key, parameters, optimizer, best, order_random, negative_random);
-    if (!done.ok()) return done.status();
-    first_epoch = *done + 1;
+    if (!restored.ok()) return restored.status();
+    done = *restored;
   }
 
   PathEvaluationOptions validation;
@@ -131,12 +131,13 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   validation.scoring.batch_queries = options.batch_size;
   PathBatchBuilder builder(graph, {}, num_relations, config.radius());
   std::vector<uint32_t> order(positives.size());
-  for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
+  for (int epoch = done.epoch + 1; epoch <= options.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     order_random.Shuffle(order);
     double total_loss = 0;
     int64_t seen = 0, steps = 0;
+    double step_loss = 0;
     PathBatch batch;
     std::vector<int64_t> gather;
     for (size_t begin = 0; begin < order.size(); begin += options.batch_size) {
@@ -196,7 +197,8 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         loss.backward();
         optimizer.step();
         const int64_t queries = batch.num_queries();
-        total_loss += loss.item<double>() * static_cast<double>(queries);
+        step_loss = loss.item<double>();
+        total_loss += step_loss * static_cast<double>(queries);
         seen += queries;
         ++steps;
       } catch (const c10::Error& e) {
@@ -211,6 +213,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         step.positives_done = seen;
         step.positives_total = static_cast<int64_t>(positives.size());
         step.steps_done = steps;
+        step.loss = step_loss;
         step.seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         on_step(step);
@@ -231,8 +234,9 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       report.valid_mrr = metric;
       report.best = best.Offer(metric, epoch % options.eval_every == 0, parameters);
     }
+    done = {epoch, done.steps + steps};
     if (!options.checkpoint_dir.empty()) {
-      if (absl::Status s = checkpoint.Write(epoch, run_key, parameters, optimizer, best,
+      if (absl::Status s = checkpoint.Write(done, run_key, parameters, optimizer, best,
                                             order_random, negative_random);
           !s.ok()) {
         return s;

@@ -31,6 +31,28 @@ double AveragePrecision(absl::Span<const float> scores, absl::Span<const uint8_t
   return ap;
 }
 
+double RocAuc(absl::Span<const float> scores, absl::Span<const uint8_t> is_positive) {
+  std::vector<size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] < scores[b]; });
+  // Lowest score first: each positive beats the negatives below its score and ties with the
+  // negatives at it.
+  double negatives_below = 0, wins = 0, positives = 0;
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    double tied_positives = 0, tied_negatives = 0;
+    for (; j < order.size() && scores[order[j]] == scores[order[i]]; ++j) {
+      (is_positive[order[j]] != 0 ? tied_positives : tied_negatives) += 1;
+    }
+    wins += tied_positives * (negatives_below + tied_negatives / 2);
+    negatives_below += tied_negatives;
+    positives += tied_positives;
+    i = j;
+  }
+  if (positives == 0 || negatives_below == 0) return 0;
+  return wins / (positives * negatives_below);
+}
+
 double RankAmong(float positive, absl::Span<const float> negatives) {
   double greater = 0, equal = 0;
   for (float n : negatives) {

@@ -15,6 +15,11 @@ namespace grail {
 // tied scores enter together. Requires equal sizes; 0 if there is no positive.
 double AveragePrecision(absl::Span<const float> scores, absl::Span<const uint8_t> is_positive);
 
+// Area under the ROC curve (scikit-learn's roc_auc_score, the "auc" the GraIL reference
+// code selects its model on): the chance that a positive outscores a negative, a tie
+// counting one half. Requires equal sizes; 0 without a positive or without a negative.
+double RocAuc(absl::Span<const float> scores, absl::Span<const uint8_t> is_positive);
+
 // Rank (1 = best) of `positive` among `negatives`, ties broken by the mean of the
 // optimistic and the pessimistic rank: 1 + #greater + #equal / 2. A positive tied with
 // every negative therefore sits in the middle, never first by its position in the list.

@@ -68,8 +68,10 @@ class BatchQueue {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-// Draws negatives and extracts subgraphs for one epoch, in `order`, into `queue`.
+// Draws negatives (or takes positive i's from fixed[i], when there are fixed ones) and
+// extracts subgraphs for one epoch, in `order`, into `queue`.
 void ProduceEpoch(const StaticGraph& graph, const std::vector<Triple>& positives,
+                  const std::vector<std::optional<Triple>>& fixed,
                   const std::vector<uint32_t>& order, const TrainOptions& options,
                   SeededRandom& negatives, BatchQueue& queue) {
   SubgraphExtractor extractor(options.model.extraction());
@@ -81,7 +83,8 @@ void ProduceEpoch(const StaticGraph& graph, const std::vector<Triple>& positives
     batch_negatives.clear();
     for (size_t i = begin; i < end; ++i) {
       const Triple& positive = positives[order[i]];
-      std::optional<Triple> negative = CorruptHeadOrTail(graph, positive, negatives);
+      const std::optional<Triple> negative =
+          fixed.empty() ? CorruptHeadOrTail(graph, positive, negatives) : fixed[order[i]];
       if (!negative) continue;  // a fact with no valid corruption teaches nothing
       batch_positives.push_back(positive);
       batch_negatives.push_back(*negative);
@@ -109,6 +112,10 @@ absl::Status ValidateOptions(const TrainOptions& o) {
   if (o.epochs < 1) return absl::InvalidArgumentError("epochs must be at least 1");
   if (o.batch_size < 1) return absl::InvalidArgumentError("batch size must be at least 1");
   if (o.eval_every < 1) return absl::InvalidArgumentError("eval_every must be at least 1");
+  if (o.eval_every_steps < 0) {
+    return absl::InvalidArgumentError("eval_every_steps must be at least 0");
+  }
+  if (!(o.clip_norm >= 0)) return absl::InvalidArgumentError("clip must be >= 0 (0: none)");
   if (!(o.learning_rate > 0)) return absl::InvalidArgumentError("learning rate must be > 0");
   if (o.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
   if (o.resume && o.checkpoint_dir.empty()) {
@@ -120,7 +127,7 @@ absl::Status ValidateOptions(const TrainOptions& o) {
 // What identifies a run: a checkpoint of another run must not be resumed.
 std::string RunKey(const TrainOptions& o, const IndexedTriples& train, size_t valid_facts) {
   const GrailConfig& c = o.model;
-  return absl::StrCat(
+  std::string key = absl::StrCat(
       TrainingDataFingerprint(train, valid_facts), "|hops=", c.hops, "|cap=", c.max_nodes_per_hop,
       "|enclosing=", c.enclosing, "|labels=", c.node_labels, "|attention=", c.attention,
       "|layers=", c.num_layers, "|dim=", c.dim, "|bases=", c.num_bases,
@@ -128,6 +135,13 @@ std::string RunKey(const TrainOptions& o, const IndexedTriples& train, size_t va
       "|zero_without_in_edges=", c.zero_without_in_edges, "|batch=", o.batch_size,
       "|lr=", o.learning_rate, "|l2=", o.l2, "|margin=", o.margin, "|clip=", o.clip_norm,
       "|eval_every=", o.eval_every, "|exclude_target=", o.exclude_target_edge, "|seed=", o.seed);
+  // The reference schedule's options, named only when set: the keys of runs without them
+  // stay as they were, so their checkpoints still resume.
+  if (o.eval_every_steps > 0) absl::StrAppend(&key, "|eval_every_steps=", o.eval_every_steps);
+  if (o.select_metric == SelectMetric::kAucRoc) absl::StrAppend(&key, "|select=auc_roc");
+  if (o.dropout_off_after_eval) absl::StrAppend(&key, "|dropout_off_after_eval");
+  if (o.fixed_negatives) absl::StrAppend(&key, "|fixed_negatives");
+  return key;
 }
 
 }  // namespace
@@ -188,49 +202,88 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
   ScoringOptions scoring;
   scoring.threads = options.threads;
 
-  int first_epoch = 1;
+  TrainingPosition done;
   const std::string run_key = RunKey(options, train, valid_facts.size());
   const TrainingCheckpoint checkpoint(options.checkpoint_dir);
   if (options.resume) {
-    absl::StatusOr<int> done =
+    absl::StatusOr<TrainingPosition> restored =
         checkpoint.Restore(run_key, parameters, optimizer, best, order_random, negative_random);
-    if (!done.ok()) return done.status();
-    first_epoch = *done + 1;
+    if (!restored.ok()) return restored.status();
+    done = *restored;
+  }
+  // Fixed negatives come from their own generator, drawn again on a resume: they are the
+  // same every time.
+  std::vector<std::optional<Triple>> fixed_negatives;
+  if (options.fixed_negatives) {
+    SeededRandom draws(MixBits(options.seed ^ 0x6669786564ULL));
+    fixed_negatives.reserve(positives.size());
+    for (const Triple& p : positives) fixed_negatives.push_back(CorruptHeadOrTail(graph, p, draws));
   }
 
-  for (int epoch = first_epoch; epoch <= options.epochs; ++epoch) {
+  // Validates the current parameters into `report` and offers them as the best; the same
+  // negatives at every validation, so validations compare on equal terms.
+  auto validate = [&](bool scheduled, int64_t step, EpochReport& report) -> absl::Status {
+    absl::StatusOr<ClassificationMetrics> metrics =
+        valid_facts.empty()
+            ? absl::StatusOr<ClassificationMetrics>(ClassificationMetrics{})
+            : EvaluateClassification(*model, graph, {}, valid_facts, options.seed + 1, scoring);
+    if (!metrics.ok()) return metrics.status();
+    Validation v;
+    v.step = step;
+    v.auc_pr = metrics->auc_pr;
+    v.auc_roc = metrics->auc_roc;
+    v.best = best.Offer(options.select_metric == SelectMetric::kAucRoc ? v.auc_roc : v.auc_pr,
+                        scheduled, parameters);
+    report.valid_auc_pr = v.auc_pr;
+    report.best = report.best || v.best;
+    report.validations.push_back(v);
+    return absl::OkStatus();
+  };
+
+  for (int epoch = done.epoch + 1; epoch <= options.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     order_random.Shuffle(order);
 
     BatchQueue queue(/*capacity=*/8);
-    std::thread producer(ProduceEpoch, std::cref(graph), std::cref(positives), std::cref(order),
-                         std::cref(options), std::ref(negative_random), std::ref(queue));
+    std::thread producer(ProduceEpoch, std::cref(graph), std::cref(positives),
+                         std::cref(fixed_negatives), std::cref(order), std::cref(options),
+                         std::ref(negative_random), std::ref(queue));
+    EpochReport report;
+    report.epoch = epoch;
     double total_loss = 0;
     int64_t seen = 0;
     int64_t steps = 0;
+    bool edge_dropout = true;  // every epoch starts in training mode
     TrainingBatch batch;
     absl::Status step_error;
     while (queue.Pop(&batch)) {
       if (!step_error.ok()) continue;  // drain so the producer can finish
       try {
-        torch::Tensor scores = Forward(grail, batch.subgraphs, /*training=*/true);
+        torch::Tensor scores = Forward(grail, batch.subgraphs, /*training=*/edge_dropout);
         torch::Tensor positive = scores.slice(0, 0, batch.positives);
         torch::Tensor negative = scores.slice(0, batch.positives, 2 * batch.positives);
         torch::Tensor loss = torch::clamp_min(negative - positive + options.margin, 0).sum();
         optimizer.zero_grad();
         loss.backward();
-        torch::nn::utils::clip_grad_norm_(parameters, options.clip_norm);
+        if (options.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, options.clip_norm);
         optimizer.step();
-        total_loss += loss.item<double>();
+        const double step_loss = loss.item<double>();
+        total_loss += step_loss;
         seen += batch.positives;
         ++steps;
+        if (const int64_t run_steps = done.steps + steps;
+            options.eval_every_steps > 0 && run_steps % options.eval_every_steps == 0) {
+          step_error = validate(/*scheduled=*/true, run_steps, report);
+          if (options.dropout_off_after_eval) edge_dropout = false;
+        }
         if (on_step) {
           StepReport step;
           step.epoch = epoch;
           step.positives_done = seen;
           step.positives_total = static_cast<int64_t>(positives.size());
           step.steps_done = steps;
+          step.loss = step_loss / static_cast<double>(batch.positives);
           step.seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           on_step(step);
@@ -244,22 +297,18 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
     if (!step_error.ok()) return step_error;
     if (absl::Status s = queue.status(); !s.ok()) return s;
 
-    EpochReport report;
-    report.epoch = epoch;
     report.positives = seen;
     report.loss = seen > 0 ? total_loss / seen : 0;
-    if (epoch % options.eval_every == 0 || epoch == options.epochs) {
-      // The same negatives at every evaluation, so epochs are compared on equal terms.
-      absl::StatusOr<double> auc =
-          valid_facts.empty()
-              ? absl::StatusOr<double>(0.0)
-              : EvaluateAucPr(*model, graph, {}, valid_facts, options.seed + 1, scoring);
-      if (!auc.ok()) return auc.status();
-      report.valid_auc_pr = *auc;
-      report.best = best.Offer(*auc, epoch % options.eval_every == 0, parameters);
+    if (options.eval_every_steps == 0 &&
+        (epoch % options.eval_every == 0 || epoch == options.epochs)) {
+      if (absl::Status s = validate(epoch % options.eval_every == 0, done.steps + steps, report);
+          !s.ok()) {
+        return s;
+      }
     }
+    done = {epoch, done.steps + steps};
     if (!options.checkpoint_dir.empty()) {
-      if (absl::Status s = checkpoint.Write(epoch, run_key, parameters, optimizer, best,
+      if (absl::Status s = checkpoint.Write(done, run_key, parameters, optimizer, best,
                                             order_random, negative_random);
           !s.ok()) {
         return s;

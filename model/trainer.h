@@ -4,6 +4,9 @@
 // uniform entity, not a fact, not a self-loop). Loss: sum over the batch of
 // max(0, score(neg) - score(pos) + margin). Adam with L2 weight decay, gradient-norm clip,
 // valid AUC-PR every `eval_every` epochs, and the best model on valid is the one returned.
+// The reference code's schedule, which differs from the paper's appendix, is available as
+// options (eval_every_steps, select_metric, clip_norm = 0, dropout_off_after_eval,
+// fixed_negatives).
 // Subgraph extraction for the next batches runs on a producer thread while the model
 // trains on the current one. Deterministic per seed (for a fixed thread count).
 #ifndef GRAIL_MODEL_TRAINER_H_
@@ -13,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -21,6 +25,9 @@
 
 namespace grail {
 
+// What a validation's figure the best model is chosen by.
+enum class SelectMetric { kAucPr, kAucRoc };
+
 struct TrainOptions {
   GrailConfig model;
   int epochs = 50;
@@ -28,8 +35,23 @@ struct TrainOptions {
   double learning_rate = 0.01;
   double l2 = 5e-4;
   double margin = 10;
-  double clip_norm = 1000;
-  int eval_every = 3;  // epochs between valid evaluations (the last epoch is always one)
+  double clip_norm = 1000;  // gradient-norm clip; 0: none (the reference code never clips)
+  int eval_every = 3;       // epochs between valid evaluations (the last epoch is always one)
+  // The reference code's schedule (kkteru/grail, train.py and managers/trainer.py):
+  // - eval_every_steps > 0 validates after every eval_every_steps-th step of the run, counted
+  //   across epochs, instead of every eval_every epochs (the reference: 455). Nothing else
+  //   validates, not even the last step; a run that never validated returns its last
+  //   parameters.
+  // - select_metric: the figure the best model is chosen by (the reference: ROC-AUC).
+  // - dropout_off_after_eval: after a validation, the rest of the epoch trains without edge
+  //   dropout (the reference's evaluator leaves the model in eval mode until the next epoch
+  //   starts; ~28% of steps on fb237_v1 at 455).
+  // - fixed_negatives: each positive's negative is drawn once, before the first epoch, and
+  //   reused every epoch (the reference draws them once, into its database).
+  int64_t eval_every_steps = 0;
+  SelectMetric select_metric = SelectMetric::kAucPr;
+  bool dropout_off_after_eval = false;
+  bool fixed_negatives = false;
   uint64_t seed = 0;
   // Remove each positive from the graph while extracting its subgraph (it comes back only
   // as the target edge). Off by default, as in the reference implementation.
@@ -45,12 +67,24 @@ struct TrainOptions {
   bool resume = false;
 };
 
+// One validation of a GraIL training run: AUC-PR and ROC-AUC on the valid facts, each with
+// one negative drawn from the seed options.seed + 1 (the same negatives every time).
+struct Validation {
+  int64_t step = 0;  // steps of the run before it
+  double auc_pr = 0;
+  double auc_roc = 0;
+  bool best = false;  // the best model so far on the selected metric (ties: the later)
+};
+
 struct EpochReport {
   int epoch = 0;    // 1-based
   double loss = 0;  // mean per positive
+  // The epoch's last validation, if it had one: AUC-PR for GraIL, filtered MRR for the path
+  // family.
   std::optional<double> valid_auc_pr;
-  std::optional<double> valid_mrr;  // the path family validates on filtered MRR
-  bool best = false;                // this epoch's model is the best so far on valid
+  std::optional<double> valid_mrr;
+  std::vector<Validation> validations;  // GraIL: every validation of this epoch, in order
+  bool best = false;                    // a validation of this epoch found the best so far
   double seconds = 0;
   int64_t positives = 0;
 };
@@ -61,6 +95,7 @@ struct StepReport {
   int64_t positives_done = 0;   // this epoch so far
   int64_t positives_total = 0;  // this epoch's positives
   int64_t steps_done = 0;       // this epoch so far
+  double loss = 0;              // this step's, per positive
   double seconds = 0;           // since the epoch started
 };
 

@@ -33,11 +33,12 @@ std::string TrainingCheckpoint::File(const std::string& name, int epoch) const {
   return absl::StrCat(dir_, "/", name, "-", epoch, ".pt");
 }
 
-absl::Status TrainingCheckpoint::Write(int epoch, const std::string& run_key,
+absl::Status TrainingCheckpoint::Write(const TrainingPosition& at, const std::string& run_key,
                                        const std::vector<torch::Tensor>& parameters,
                                        torch::optim::Optimizer& optimizer, const BestModel& best,
                                        const SeededRandom& order_random,
                                        const SeededRandom& negative_random) const {
+  const int epoch = at.epoch;
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
@@ -58,6 +59,7 @@ absl::Status TrainingCheckpoint::Write(int epoch, const std::string& run_key,
   }
   const Json state = {{"run", run_key},
                       {"epoch", epoch},
+                      {"steps", at.steps},
                       {"best_metric", best.metric()},
                       {"order_random", GeneratorState(order_random)},
                       {"negative_random", GeneratorState(negative_random)}};
@@ -76,13 +78,14 @@ absl::Status TrainingCheckpoint::Write(int epoch, const std::string& run_key,
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> TrainingCheckpoint::Restore(const std::string& run_key,
-                                                std::vector<torch::Tensor>& parameters,
-                                                torch::optim::Optimizer& optimizer, BestModel& best,
-                                                SeededRandom& order_random,
-                                                SeededRandom& negative_random) const {
+absl::StatusOr<TrainingPosition> TrainingCheckpoint::Restore(const std::string& run_key,
+                                                             std::vector<torch::Tensor>& parameters,
+                                                             torch::optim::Optimizer& optimizer,
+                                                             BestModel& best,
+                                                             SeededRandom& order_random,
+                                                             SeededRandom& negative_random) const {
   std::ifstream in(StatePath());
-  if (!in) return 0;
+  if (!in) return TrainingPosition{};
   std::stringstream text;
   text << in.rdbuf();
   Json state = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
@@ -128,7 +131,8 @@ absl::StatusOr<int> TrainingCheckpoint::Restore(const std::string& run_key,
   RestoreGenerator(state.at("order_random"), order_random);
   RestoreGenerator(state.at("negative_random"), negative_random);
   best.set_metric(state.at("best_metric").get<double>());
-  return epoch;
+  // Checkpoints written before steps were kept have none: only a step schedule needs them.
+  return TrainingPosition{epoch, state.value("steps", int64_t{0})};
 }
 
 std::string TrainingDataFingerprint(const IndexedTriples& train, size_t valid_facts) {

@@ -49,24 +49,34 @@ class BestModel {
   bool last_is_best_ = false;  // the off-schedule last epoch beat the scheduled best
 };
 
+// Where a run stands at a checkpoint: epochs finished, and training steps taken over the
+// whole run (a schedule that validates every N steps counts across epochs).
+struct TrainingPosition {
+  int epoch = 0;
+  int64_t steps = 0;
+};
+
 class TrainingCheckpoint {
  public:
   explicit TrainingCheckpoint(std::string dir) : dir_(std::move(dir)) {}
 
-  // Writes epoch `epoch`'s checkpoint: the tensors, `best` with its metric, and the states of
-  // the trainer's two generators (the epochs' order and the negatives).
-  absl::Status Write(int epoch, const std::string& run_key,
+  // Writes the checkpoint at the end of epoch `at.epoch`: the position, the tensors, `best`
+  // with its metric, and the states of the trainer's two generators (the epochs' order and
+  // the negatives).
+  absl::Status Write(const TrainingPosition& at, const std::string& run_key,
                      const std::vector<torch::Tensor>& parameters,
                      torch::optim::Optimizer& optimizer, const BestModel& best,
                      const SeededRandom& order_random, const SeededRandom& negative_random) const;
 
   // Loads the last checkpoint into `parameters` (in place), `optimizer`, `best`, the two
-  // generators and LibTorch's CPU generator, and returns its epoch; 0 (nothing changed) if
-  // there is none. Errors: INVALID_ARGUMENT for a damaged checkpoint, one of another run, or
-  // one whose tensors do not fit the model.
-  absl::StatusOr<int> Restore(const std::string& run_key, std::vector<torch::Tensor>& parameters,
-                              torch::optim::Optimizer& optimizer, BestModel& best,
-                              SeededRandom& order_random, SeededRandom& negative_random) const;
+  // generators and LibTorch's CPU generator, and returns its position; epoch 0 (nothing
+  // changed) if there is none. Errors: INVALID_ARGUMENT for a damaged checkpoint, one of
+  // another run, or one whose tensors do not fit the model.
+  absl::StatusOr<TrainingPosition> Restore(const std::string& run_key,
+                                           std::vector<torch::Tensor>& parameters,
+                                           torch::optim::Optimizer& optimizer, BestModel& best,
+                                           SeededRandom& order_random,
+                                           SeededRandom& negative_random) const;
 
   const std::string& dir() const { return dir_; }
   std::string StatePath() const { return dir_ + "/state.json"; }

@@ -8,6 +8,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/command_line.h"
 #include "model/path_trainer.h"
@@ -37,9 +38,21 @@ ABSL_FLAG(int, batch_size, 0,
 ABSL_FLAG(double, lr, 0, "Adam learning rate (0: the family's default, grail 0.01, path 5e-3)");
 ABSL_FLAG(double, l2, 5e-4, "L2 weight decay");
 ABSL_FLAG(double, margin, 10, "margin of the ranking loss");
-ABSL_FLAG(double, clip, 1000, "gradient-norm clip");
+ABSL_FLAG(double, clip, 1000, "gradient-norm clip (0: none, as the reference code)");
 ABSL_FLAG(int, eval_every, 0,
           "epochs between valid evaluations (0: the family's default, grail 3, path 1)");
+ABSL_FLAG(int64_t, eval_every_steps, 0,
+          "GraIL: validate every N training steps of the run instead of every --eval-every "
+          "epochs (the reference code: 455)");
+ABSL_FLAG(std::string, select_metric, "auc_pr",
+          "GraIL: the validation figure that picks the best model, auc_pr or auc_roc (the "
+          "reference code: auc_roc)");
+ABSL_FLAG(bool, dropout_off_after_eval, false,
+          "GraIL: after a validation, train the rest of the epoch without edge dropout (as the "
+          "reference code does)");
+ABSL_FLAG(bool, fixed_negatives, false,
+          "GraIL: draw each positive's negative once and reuse it every epoch (as the reference "
+          "code does)");
 ABSL_FLAG(int, layers, 0, "GNN layers (0: the family's default, grail 3, path 6)");
 ABSL_FLAG(int, dim, 32, "hidden size of every layer");
 ABSL_FLAG(int, bases, 4, "R-GCN bases");
@@ -81,6 +94,8 @@ int main(int argc, char** argv) {
       "  [--seed S] [--threads T]\n"
       "  GraIL: [--hops K] [--no-attention] [--no-labels] [--no-enclosing] "
       "[--exclude-target-edge]\n"
+      "         the reference code's schedule: [--eval-every-steps 455] [--select-metric auc_roc]\n"
+      "         [--clip 0] [--dropout-off-after-eval] [--fixed-negatives]\n"
       "  path:  [--layers 6] [--pna] [--negatives 32] [--adversarial-temperature T]\n"
       "         [--checkpoint-dir DIR [--resume]]");
   grail::ParseCommandLine(argc, argv);
@@ -139,9 +154,14 @@ int main(int argc, char** argv) {
     progress.Clear();
     history.push_back(r);
     std::string valid_text;
-    if (r.valid_auc_pr) {
-      valid_text =
-          absl::StrFormat("  valid_auc_pr %.4f%s", *r.valid_auc_pr, r.best ? " (best)" : "");
+    if (!r.validations.empty()) {
+      // The epoch's last validation; with several (a step schedule), how many.
+      const grail::Validation& last = r.validations.back();
+      valid_text = absl::StrFormat("  valid_auc_pr %.4f  valid_auc_roc %.4f%s", last.auc_pr,
+                                   last.auc_roc, r.best ? " (best)" : "");
+      if (r.validations.size() > 1) {
+        absl::StrAppend(&valid_text, "  (", r.validations.size(), " validations)");
+      }
     } else if (r.valid_mrr) {
       valid_text = absl::StrFormat("  valid_mrr %.4f%s", *r.valid_mrr, r.best ? " (best)" : "");
     }
@@ -162,6 +182,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", status.ToString().c_str());
     return 1;
   };
+  const std::string select_metric = absl::GetFlag(FLAGS_select_metric);
+  if (select_metric != "auc_pr" && select_metric != "auc_roc") {
+    std::fprintf(stderr, "--select-metric must be auc_pr or auc_roc, got '%s'\n",
+                 select_metric.c_str());
+    return 2;
+  }
+  if (path_family &&
+      (absl::GetFlag(FLAGS_eval_every_steps) != 0 || select_metric != "auc_pr" ||
+       absl::GetFlag(FLAGS_dropout_off_after_eval) || absl::GetFlag(FLAGS_fixed_negatives))) {
+    std::fprintf(stderr,
+                 "--eval-every-steps, --select-metric, --dropout-off-after-eval and "
+                 "--fixed-negatives are options of the GraIL family\n");
+    return 2;
+  }
   absl::Status saved;
   if (path_family) {
     grail::PathTrainOptions options;
@@ -207,6 +241,11 @@ int main(int argc, char** argv) {
     options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
     options.seed = absl::GetFlag(FLAGS_seed);
     options.exclude_target_edge = absl::GetFlag(FLAGS_exclude_target_edge);
+    options.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
+    options.select_metric =
+        select_metric == "auc_roc" ? grail::SelectMetric::kAucRoc : grail::SelectMetric::kAucPr;
+    options.dropout_off_after_eval = absl::GetFlag(FLAGS_dropout_off_after_eval);
+    options.fixed_negatives = absl::GetFlag(FLAGS_fixed_negatives);
     options.threads = absl::GetFlag(FLAGS_threads);
     options.device = absl::GetFlag(FLAGS_device);
     options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);

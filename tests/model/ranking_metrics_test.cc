@@ -34,6 +34,26 @@ TEST(AveragePrecisionTest, NoPositiveGivesZero) {
   EXPECT_EQ(AveragePrecision(std::vector<float>{1, 2}, std::vector<uint8_t>{0, 0}), 0.0);
 }
 
+TEST(RocAucTest, IsTheShareOfPositiveNegativePairsInOrder) {
+  EXPECT_DOUBLE_EQ(
+      RocAuc(std::vector<float>{0.9f, 0.8f, 0.1f, 0.2f}, std::vector<uint8_t>{1, 1, 0, 0}), 1.0);
+  // Ranked +, -, +, -: of the four pairs, (first +, both -) and (second +, last -) are in
+  // order.
+  EXPECT_DOUBLE_EQ(RocAuc(std::vector<float>{4, 3, 2, 1}, std::vector<uint8_t>{1, 0, 1, 0}),
+                   3.0 / 4.0);
+  // Ties count one half, whatever their order in the input.
+  EXPECT_DOUBLE_EQ(RocAuc(std::vector<float>{1, 1, 1, 1}, std::vector<uint8_t>{1, 0, 1, 0}), 0.5);
+  EXPECT_DOUBLE_EQ(RocAuc(std::vector<float>{2, 1, 1}, std::vector<uint8_t>{1, 0, 1}),
+                   (1.0 + 0.5) / 2.0);
+  EXPECT_DOUBLE_EQ(RocAuc(std::vector<float>{2, 1, 1}, std::vector<uint8_t>{1, 1, 0}),
+                   (1.0 + 0.5) / 2.0);
+}
+
+TEST(RocAucTest, OneClassOnlyGivesZero) {
+  EXPECT_EQ(RocAuc(std::vector<float>{1, 2}, std::vector<uint8_t>{0, 0}), 0.0);
+  EXPECT_EQ(RocAuc(std::vector<float>{1, 2}, std::vector<uint8_t>{1, 1}), 0.0);
+}
+
 TEST(RankAmongTest, CountsStrictlyBetterNegatives) {
   EXPECT_EQ(RankAmong(5, std::vector<float>{1, 2, 3}), 1.0);
   EXPECT_EQ(RankAmong(2.5f, std::vector<float>{1, 2, 3, 4}), 3.0);

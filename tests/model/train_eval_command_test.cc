@@ -90,6 +90,29 @@ TEST_F(TrainEvalCommandTest, TrainThenEvaluatePrintsTheContractJsonLast) {
   EXPECT_NE(RunBinary("grail-eval", eval_args + " --runs 0").exit_code, 0);
 }
 
+TEST_F(TrainEvalCommandTest, TheReferenceCodesScheduleIsAFlagSet) {
+  const std::string data =
+      absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+                   " --out ", Path("model", "reference.pt"), " --epochs 2 --hops 2");
+  // 270 positives in batches of 16: 17 steps an epoch, validated after steps 7, 14 | 21, 28.
+  BinaryRun train =
+      RunBinary("grail-train", data +
+                                   " --eval-every-steps 7 --select-metric auc_roc --clip 0 "
+                                   "--dropout-off-after-eval --fixed-negatives");
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.all(), HasSubstr("valid_auc_roc"));
+  EXPECT_THAT(train.all(), HasSubstr("(2 validations)"));
+  EXPECT_TRUE(std::filesystem::exists(Path("model", "reference.pt")));
+
+  BinaryRun bad_metric = RunBinary("grail-train", data + " --select-metric f1");
+  EXPECT_EQ(bad_metric.exit_code, 2);
+  EXPECT_THAT(bad_metric.err, HasSubstr("--select-metric must be auc_pr or auc_roc"));
+  BinaryRun path = RunBinary("grail-train", data + " --family path --fixed-negatives");
+  EXPECT_EQ(path.exit_code, 2);
+  EXPECT_THAT(path.err, HasSubstr("options of the GraIL family"));
+  EXPECT_NE(RunBinary("grail-train", data + " --clip -1").exit_code, 0);
+}
+
 TEST_F(TrainEvalCommandTest, OnATerminalAProgressBarWithStepsPerSecondAndEta) {
   const std::string args =
       absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -164,6 +165,212 @@ TEST(TrainerTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
   absl::StatusOr<std::unique_ptr<GrailModel>> refused = TrainGrail(d.train, d.valid, other);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("another run"));
+}
+
+// The reference code's schedule (TrainOptions' eval_every_steps, select_metric, clip_norm 0,
+// dropout_off_after_eval, fixed_negatives).
+
+// Every step's loss, in order, and every epoch's report.
+struct TrainingTrace {
+  std::vector<std::vector<double>> step_losses;  // [epoch][step]
+  std::vector<EpochReport> epochs;
+  std::unique_ptr<GrailModel> model;
+};
+
+TrainingTrace Trace(const SmallData& d, const TrainOptions& o) {
+  TrainingTrace trace;
+  absl::StatusOr<std::unique_ptr<GrailModel>> model = TrainGrail(
+      d.train, d.valid, o, [&](const EpochReport& r) { trace.epochs.push_back(r); },
+      [&](const StepReport& s) {
+        if (trace.step_losses.size() < static_cast<size_t>(s.epoch))
+          trace.step_losses.resize(s.epoch);
+        trace.step_losses[s.epoch - 1].push_back(s.loss);
+      });
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (model.ok()) trace.model = *std::move(model);
+  return trace;
+}
+
+// A learning rate so small that no parameter moves: every epoch sees the same model.
+TrainOptions FrozenOptions() {
+  TrainOptions o = SmallOptions();
+  o.learning_rate = 1e-30;
+  o.l2 = 0;
+  return o;
+}
+
+TEST(TrainerTest, StepScheduleValidatesEveryNStepsCountedAcrossEpochs) {
+  SmallData d = MakeData(7);
+  TrainOptions o = SmallOptions();
+  o.epochs = 3;
+  o.eval_every_steps = 15;
+  TrainingTrace trace = Trace(d, o);
+  ASSERT_EQ(trace.epochs.size(), 3u);
+  int64_t run_steps = 0;
+  for (size_t e = 0; e < trace.epochs.size(); ++e) {
+    const int64_t steps = static_cast<int64_t>(trace.step_losses[e].size());
+    ASSERT_GT(steps, 15);
+    std::vector<int64_t> expected;  // the multiples of 15 within this epoch's steps
+    for (int64_t s = run_steps + 1; s <= run_steps + steps; ++s) {
+      if (s % 15 == 0) expected.push_back(s);
+    }
+    std::vector<int64_t> validated;
+    for (const Validation& v : trace.epochs[e].validations) validated.push_back(v.step);
+    EXPECT_EQ(validated, expected) << "epoch " << e + 1;
+    run_steps += steps;
+  }
+  // Nothing validates off the schedule, not even the last epoch.
+  EXPECT_NE(run_steps % 15, 0);
+}
+
+TEST(TrainerTest, TheBestModelIsChosenOnTheSelectedMetric) {
+  SmallData d = MakeData(8);
+  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+  std::vector<Triple> valid;
+  for (const NamedTriple& v : d.valid) {
+    valid.push_back({*d.train.entities.Find(v.head), *d.train.relations.Find(v.relation),
+                     *d.train.entities.Find(v.tail)});
+  }
+  for (SelectMetric metric : {SelectMetric::kAucPr, SelectMetric::kAucRoc}) {
+    TrainOptions o = SmallOptions();
+    o.epochs = 3;
+    o.eval_every_steps = 4;
+    o.select_metric = metric;
+    TrainingTrace trace = Trace(d, o);
+    auto chosen = [metric](const Validation& v) {
+      return metric == SelectMetric::kAucRoc ? v.auc_roc : v.auc_pr;
+    };
+    // Each validation is flagged best when it reaches the running maximum of the chosen
+    // figure, and the returned model is the last one flagged.
+    double running = -1;
+    std::optional<Validation> last_best;
+    int flagged = 0;
+    for (const EpochReport& r : trace.epochs) {
+      for (const Validation& v : r.validations) {
+        EXPECT_EQ(v.best, chosen(v) >= running) << "step " << v.step;
+        if (chosen(v) >= running) {
+          running = chosen(v);
+          last_best = v;
+          ++flagged;
+        }
+      }
+    }
+    ASSERT_TRUE(last_best.has_value());
+    EXPECT_GE(flagged, 2);
+    absl::StatusOr<ClassificationMetrics> returned =
+        EvaluateClassification(*trace.model, graph, {}, valid, o.seed + 1, {});
+    ASSERT_TRUE(returned.ok()) << returned.status();
+    EXPECT_NEAR(returned->auc_pr, last_best->auc_pr, 1e-9);
+    EXPECT_NEAR(returned->auc_roc, last_best->auc_roc, 1e-9);
+  }
+}
+
+TEST(TrainerTest, FixedNegativesAreTheSameEveryEpoch) {
+  SmallData d = MakeData(9);
+  TrainOptions o = FrozenOptions();
+  o.epochs = 3;
+  o.model.edge_dropout = 0;  // the model and the negatives alone decide the loss
+  o.fixed_negatives = true;
+  TrainingTrace fixed = Trace(d, o);
+  ASSERT_EQ(fixed.epochs.size(), 3u);
+  // The loss is about the margin (10) plus the mean score gap, which is what moves.
+  for (const EpochReport& r : fixed.epochs) EXPECT_NEAR(r.loss, fixed.epochs[0].loss, 1e-5);
+  // Negatives drawn anew each epoch change the loss of the same model.
+  o.fixed_negatives = false;
+  TrainingTrace redrawn = Trace(d, o);
+  EXPECT_GT(std::abs(redrawn.epochs[1].loss - redrawn.epochs[0].loss), 1e-4);
+}
+
+TEST(TrainerTest, AfterAValidationTheRestOfTheEpochTrainsWithoutEdgeDropout) {
+  SmallData d = MakeData(10);
+  TrainOptions o = FrozenOptions();
+  o.fixed_negatives = true;  // the same batches in both runs, whatever dropout draws
+  o.eval_every_steps = 5;
+  o.dropout_off_after_eval = true;
+  ASSERT_GT(o.model.edge_dropout, 0);
+  TrainingTrace with = Trace(d, o);
+  o.model.edge_dropout = 0;
+  TrainingTrace without = Trace(d, o);
+  ASSERT_EQ(with.step_losses.size(), 2u);
+  int64_t run_steps = 0;
+  for (size_t e = 0; e < 2; ++e) {
+    ASSERT_EQ(with.step_losses[e].size(), without.step_losses[e].size());
+    bool validated = false;  // every epoch starts with edge dropout on
+    for (size_t i = 0; i < with.step_losses[e].size(); ++i) {
+      const double a = with.step_losses[e][i], b = without.step_losses[e][i];
+      if (validated) {
+        EXPECT_NEAR(a, b, 1e-5 * b) << "epoch " << e + 1 << " step " << i + 1;
+      } else {
+        EXPECT_GT(std::abs(a - b), 1e-5 * b) << "epoch " << e + 1 << " step " << i + 1;
+      }
+      ++run_steps;
+      if (run_steps % 5 == 0) validated = true;
+    }
+  }
+}
+
+TEST(TrainerTest, ClipZeroLeavesTheGradientsAlone) {
+  SmallData d = MakeData(11);
+  TrainOptions unclipped = SmallOptions();
+  unclipped.clip_norm = 0;
+  TrainOptions loose = SmallOptions();
+  loose.clip_norm = 1e30;  // never binds
+  TrainOptions tight = SmallOptions();
+  tight.clip_norm = 1e-3;  // always binds
+  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+  auto scores = [&](const TrainOptions& o) {
+    return *ScoreFacts(**TrainGrail(d.train, d.valid, o), graph, {}, d.held_out, {});
+  };
+  const std::vector<float> a = scores(unclipped), b = scores(loose), c = scores(tight);
+  ASSERT_EQ(a.size(), b.size());
+  double differs_from_tight = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(b[i])));
+    differs_from_tight = std::max<double>(differs_from_tight, std::abs(a[i] - c[i]));
+  }
+  EXPECT_GT(differs_from_tight, 1e-2);
+  TrainOptions negative = SmallOptions();
+  negative.clip_norm = -1;
+  EXPECT_EQ(TrainGrail(d.train, d.valid, negative).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// The schedule's state (steps of the run, dropout after a validation, the fixed negatives)
+// survives a resume: 2 epochs then a resume to 4 give what 4 straight give.
+TEST(TrainerTest, TheReferenceScheduleResumesToTheSameModel) {
+  SmallData d = MakeData(12);
+  TrainOptions straight = SmallOptions();
+  straight.epochs = 4;
+  straight.eval_every_steps = 15;
+  straight.select_metric = SelectMetric::kAucRoc;
+  straight.clip_norm = 0;
+  straight.dropout_off_after_eval = true;
+  straight.fixed_negatives = true;
+  std::vector<int64_t> straight_steps;
+  std::unique_ptr<GrailModel> reference =
+      *TrainGrail(d.train, d.valid, straight, [&](const EpochReport& r) {
+        for (const Validation& v : r.validations) straight_steps.push_back(v.step);
+      });
+  ScopedTempDir dir;
+  TrainOptions first = straight;
+  first.epochs = 2;
+  first.checkpoint_dir = dir.Sub("run");
+  std::vector<int64_t> resumed_steps;
+  auto record = [&](const EpochReport& r) {
+    for (const Validation& v : r.validations) resumed_steps.push_back(v.step);
+  };
+  ASSERT_TRUE(TrainGrail(d.train, d.valid, first, record).ok());
+  TrainOptions rest = straight;
+  rest.checkpoint_dir = dir.Sub("run");
+  rest.resume = true;
+  absl::StatusOr<std::unique_ptr<GrailModel>> resumed = TrainGrail(d.train, d.valid, rest, record);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed_steps, straight_steps);
+  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+  const std::vector<float> a = *ScoreFacts(**resumed, graph, {}, d.held_out, {});
+  const std::vector<float> b = *ScoreFacts(*reference, graph, {}, d.held_out, {});
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(b[i])));
 }
 
 // One small trained model shared by the evaluation tests (training is what takes time).
