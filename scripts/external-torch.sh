@@ -108,6 +108,10 @@ prepare() {
     echo "external-torch prepare: needs a Debian machine with apt-get and dpkg" >&2
     exit 1
   }
+  local sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo=sudo
+  # No package lists yet (a new machine where nothing was installed): fetch them.
+  apt-cache show libabsl-dev > /dev/null 2>&1 || $sudo apt-get update -qq
   local wanted=("${model_packages[@]}")
   ((server)) && wanted+=("${server_packages[@]}")
   # The packages and everything they depend on, less the base.
@@ -121,7 +125,12 @@ prepare() {
   # As root, apt's download sandbox user could not write into the folder.
   local sandbox=()
   [[ $(id -u) -eq 0 ]] && sandbox=(-o APT::Sandbox::User=root)
-  (cd "$deps/debs" && apt-get download -qq "${sandbox[@]}" "${closure[@]}")
+  if ! (cd "$deps/debs" && apt-get download -qq "${sandbox[@]}" "${closure[@]}"); then
+    # Package lists older than the mirror name versions it no longer has.
+    echo "external-torch: download failed; refreshing the package lists and trying again" >&2
+    $sudo apt-get update -qq
+    (cd "$deps/debs" && apt-get download -qq "${sandbox[@]}" "${closure[@]}")
+  fi
   unpack
   printf '%s\n' "${closure[@]}" > "$deps/packages.txt"
   echo "external-torch: ${#closure[@]} packages in $root ($(du -sh "$root" | cut -f1))"
