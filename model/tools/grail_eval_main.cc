@@ -2,10 +2,12 @@
 // Progress goes to stderr; the last line on stdout is the JSON result.
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/json.h"
 #include "model/evaluation.h"
@@ -34,6 +36,9 @@ ABSL_FLAG(bool, full_ranking, true,
 ABSL_FLAG(bool, score_only, false,
           "instead of evaluating, score just the test facts (no negatives) and print the "
           "throughput as JSON: the model's raw batched speed on those subgraphs");
+ABSL_FLAG(std::string, scores_out, "",
+          "with --score-only: also write every scored test fact with its score, "
+          "head<TAB>relation<TAB>tail<TAB>score per line (to compare devices or builds)");
 
 namespace {
 
@@ -55,6 +60,10 @@ int main(int argc, char** argv) {
   const std::string test_path = absl::GetFlag(FLAGS_test);
   if (model_path.empty() || graph_path.empty() || test_path.empty()) {
     std::fprintf(stderr, "grail-eval needs --model, --graph and --test (see --help)\n");
+    return 2;
+  }
+  if (!absl::GetFlag(FLAGS_scores_out).empty() && !absl::GetFlag(FLAGS_score_only)) {
+    std::fprintf(stderr, "--scores-out needs --score-only\n");
     return 2;
   }
   absl::StatusOr<grail::AnyModel> loaded =
@@ -145,6 +154,18 @@ int main(int argc, char** argv) {
         {"subgraphs", scores->size()},
         {"seconds", grail::RoundTo(seconds, 6)},
         {"subgraphs_per_second", grail::RoundTo(seconds > 0 ? scores->size() / seconds : 0.0, 1)}};
+    if (const std::string out = absl::GetFlag(FLAGS_scores_out); !out.empty()) {
+      std::ofstream file(out, std::ios::trunc);
+      char score[32];
+      for (size_t i = 0; i < test.size(); ++i) {
+        std::snprintf(score, sizeof(score), "%.9g", (*scores)[i]);
+        file << indexed.entities.Name(test[i].head) << '\t'
+             << indexed.relations.Name(test[i].relation) << '\t'
+             << indexed.entities.Name(test[i].tail) << '\t' << score << '\n';
+      }
+      file.flush();
+      if (!file) return Fail(absl::InternalError(absl::StrCat("cannot write ", out)));
+    }
     std::printf("%s\n", grail::JsonLine(result).c_str());
     return 0;
   }

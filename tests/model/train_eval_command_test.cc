@@ -1,5 +1,6 @@
 // Runs the real grail-train and grail-eval binaries on small files: the command-line
 // contract (flags, exit codes, the JSON last line) and their agreement with each other.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -9,8 +10,10 @@
 #include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/fact_scoring.h"
 #include "model/grail_model.h"
 #include "model/path_model.h"
+#include "storage/static_graph.h"
 #include "storage/triple_file.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/temp_dir.h"
@@ -111,6 +114,44 @@ TEST_F(TrainEvalCommandTest, TheReferenceCodesScheduleIsAFlagSet) {
   EXPECT_EQ(path.exit_code, 2);
   EXPECT_THAT(path.err, HasSubstr("options of the GraIL family"));
   EXPECT_NE(RunBinary("grail-train", data + " --clip -1").exit_code, 0);
+}
+
+// --score-only --scores-out: each test fact's score as the model gives it, so two devices or
+// two builds can be compared fact by fact.
+TEST_F(TrainEvalCommandTest, ScoreOnlyWritesEveryTestFactWithTheModelsScore) {
+  const std::string model = Path("model", "scores.pt");
+  ASSERT_EQ(RunBinary("grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ",
+                                                  model, " --epochs 1 --hops 2"))
+                .exit_code,
+            0);
+  const std::string out = Path("model", "scores.tsv");
+  const std::string args = absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                        " --test ", Path("ind", "held.txt"), " --score-only");
+  BinaryRun scored = RunBinary("grail-eval", args + " --scores-out " + out);
+  ASSERT_EQ(scored.exit_code, 0) << scored.all();
+  EXPECT_THAT(scored.out, HasSubstr("subgraphs_per_second"));
+
+  // The same scores in-process, with the graph indexed as grail-eval indexes it.
+  std::unique_ptr<GrailModel> loaded = *GrailModel::Load(model);
+  IndexedTriples indexed;
+  indexed.relations = Vocabulary(loaded->relations());
+  IndexTriples(*ReadTripleFile(Path("ind", "graph.txt")), &indexed);
+  const StaticGraph graph(indexed.entities.size(), indexed.triples);
+  const std::vector<std::string> lines = absl::StrSplit(ReadTextFile(out), '\n', absl::SkipEmpty());
+  ASSERT_GT(lines.size(), 20u);  // of the 30 held facts, those with both entities in the graph
+  for (const std::string& line : lines) {
+    const std::vector<std::string> f = absl::StrSplit(line, '\t');
+    ASSERT_EQ(f.size(), 4u) << line;
+    const Triple fact{*indexed.entities.Find(f[0]), *indexed.relations.Find(f[1]),
+                      *indexed.entities.Find(f[2])};
+    const float expected = (*ScoreFacts(*loaded, graph, {}, {fact}, {}))[0];
+    EXPECT_NEAR(std::stod(f[3]), expected, 1e-5 * (1 + std::abs(expected))) << line;
+  }
+  EXPECT_EQ(RunBinary("grail-eval",
+                      absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                   " --test ", Path("ind", "held.txt"), " --scores-out ", out))
+                .exit_code,
+            2);
 }
 
 TEST_F(TrainEvalCommandTest, OnATerminalAProgressBarWithStepsPerSecondAndEta) {
