@@ -46,7 +46,7 @@ while (($#)); do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-bin=build/bin
+bin=${GRAIL_BIN_DIR:-build/bin}  # GRAIL_BIN_DIR: another build's binaries
 [[ -x $bin/grail-train && -x $bin/grail-eval ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
 tag=$(IFS=_; echo "e${epochs}${extra[*]+_${extra[*]}}" | tr -d ' -')
 mkdir -p "$out"

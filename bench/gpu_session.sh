@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# The GPU steps of docs/BENCHMARKS.md ("On a GPU"), made to fit the device machine's calls:
+# each command below is one call of at most 10 minutes, writes what it measured into OUT (at
+# most 8 files come back) and goes on past a failed step, recording it.
+#
+#   bench/gpu_session.sh prepare
+#       Here, on Debian (once): .external-deps/debs (scripts/external-torch.sh prepare
+#       --server) and .gpu-carry/: the fb237 splits from ../shared/data (the device machine
+#       gets the repository only) and a GraIL model trained here on the CPU (fb237_v1, one
+#       epoch, Debian's LibTorch 1.13). Carry both folders: carry=[".external-deps/debs",
+#       ".gpu-carry"].
+#
+#   bench/gpu_session.sh check OUT          (there, first call)
+#       Builds against python3's torch (build-torch/), then:
+#       parity.json  the CPU-exported archive on cuda: every fb237_v1_ind test fact's score
+#                    against the CPU's (max relative difference), and grail-eval's metrics
+#                    on cpu and on cuda;
+#       grail_fb237_v1_gpu.pt  a model trained there for one epoch (the newer LibTorch), to
+#                    load here with Debian's: build/bin/grail-eval --model OUT/... ;
+#       throughput.json  forward subgraphs/s on fb237_v4_ind's test facts (grail-eval
+#                    --score-only): cuda at batch sizes 256, 1024, 4096 against the CPU with
+#                    2 threads on 2 cores (taskset);
+#       check.log    every command and its output.
+#
+#   bench/gpu_session.sh epochs OUT [SPLITS]   (a later call)
+#       One training epoch of each split (default: fb237_v1..v4) on cuda: epochs.log.
+#
+#   bench/gpu_session.sh reproduce OUT SPLIT SEEDS EPOCHS [-- GRAIL_TRAIN_ARGS...]
+#       bench/reproduce.sh on cuda with its checkpoints under .gpu-carry/repro: a run that
+#       does not finish in the call is resumed by the next call carrying .gpu-carry again
+#       (OUT/repro.tgz holds the checkpoints and results; unpack it into .gpu-carry/ here).
+#
+# GPU_SESSION_DEVICE=cpu and GPU_SESSION_TORCH=PREFIX run the same steps without a GPU
+# (how this script is checked on the project's machines).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+carry=.gpu-carry
+data=$carry/data
+device=${GPU_SESSION_DEVICE:-cuda}
+bin=build-torch/bin
+log=/dev/null
+
+# Runs a command, logging it and its output; a failure is logged and the script goes on.
+step() {
+  echo "\$ $*" >> "$log"
+  "$@" >> "$log" 2>&1
+  local rc=$?
+  ((rc == 0)) || echo "FAILED ($rc): $*" >> "$log"
+  return $rc
+}
+
+build() {
+  local torch=${GPU_SESSION_TORCH:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
+  step python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+"gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)'
+  step nproc
+  step scripts/external-torch.sh build --server --torch "$torch" --jobs "$(nproc)"
+}
+
+prepare() {
+  scripts/external-torch.sh prepare --server
+  local shared=${GRAIL_DATA_DIR:-../shared/data}
+  mkdir -p "$data" "$carry/models"
+  for split in fb237_v1 fb237_v2 fb237_v3 fb237_v4; do
+    for d in "$split" "${split}_ind"; do
+      mkdir -p "$data/$d"
+      cp "$shared/$d"/*.txt "$data/$d/"
+    done
+  done
+  build/bin/grail-train --train "$data/fb237_v1/train.txt" --valid "$data/fb237_v1/valid.txt" \
+    --out "$carry/models/grail_fb237_v1_cpu.pt" --epochs 1 --seed 0 --noprogress
+  grep -qx '/.gpu-carry/' .gitignore || echo "note: .gpu-carry/ should be git-ignored" >&2
+  du -sh .external-deps/debs "$carry"
+}
+
+check() {
+  local out=$1
+  log=$out/check.log
+  build
+  local model=$carry/models/grail_fb237_v1_cpu.pt
+  local graph=$data/fb237_v1_ind/train.txt test=$data/fb237_v1_ind/test.txt
+  local scores=/tmp/gpu_session_scores
+  mkdir -p "$scores"
+  for d in cpu "$device"; do
+    step "$bin/grail-eval" --model "$model" --graph "$graph" --test "$test" --device "$d" \
+      --score-only --scores-out "$scores/$d.tsv"
+    echo "\$ grail-eval --device $d --seed 0 > $scores/$d.json" >> "$log"
+    "$bin/grail-eval" --model "$model" --graph "$graph" --test "$test" --device "$d" \
+      --seed 0 > "$scores/$d.json" 2>> "$log" || echo "FAILED: grail-eval --device $d" >> "$log"
+  done
+  python3 - "$scores" "$device" > "$out/parity.json" 2>> "$log" << 'EOF'
+import json, sys
+folder, device = sys.argv[1:3]
+def scores(d):
+    return {tuple(l.split("\t")[:3]): float(l.split("\t")[3])
+            for l in open(f"{folder}/{d}.tsv") if l.strip()}
+cpu, other = scores("cpu"), scores(device)
+worst = max(abs(other[k] - v) / max(1e-12, abs(v)) for k, v in cpu.items())
+metrics = {d: json.loads(open(f"{folder}/{d}.json").read().strip().splitlines()[-1])
+           for d in ("cpu", device)}
+print(json.dumps({"facts": len(cpu), "same_facts": set(cpu) == set(other),
+                  "max_relative_difference": worst, "within_1e-5": worst <= 1e-5,
+                  "metrics": metrics}))
+EOF
+  step "$bin/grail-train" --train "$data/fb237_v1/train.txt" --valid "$data/fb237_v1/valid.txt" \
+    --out "$out/grail_fb237_v1_gpu.pt" --epochs 1 --seed 0 --device "$device" --noprogress
+  # Forward speed on the largest test graph's subgraphs.
+  graph=$data/fb237_v4_ind/train.txt test=$data/fb237_v4_ind/test.txt
+  {
+    echo "{"
+    for b in 256 1024 4096; do
+      echo "\"$device batch $b\": $("$bin/grail-eval" --model "$model" --graph "$graph" \
+        --test "$test" --device "$device" --batch-size "$b" --threads 4 --score-only \
+        2>> "$log" | tail -n 1),"
+    done
+    echo "\"cpu 2 cores\": $(taskset -c 0,1 "$bin/grail-eval" --model "$model" --graph "$graph" \
+      --test "$test" --device cpu --threads 2 --score-only 2>> "$log" | tail -n 1)"
+    echo "}"
+  } > "$out/throughput.json"
+}
+
+epochs() {
+  local out=$1
+  shift
+  log=$out/epochs.log
+  [[ -x $bin/grail-train ]] || build
+  local split
+  for split in ${1:-fb237_v1 fb237_v2 fb237_v3 fb237_v4}; do
+    step "$bin/grail-train" --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
+      --out "/tmp/gpu_session_$split.pt" --epochs 1 --seed 0 --device "$device" --noprogress
+  done
+}
+
+reproduce() {
+  local out=$1 split=$2 seeds=$3 epochs=$4
+  shift 4
+  [[ ${1:-} == -- ]] && shift
+  log=$out/reproduce.log
+  [[ -x $bin/grail-train ]] || build
+  step env GRAIL_DATA_DIR="$data" GRAIL_BIN_DIR="$bin" bench/reproduce.sh --splits "$split" --seeds "$seeds" \
+    --epochs "$epochs" --threads 4 --runs 5 --out "$carry/repro" -- --device "$device" "$@"
+  tar -czf "$out/repro.tgz" -C "$carry" repro
+}
+
+command=${1:-}
+case $command in
+prepare) prepare ;;
+check | epochs | reproduce)
+  [[ -n ${2:-} ]] || { echo "usage: bench/gpu_session.sh $command OUT ..." >&2; exit 2; }
+  mkdir -p "$2"
+  shift
+  "$command" "$@"
+  ;;
+*)
+  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+  ;;
+esac
