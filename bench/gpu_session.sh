@@ -70,7 +70,6 @@ prepare() {
   done
   build/bin/grail-train --train "$data/fb237_v1/train.txt" --valid "$data/fb237_v1/valid.txt" \
     --out "$carry/models/grail_fb237_v1_cpu.pt" --epochs 1 --seed 0 --noprogress
-  grep -qx '/.gpu-carry/' .gitignore || echo "note: .gpu-carry/ should be git-ignored" >&2
   du -sh .external-deps/debs "$carry"
 }
 

@@ -234,7 +234,6 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
     v.auc_roc = metrics->auc_roc;
     v.best = best.Offer(options.select_metric == SelectMetric::kAucRoc ? v.auc_roc : v.auc_pr,
                         scheduled, parameters);
-    report.valid_auc_pr = v.auc_pr;
     report.best = report.best || v.best;
     report.validations.push_back(v);
     return absl::OkStatus();

@@ -77,13 +77,10 @@ struct Validation {
 };
 
 struct EpochReport {
-  int epoch = 0;    // 1-based
-  double loss = 0;  // mean per positive
-  // The epoch's last validation, if it had one: AUC-PR for GraIL, filtered MRR for the path
-  // family.
-  std::optional<double> valid_auc_pr;
-  std::optional<double> valid_mrr;
+  int epoch = 0;                        // 1-based
+  double loss = 0;                      // mean per positive
   std::vector<Validation> validations;  // GraIL: every validation of this epoch, in order
+  std::optional<double> valid_mrr;      // the path family's validation, if the epoch had one
   bool best = false;                    // a validation of this epoch found the best so far
   double seconds = 0;
   int64_t positives = 0;

@@ -66,7 +66,11 @@ absl::Status PlotTraining(const std::vector<EpochReport>& epochs, const std::str
     out << "# epoch loss " << metric_column << "\n";
     for (const EpochReport& e : epochs) {
       out << e.epoch << ' ' << e.loss << ' ';
-      const std::optional<double> metric = mrr ? e.valid_mrr : e.valid_auc_pr;
+      // GraIL: the epoch's last validation.
+      const std::optional<double> metric = mrr ? e.valid_mrr
+                                           : e.validations.empty()
+                                               ? std::nullopt
+                                               : std::optional<double>(e.validations.back().auc_pr);
       if (metric) {
         out << *metric;
       } else {
