@@ -30,6 +30,14 @@ std::optional<Triple> CorruptHeadOrTail(const GraphView& graph, const Triple& fa
 std::vector<EntityId> SampleReplacements(const GraphView& graph, const Triple& fact, Side side,
                                          int count, SeededRandom& random);
 
+// Up to `count` entities that do not answer the query (source, r, ?) in `graph` (with
+// `inverse`, (?, r, source)), drawn uniformly with replacement in at most 100 * count draws;
+// never the source or `answer`. The training negatives of the path family and the KGE models
+// (the RotatE code's filtered negatives).
+std::vector<EntityId> SampleNonAnswers(const GraphView& graph, EntityId source, RelationId r,
+                                       bool inverse, EntityId answer, int count,
+                                       SeededRandom& random);
+
 }  // namespace grail
 
 #endif  // GRAIL_MODEL_NEGATIVE_SAMPLING_H_

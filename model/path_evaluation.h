@@ -1,15 +1,6 @@
 // Evaluating the path-based scorer (model/path_model.h) on the same protocol and negatives
-// as GraIL (model/evaluation.h), plus ranking against every entity.
-//
-// A fact (h, r, t) is scored as the tail query (h, r, ?) scores t: that is its score for
-// AUC-PR and in the tail ranking list. The head ranking list is the inverse query
-// (t, r^-1, ?), one pass that scores the true head and every head negative. Negatives are
-// drawn exactly as Evaluate() draws them for the same seed, so the families compare on the
-// same facts.
-//
-// Full ranking (filtered): the true tail among every entity but h, and the true head among
-// every entity but t, leaving out the other known answers of the query (facts of the graph
-// and of `test`); ties count as the mean of the optimistic and pessimistic rank.
+// as GraIL, plus ranking against every entity (model/query_evaluation.h): each ranking query
+// is one pass of the path network.
 #ifndef GRAIL_MODEL_PATH_EVALUATION_H_
 #define GRAIL_MODEL_PATH_EVALUATION_H_
 
@@ -22,6 +13,7 @@
 #include "model/evaluation.h"
 #include "model/path_batch.h"
 #include "model/path_model.h"
+#include "model/query_evaluation.h"
 #include "storage/graph_view.h"
 
 namespace grail {
@@ -39,11 +31,7 @@ absl::Status RunPathQueries(
     absl::Span<const PathQuery> queries, const PathScoringOptions& options,
     const std::function<void(size_t, const PathBatch&, int64_t, const PathScores&)>& read);
 
-struct PathEvaluationOptions {
-  uint64_t seed = 0;
-  int negatives = 49;        // per side, for the 50-candidate ranking
-  bool sampled = true;       // AUC-PR and the ranking against sampled negatives
-  bool full_ranking = true;  // filtered ranking against every entity
+struct PathEvaluationOptions : RankingEvaluationOptions {
   PathScoringOptions scoring;
 };
 

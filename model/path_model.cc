@@ -8,6 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "model/grail_model.h"
 #include "model/grail_module.h"
+#include "model/kge_module.h"
 #include "model/path_module.h"
 #include "model/torch_util.h"
 
@@ -213,9 +214,15 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
         std::make_unique<PathModule>(PathModule{*std::move(m), *device}), path, device_name);
     if (!model.ok()) return model.status();
     any.path = *std::move(model);
+  } else if (format == kKgeModelFormat) {
+    absl::StatusOr<std::unique_ptr<KgeModel>> model = KgeModel::FromModule(
+        std::make_unique<KgeModule>(KgeModule{*std::move(m), *device}), path, device_name);
+    if (!model.ok()) return model.status();
+    any.kge = *std::move(model);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is neither a ", kModelFormat, " nor a ",
-                                                   kPathModelFormat, " archive"));
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a ", kModelFormat, ", ",
+                                                   kPathModelFormat, " or ", kKgeModelFormat,
+                                                   " archive"));
   }
   return any;
 }

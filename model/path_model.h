@@ -34,13 +34,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/grail_model.h"
+#include "model/kge_model.h"
 #include "model/path_batch.h"
 
 namespace grail {
 
 inline constexpr char kPathModelFormat[] = "grail-kg-path-model/1";
 
-enum class ModelFamily { kGrail, kPath };
+enum class ModelFamily { kGrail, kPath, kKge };
 
 struct PathConfig {
   int num_layers = 6;
@@ -132,16 +133,19 @@ class PathModel {
   std::unique_ptr<PathModule> module_;
 };
 
-// A model archive of either family: exactly one of the two is set.
+// A model archive of any family: exactly one of the three is set.
 struct AnyModel {
   std::unique_ptr<GrailModel> grail;
   std::unique_ptr<PathModel> path;
+  std::unique_ptr<KgeModel> kge;
 
-  ModelFamily family() const { return path ? ModelFamily::kPath : ModelFamily::kGrail; }
+  ModelFamily family() const {
+    return path ? ModelFamily::kPath : kge ? ModelFamily::kKge : ModelFamily::kGrail;
+  }
 };
 
 // Opens the archive at `path` once and loads it as the family its format names. Errors name
-// the path: a damaged archive, one of neither family, or what the family's loader refuses.
+// the path: a damaged archive, one of no family, or what the family's loader refuses.
 absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view device = "cpu");
 
 }  // namespace grail

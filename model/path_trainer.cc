@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/seeded_random.h"
+#include "model/negative_sampling.h"
 #include "model/path_evaluation.h"
 #include "model/path_module.h"
 #include "model/training_checkpoint.h"
@@ -34,23 +35,6 @@ absl::Status ValidateOptions(const PathTrainOptions& o) {
     return absl::InvalidArgumentError("resume needs a checkpoint directory");
   }
   return absl::OkStatus();
-}
-
-// Up to `count` entities that do not answer (source, r, ?) in `graph` (inverse: (?, r,
-// source)), drawn uniformly with replacement; never the source or the answer.
-std::vector<EntityId> StrictNegatives(const GraphView& graph, EntityId source, RelationId r,
-                                      bool inverse, EntityId answer, int count,
-                                      SeededRandom& random) {
-  std::vector<EntityId> negatives;
-  const uint32_t n = graph.num_entities();
-  for (int attempt = 0; attempt < 100 * count && static_cast<int>(negatives.size()) < count;
-       ++attempt) {
-    const EntityId e = static_cast<EntityId>(random.Uniform(n));
-    if (e == source || e == answer) continue;
-    if (inverse ? graph.HasFact(e, r, source) : graph.HasFact(source, r, e)) continue;
-    negatives.push_back(e);
-  }
-  return negatives;
 }
 
 // What identifies a run: a checkpoint of another run must not be resumed.
@@ -153,7 +137,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         query.source = tail ? f.head : f.tail;
         query.relation = tail ? f.relation : f.relation + num_relations;
         const EntityId answer = tail ? f.tail : f.head;
-        std::vector<EntityId> negatives = StrictNegatives(
+        std::vector<EntityId> negatives = SampleNonAnswers(
             graph, query.source, f.relation, !tail, answer, options.negatives, negative_random);
         if (negatives.empty()) continue;  // every entity answers: nothing to contrast
         for (size_t k = negatives.size(); k < static_cast<size_t>(options.negatives); ++k) {

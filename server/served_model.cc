@@ -144,6 +144,12 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
   if (!sha256.ok()) return sha256.status();
   absl::StatusOr<AnyModel> model = LoadAnyModel(path, device);
   if (!model.ok()) return model.status();
+  if (model->kge) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is a KGE model (", kKgeModelFormat,
+                     "): it has no embedding for an entity added at runtime, so grail-server "
+                     "serves GraIL and path models"));
+  }
   if (model->path) {
     return std::make_shared<const ServedModel>(
         std::shared_ptr<const PathModel>(std::move(model->path)), path, *std::move(sha256),

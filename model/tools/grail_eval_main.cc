@@ -13,12 +13,13 @@
 #include "model/evaluation.h"
 #include "model/fact_scoring.h"
 #include "model/grail_model.h"
+#include "model/kge_evaluation.h"
 #include "model/path_evaluation.h"
 #include "model/path_model.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
 
-ABSL_FLAG(std::string, model, "", "model archive written by grail-train");
+ABSL_FLAG(std::string, model, "", "model archive written by grail-train or grail-kge-train");
 ABSL_FLAG(std::string, graph, "", "the graph to reason over (triple file)");
 ABSL_FLAG(std::string, test, "", "the facts to predict (triple file), not in --graph");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the negatives");
@@ -30,9 +31,10 @@ ABSL_FLAG(int, threads, 2, "worker threads (each extracts and runs forwards)");
 ABSL_FLAG(int, batch_size, 256, "subgraphs per forward");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
 ABSL_FLAG(int, batch_queries, 16, "path family: queries per forward");
-ABSL_FLAG(bool, full_ranking, true,
-          "path family: also rank every test fact against every entity (filtered MRR and "
-          "Hits@1/3/10 as full_*)");
+ABSL_FLAG(
+    bool, full_ranking, true,
+    "path family and KGE models: also rank every test fact against every entity (filtered MRR and "
+    "Hits@1/3/10 as full_*)");
 ABSL_FLAG(bool, score_only, false,
           "instead of evaluating, score just the test facts (no negatives) and print the "
           "throughput as JSON: the model's raw batched speed on those subgraphs");
@@ -71,17 +73,21 @@ int main(int argc, char** argv) {
   if (!loaded.ok()) return Fail(loaded.status());
   std::unique_ptr<grail::GrailModel> grail_model = std::move(loaded->grail);
   std::unique_ptr<grail::PathModel> path_model = std::move(loaded->path);
-  const std::vector<std::string>& model_relations =
-      path_model ? path_model->relations() : grail_model->relations();
+  std::unique_ptr<grail::KgeModel> kge_model = std::move(loaded->kge);
+  const std::vector<std::string>& model_relations = path_model  ? path_model->relations()
+                                                    : kge_model ? kge_model->relations()
+                                                                : grail_model->relations();
   absl::StatusOr<std::vector<grail::NamedTriple>> graph_facts = grail::ReadTripleFile(graph_path);
   if (!graph_facts.ok()) return Fail(graph_facts.status());
   absl::StatusOr<std::vector<grail::NamedTriple>> test_facts = grail::ReadTripleFile(test_path);
   if (!test_facts.ok()) return Fail(test_facts.status());
 
   // Relation ids of the graph start with the model's vocabulary, so a known relation has the
-  // same id in both; relations the model never saw get later ids and map to -1.
+  // same id in both; relations the model never saw get later ids and map to -1. A KGE model's
+  // entities likewise: they all take part, as candidates, even those in no fact of the graph.
   grail::IndexedTriples indexed;
   indexed.relations = grail::Vocabulary(model_relations);
+  if (kge_model) indexed.entities = grail::Vocabulary(kge_model->entities());
   grail::IndexTriples(*graph_facts, &indexed);
   const grail::StaticGraph graph(indexed.entities.size(), indexed.triples);
   grail::RelationMap relations(indexed.relations.size(), -1);
@@ -110,30 +116,36 @@ int main(int argc, char** argv) {
                graph.num_entities(), static_cast<unsigned long long>(graph.num_facts()),
                test.size(), unknown_entity, unknown_relation, in_graph);
 
-  if (path_model) {
+  if (path_model || kge_model) {
     if (absl::GetFlag(FLAGS_score_only)) {
       std::fprintf(stderr, "--score-only is for GraIL models\n");
       return 2;
     }
-    grail::PathEvaluationOptions options;
-    options.negatives = absl::GetFlag(FLAGS_negatives);
-    options.scoring.threads = absl::GetFlag(FLAGS_threads);
-    options.scoring.batch_queries = absl::GetFlag(FLAGS_batch_queries);
-    grail::SetComputeThreads(1);  // parallelism comes from the workers
+    grail::SetComputeThreads(path_model ? 1 : absl::GetFlag(FLAGS_threads));
     // Each run draws new negatives; the full ranking has none to draw, so only run 1 does it.
     absl::StatusOr<grail::EvaluationResult> result =
         grail::MeanOverRuns(absl::GetFlag(FLAGS_runs), [&](int r) {
-          grail::PathEvaluationOptions run = options;
+          grail::RankingEvaluationOptions run;
+          run.negatives = absl::GetFlag(FLAGS_negatives);
           run.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(r);
           run.full_ranking = r == 0 && absl::GetFlag(FLAGS_full_ranking);
-          return grail::EvaluatePath(*path_model, graph, relations, test, run);
+          if (kge_model) {
+            grail::KgeEvaluationOptions options;
+            static_cast<grail::RankingEvaluationOptions&>(options) = run;
+            return grail::EvaluateKge(*kge_model, graph, relations, test, options);
+          }
+          grail::PathEvaluationOptions options;
+          static_cast<grail::RankingEvaluationOptions&>(options) = run;
+          options.scoring.threads = absl::GetFlag(FLAGS_threads);  // parallel workers
+          options.scoring.batch_queries = absl::GetFlag(FLAGS_batch_queries);
+          return grail::EvaluatePath(*path_model, graph, relations, test, options);
         });
     if (!result.ok()) return Fail(result.status());
     const grail::EvaluationResult& mean = *result;
     std::fprintf(stderr, "grail-eval: ran %lld queries in %.2f s (%.1f queries/s; %d threads)\n",
                  static_cast<long long>(mean.subgraphs_scored), mean.scoring_seconds,
                  mean.scoring_seconds > 0 ? mean.subgraphs_scored / mean.scoring_seconds : 0.0,
-                 options.scoring.threads);
+                 absl::GetFlag(FLAGS_threads));
     std::printf("%s\n", mean.ToJson().c_str());
     return 0;
   }

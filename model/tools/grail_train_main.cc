@@ -8,8 +8,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/command_line.h"
 #include "model/path_trainer.h"
 #include "model/tools/training_progress.h"
@@ -153,20 +151,7 @@ int main(int argc, char** argv) {
   auto report = [&](const grail::EpochReport& r) {
     progress.Clear();
     history.push_back(r);
-    std::string valid_text;
-    if (!r.validations.empty()) {
-      // The epoch's last validation; with several (a step schedule), how many.
-      const grail::Validation& last = r.validations.back();
-      valid_text = absl::StrFormat("  valid_auc_pr %.4f  valid_auc_roc %.4f%s", last.auc_pr,
-                                   last.auc_roc, r.best ? " (best)" : "");
-      if (r.validations.size() > 1) {
-        absl::StrAppend(&valid_text, "  (", r.validations.size(), " validations)");
-      }
-    } else if (r.valid_mrr) {
-      valid_text = absl::StrFormat("  valid_mrr %.4f%s", *r.valid_mrr, r.best ? " (best)" : "");
-    }
-    std::fprintf(stderr, "epoch %d/%d  loss %.4f%s  %.1f s\n", r.epoch, epochs, r.loss,
-                 valid_text.c_str(), r.seconds);
+    std::fprintf(stderr, "%s\n", grail::EpochLine(r, epochs).c_str());
   };
   std::function<void(const grail::StepReport&)> step;
   if (bar) step = [&progress](const grail::StepReport& s) { progress.Step(s); };

@@ -45,6 +45,23 @@ void ProgressBar::Clear() {
   shown_ = false;
 }
 
+std::string EpochLine(const EpochReport& report, int epochs) {
+  std::string valid;
+  if (!report.validations.empty()) {
+    // The epoch's last validation; with several (a step schedule), how many.
+    const Validation& last = report.validations.back();
+    valid = absl::StrFormat("  valid_auc_pr %.4f  valid_auc_roc %.4f%s", last.auc_pr, last.auc_roc,
+                            report.best ? " (best)" : "");
+    if (report.validations.size() > 1) {
+      absl::StrAppend(&valid, "  (", report.validations.size(), " validations)");
+    }
+  } else if (report.valid_mrr) {
+    valid = absl::StrFormat("  valid_mrr %.4f%s", *report.valid_mrr, report.best ? " (best)" : "");
+  }
+  return absl::StrFormat("epoch %d/%d  loss %.4f%s  %.1f s", report.epoch, epochs, report.loss,
+                         valid, report.seconds);
+}
+
 absl::Status CheckPlotter() {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     return absl::FailedPreconditionError(

@@ -31,6 +31,9 @@ class ProgressBar {
 // The text of the bar for `step` (no control characters), `width` characters of bar.
 std::string ProgressLine(const StepReport& step, int epochs, int width = 30);
 
+// An epoch's summary line: epoch, loss, its validation if it had one, seconds.
+std::string EpochLine(const EpochReport& report, int epochs);
+
 // OK if gnuplot can be run; FAILED_PRECONDITION saying how to install it otherwise.
 absl::Status CheckPlotter();
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "model/fact_scoring.h"
 #include "model/grail_model.h"
+#include "model/kge_model.h"
 #include "model/path_model.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
@@ -248,6 +250,57 @@ TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRank
                                                   Path("train", "graph.txt"), " --out ", model))
                 .exit_code,
             2);
+}
+
+// A KGE model is transductive: trained on a graph, it ranks that graph's held-out facts
+// against every entity it knows, on the GraIL protocol's negatives too; it refuses a graph of
+// entities it never saw.
+TEST_F(TrainEvalCommandTest, AKgeModelTrainsResumesAndEvaluatesOnItsOwnGraph) {
+  const std::string model = Path("model", "kge.pt");
+  const std::string checkpoints = Path("model", "kge_checkpoints");
+  const std::string common = absl::StrCat(
+      "--model rotate --train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+      " --out ", model, " --dim 8 --negatives 8 --batch-size 64 --lr 0.01 --eval-every 1",
+      " --lr-decay-epoch 1 --threads 1 --checkpoint-dir ", checkpoints);
+  BinaryRun first = RunBinary("grail-kge-train", common + " --epochs 1");
+  ASSERT_EQ(first.exit_code, 0) << first.all();
+  EXPECT_THAT(first.all(), HasSubstr("rotate, dim 8"));
+  EXPECT_THAT(first.all(), HasSubstr("epoch 1/1  loss"));
+  EXPECT_THAT(first.all(), HasSubstr("valid_mrr"));
+  BinaryRun resumed = RunBinary("grail-kge-train", common + " --epochs 2 --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.all();
+  EXPECT_THAT(resumed.all(), HasSubstr("epoch 2/2"));
+  EXPECT_THAT(resumed.all(), Not(HasSubstr("epoch 1/2")));
+  absl::StatusOr<std::unique_ptr<KgeModel>> loaded = KgeModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->config().kind, KgeKind::kRotatE);
+  EXPECT_THAT((*loaded)->training_fingerprint(), HasSubstr("fnv1a64:"));
+  // --valid's entities are in the vocabulary even where no training fact has them.
+  std::set<std::string> entities;
+  for (const std::string& path : {Path("train", "graph.txt"), Path("train", "held.txt")}) {
+    const std::vector<NamedTriple> facts = *ReadTripleFile(path);
+    for (const NamedTriple& f : facts) entities.insert({f.head, f.tail});
+  }
+  EXPECT_EQ((*loaded)->num_entities(), entities.size());
+
+  BinaryRun eval = RunBinary(
+      "grail-eval", absl::StrCat("--model ", model, " --graph ", Path("train", "graph.txt"),
+                                 " --test ", Path("train", "held.txt"), " --seed 3"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(),
+              MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*\"n\":30,\"full_mrr\":[01]\\.[0-9]+,.*"));
+  BinaryRun unseen =
+      RunBinary("grail-eval", absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                           " --test ", Path("ind", "held.txt")));
+  EXPECT_EQ(unseen.exit_code, 1);
+  EXPECT_THAT(unseen.err, HasSubstr("scores only the entities it was trained with"));
+  BinaryRun bad = RunBinary(
+      "grail-kge-train",
+      absl::StrCat("--model conve --train ", Path("train", "graph.txt"), " --out ", model));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("transe, distmult, complex or rotate"));
 }
 
 TEST_F(TrainEvalCommandTest, MissingFlagsAreUsageErrorsAndBadFilesNameThemselves) {

@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "model/kge_model.h"
 #include "model/path_batch.h"
 #include "model/path_model.h"
 #include "storage/static_graph.h"
@@ -225,6 +226,21 @@ TEST_F(PathServingTest, ReloadingSwitchesBetweenTheFamiliesWhileServing) {
     EXPECT_EQ(explain.ok(), grail) << explain.error_message();
     EXPECT_EQ(RankTails("c10", "r1").ranked_size(), 59);
   }
+  ExpectClose(Score({"c10", "r1", "c12"}).score(), Offline("c10", "r1", false).at("c12"), "c12");
+
+  // A KGE archive alone is refused by name, and the path model keeps serving.
+  KgeConfig kge;
+  kge.dim = 4;
+  std::unique_ptr<KgeModel> embeddings =
+      *KgeModel::Create(kge, {"c10", "c12"}, {"r0", "r1"}, /*seed=*/1);
+  ASSERT_TRUE(embeddings->Save(dir_.Sub("kge.pt")).ok());
+  grpc::ClientContext context;
+  kg::v1::ReloadModelRequest request;
+  request.set_path(dir_.Sub("kge.pt"));
+  kg::v1::ReloadModelResponse response;
+  const grpc::Status refused = stub_->ReloadModel(&context, request, &response);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error_message(), HasSubstr("is a KGE model"));
   ExpectClose(Score({"c10", "r1", "c12"}).score(), Offline("c10", "r1", false).at("c12"), "c12");
 }
 
