@@ -16,14 +16,19 @@ namespace grail {
 namespace {
 
 // Known answers of a query, for the filtered full ranking: by (source, query relation in
-// [0, 2R)), the entities that complete a fact of the graph or of the test set.
+// [0, 2R)), the entities that complete a fact of the graph, of the test set or of the
+// other known facts.
 class KnownAnswers {
  public:
-  KnownAnswers(const GraphView& graph, int32_t num_relations, absl::Span<const Triple> test)
+  KnownAnswers(const GraphView& graph, int32_t num_relations,
+               std::initializer_list<absl::Span<const Triple>> facts)
       : graph_(graph), num_relations_(num_relations) {
-    for (const Triple& f : test) {
-      extra_[Key(f.head, f.relation)].insert(f.tail);
-      extra_[Key(f.tail, f.relation + num_relations)].insert(f.head);
+    for (absl::Span<const Triple> list : facts) {
+      for (const Triple& f : list) {
+        if (static_cast<int32_t>(f.relation) >= num_relations) continue;  // never a query's
+        extra_[Key(f.head, f.relation)].insert(f.tail);
+        extra_[Key(f.tail, f.relation + num_relations)].insert(f.head);
+      }
     }
   }
 
@@ -116,7 +121,7 @@ absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
     }
     sampled[i].assign(2 + layout[i].tail_negatives.size() + layout[i].head_negatives.size(), 0);
   }
-  const KnownAnswers known(graph, num_relations, test);
+  const KnownAnswers known(graph, num_relations, {test, options.known_facts});
   const uint32_t num_entities = graph.num_entities();
 
   auto full_rank = [&](const QueryScores& scores, EntityId source, RelationId r, bool inverse,

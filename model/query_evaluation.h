@@ -10,8 +10,9 @@
 // facts.
 //
 // Full ranking (filtered): the true tail among every entity but h, and the true head among
-// every entity but t, leaving out the other known answers of the query (facts of the graph
-// and of `test`); ties count as the mean of the optimistic and pessimistic rank.
+// every entity but t, leaving out the other known answers of the query (facts of the graph,
+// of `test` and of `known_facts`); ties count as the mean of the optimistic and pessimistic
+// rank.
 #ifndef GRAIL_MODEL_QUERY_EVALUATION_H_
 #define GRAIL_MODEL_QUERY_EVALUATION_H_
 
@@ -57,6 +58,11 @@ struct RankingEvaluationOptions {
   int negatives = 49;        // per side, for the 50-candidate ranking
   bool sampled = true;       // AUC-PR and the ranking against sampled negatives
   bool full_ranking = true;  // filtered ranking against every entity
+  // Facts (ids of the graph) that the full ranking also leaves out of a query's candidates,
+  // besides the graph's and the test set's: the usual filtered setting of transductive
+  // benchmarks filters the validation facts too. The sampled negatives avoid the graph's
+  // facts only, as the GraIL protocol draws them.
+  absl::Span<const Triple> known_facts;
 };
 
 // Evaluates the model behind `run` on `test` (ids of `graph`; `relations` maps the graph's

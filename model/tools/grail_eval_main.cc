@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/command_line.h"
 #include "common/json.h"
 #include "model/evaluation.h"
@@ -35,6 +36,10 @@ ABSL_FLAG(
     bool, full_ranking, true,
     "path family and KGE models: also rank every test fact against every entity (filtered MRR and "
     "Hits@1/3/10 as full_*)");
+ABSL_FLAG(std::string, filter, "",
+          "path family and KGE models: comma-separated triple files whose facts the full "
+          "ranking also leaves out of the candidates (the usual filtered setting of "
+          "transductive benchmarks filters the validation facts too)");
 ABSL_FLAG(bool, score_only, false,
           "instead of evaluating, score just the test facts (no negatives) and print the "
           "throughput as JSON: the model's raw batched speed on those subgraphs");
@@ -116,6 +121,19 @@ int main(int argc, char** argv) {
                graph.num_entities(), static_cast<unsigned long long>(graph.num_facts()),
                test.size(), unknown_entity, unknown_relation, in_graph);
 
+  std::vector<grail::Triple> known;  // --filter's facts that the graph's vocabularies name
+  for (absl::string_view path :
+       absl::StrSplit(absl::GetFlag(FLAGS_filter), ',', absl::SkipEmpty())) {
+    absl::StatusOr<std::vector<grail::NamedTriple>> facts =
+        grail::ReadTripleFile(std::string(path));
+    if (!facts.ok()) return Fail(facts.status());
+    for (const grail::NamedTriple& t : *facts) {
+      auto h = indexed.entities.Find(t.head);
+      auto r = indexed.relations.Find(t.relation);
+      auto v = indexed.entities.Find(t.tail);
+      if (h && r && v) known.push_back({*h, *r, *v});
+    }
+  }
   if (path_model || kge_model) {
     if (absl::GetFlag(FLAGS_score_only)) {
       std::fprintf(stderr, "--score-only is for GraIL models\n");
@@ -129,6 +147,7 @@ int main(int argc, char** argv) {
           run.negatives = absl::GetFlag(FLAGS_negatives);
           run.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(r);
           run.full_ranking = r == 0 && absl::GetFlag(FLAGS_full_ranking);
+          run.known_facts = known;
           if (kge_model) {
             grail::KgeEvaluationOptions options;
             static_cast<grail::RankingEvaluationOptions&>(options) = run;

@@ -343,19 +343,27 @@ TEST(KgeEvaluationTest, FullRankingIsTheFilteredRankAmongEveryEntity) {
                    static_cast<EntityId>(random.Uniform(25))};
     if (f.head != f.tail && !graph.HasFact(f.head, f.relation, f.tail)) test.push_back(f);
   }
+  // Other known facts (validation facts, say): more random non-facts, sharing heads.
+  std::vector<Triple> also_known;
+  for (const Triple& f : test) {
+    also_known.push_back({f.head, f.relation, static_cast<EntityId>((f.tail + 1) % 25)});
+  }
   std::unique_ptr<KgeModel> model = Make(KgeKind::kTransE, 25, 3, 8);
   ASSERT_NE(model, nullptr);
   KgeEvaluationOptions options;
   options.sampled = false;
+  options.known_facts = also_known;
   absl::StatusOr<EvaluationResult> result = EvaluateKge(*model, graph, {}, test, options);
   ASSERT_TRUE(result.ok()) << result.status();
 
-  // By hand: every candidate scored as a fact, the other answers in the graph or the test
-  // set left out, ties counted half.
+  // By hand: every candidate scored as a fact, the other answers in the graph, the test set
+  // or the other known facts left out, ties counted half.
   auto known = [&](const Triple& f) {
     if (graph.HasFact(f.head, f.relation, f.tail)) return true;
-    for (const Triple& t : test) {
-      if (t.head == f.head && t.relation == f.relation && t.tail == f.tail) return true;
+    for (const std::vector<Triple>* list : {&test, &also_known}) {
+      for (const Triple& t : *list) {
+        if (t.head == f.head && t.relation == f.relation && t.tail == f.tail) return true;
+      }
     }
     return false;
   };
