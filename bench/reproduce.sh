@@ -6,7 +6,12 @@
 #
 #   bench/reproduce.sh [--splits "WN18RR_v1 fb237_v1"] [--seeds "0 1 2"] [--epochs 50]
 #                      [--out out/repro] [--threads 2] [--jobs 1] [--runs 5]
-#                      [-- extra grail-train flags]
+#                      [--transductive] [-- extra grail-train flags]
+#
+# --transductive: the paper's appendix protocol instead (Tables "Transductive results"): the
+# same model, tested with <split>/train.txt as the graph and <split>/test.txt as the facts.
+# It shares the inductive run's model (trained once, the result files differ:
+# <name>.transductive.json).
 #
 # Each model is evaluated --runs times (grail-eval --seed 0 --runs N: negatives drawn anew
 # with seeds 0..N-1); the result holds the means. One draw of 1:1 negatives moves AUC-PR by
@@ -31,6 +36,7 @@ out=out/repro
 threads=2
 parallel=1
 runs=5
+transductive=0
 data=${GRAIL_DATA_DIR:-../shared/data}
 extra=()
 while (($#)); do
@@ -42,12 +48,15 @@ while (($#)); do
     --threads) threads=$2; shift 2 ;;
     --jobs) parallel=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
+    --transductive) transductive=1; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
 bin=${GRAIL_BIN_DIR:-build/bin}  # GRAIL_BIN_DIR: another build's binaries
 [[ -x $bin/grail-train && -x $bin/grail-eval ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
+suffix="" protocol=inductive
+((transductive)) && suffix=.transductive protocol=transductive
 tag=$(IFS=_; echo "e${epochs}${extra[*]+_${extra[*]}}" | tr -d ' -')
 mkdir -p "$out"
 
@@ -55,7 +64,7 @@ mkdir -p "$out"
 run_one() {
   local split=$1 seed=$2
   local name="$split.$tag.seed$seed"
-  local result="$out/$name.json"
+  local result="$out/$name$suffix.json"
   echo "== $name"
   local trained done_at epoch_seconds train_seconds
   if ! grep -q "^saved " "$out/$name.train.log" 2>/dev/null; then
@@ -67,14 +76,16 @@ run_one() {
       2>> "$out/$name.train.log"
   fi
   trained=$(date +%s)
-  "$bin/grail-eval" --model "$out/$name.pt" --graph "$data/${split}_ind/train.txt" \
-    --test "$data/${split}_ind/test.txt" --seed 0 --runs "$runs" --threads "$threads" \
-    2> "$out/$name.eval.log" > "$out/$name.eval.out"
+  local test_graph="$data/${split}_ind"
+  ((transductive)) && test_graph="$data/$split"
+  "$bin/grail-eval" --model "$out/$name.pt" --graph "$test_graph/train.txt" \
+    --test "$test_graph/test.txt" --seed 0 --runs "$runs" --threads "$threads" \
+    2> "$out/$name$suffix.eval.log" > "$out/$name$suffix.eval.out"
   done_at=$(date +%s)
   # Training time from the log's epoch lines (also right when this call only evaluated).
   read -r epoch_seconds train_seconds < <(awk '/^epoch /{for(i=1;i<=NF;i++) if($i=="s") {sum+=$(i-1); n++}} END{printf "%.1f %.0f\n", n? sum/n : 0, sum}' "$out/$name.train.log")
   # The result: the evaluation JSON plus how it was obtained.
-  tail -n 1 "$out/$name.eval.out" | sed "s/}\$/,\"split\":\"$split\",\"seed\":$seed,\"epochs\":$epochs,\"tag\":\"$tag\",\"seconds_per_epoch\":$epoch_seconds,\"threads\":$threads,\"jobs\":$parallel,\"train_seconds\":$train_seconds,\"eval_seconds\":$((done_at - trained))}/" > "$result.tmp"
+  tail -n 1 "$out/$name$suffix.eval.out" | sed "s/}\$/,\"protocol\":\"$protocol\",\"split\":\"$split\",\"seed\":$seed,\"epochs\":$epochs,\"tag\":\"$tag\",\"seconds_per_epoch\":$epoch_seconds,\"threads\":$threads,\"jobs\":$parallel,\"train_seconds\":$train_seconds,\"eval_seconds\":$((done_at - trained))}/" > "$result.tmp"
   mv "$result.tmp" "$result"
   cat "$result"
 }
@@ -83,7 +94,7 @@ run_one() {
 failed=0
 for split in $splits; do
   for seed in $seeds; do
-    [[ -s $out/$split.$tag.seed$seed.json ]] && { echo "skip $split.$tag.seed$seed (done)"; continue; }
+    [[ -s $out/$split.$tag.seed$seed$suffix.json ]] && { echo "skip $split.$tag.seed$seed$suffix (done)"; continue; }
     while (($(jobs -rp | wc -l) >= parallel)); do wait -n || failed=1; done
     run_one "$split" "$seed" &
   done
