@@ -1,9 +1,9 @@
 # grail-kg image: grail-server by default, with grail-client, grail-train, grail-kge-train,
-# grail-eval and grail-tools beside it. Multi-stage: the build stage runs the very scripts the
-# README and CI use (scripts/setup.sh, scripts/build.sh), so the package list and the build
-# steps live in one place and are tested there; the run stage installs only the shared
-# libraries the binaries load (scripts/setup.sh --runtime) and runs as a non-root user
-# (uid 10001, which deploy/k8s/statefulset.yaml's securityContext names too).
+# grail-fuse, grail-eval and grail-tools beside it. Multi-stage: the build stage runs the
+# very scripts the README and CI use (scripts/setup.sh, scripts/build.sh), so the package
+# list and the build steps live in one place and are tested there; the run stage installs
+# only the shared libraries the binaries load (scripts/setup.sh --runtime) and runs as a
+# non-root user (uid 10001, which deploy/k8s/statefulset.yaml's securityContext names too).
 #
 #   docker build -t grail-kg .
 #   docker run -d --name grail -p 50051:50051 -p 9090:9090 \
@@ -32,8 +32,8 @@ RUN /tmp/setup.sh --runtime && rm -rf /var/lib/apt/lists/* /tmp/setup.sh \
  && useradd --system --uid 10001 --gid 10001 --create-home --home-dir /var/lib/grail grail \
  && mkdir -p /data /models && chown grail:grail /data /models
 COPY --from=build /src/build/bin/grail-server /src/build/bin/grail-client \
-     /src/build/bin/grail-train /src/build/bin/grail-kge-train /src/build/bin/grail-eval \
-     /src/build/bin/grail-tools \
+     /src/build/bin/grail-train /src/build/bin/grail-kge-train /src/build/bin/grail-fuse \
+     /src/build/bin/grail-eval /src/build/bin/grail-tools \
      /usr/local/bin/
 
 # GRAIL_HOST=0.0.0.0: reachable through the container's published ports. On a network that

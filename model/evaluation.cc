@@ -68,6 +68,15 @@ absl::StatusOr<EvaluationResult> Evaluate(const GrailModel& model, const GraphVi
                                           const RelationMap& relations,
                                           absl::Span<const Triple> test,
                                           const EvaluationOptions& options) {
+  return EvaluateFacts(graph, test, options, [&](absl::Span<const Triple> facts) {
+    return ScoreFacts(model, graph, relations, facts, options.scoring);
+  });
+}
+
+absl::StatusOr<EvaluationResult> EvaluateFacts(const GraphView& graph,
+                                               absl::Span<const Triple> test,
+                                               const EvaluationOptions& options,
+                                               const FactScorer& score) {
   // Lay out every query first: per test fact, [positive, AUC negative, tail negatives...,
   // head negatives...]; then score them all in batches.
   SeededRandom random(options.seed);
@@ -97,8 +106,7 @@ absl::StatusOr<EvaluationResult> Evaluate(const GrailModel& model, const GraphVi
     layout.push_back(l);
   }
   const auto scoring_start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<float>> scores =
-      ScoreFacts(model, graph, relations, queries, options.scoring);
+  absl::StatusOr<std::vector<float>> scores = score(queries);
   if (!scores.ok()) return scores.status();
   const std::vector<float>& s = *scores;
 

@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -69,6 +70,17 @@ absl::StatusOr<EvaluationResult> Evaluate(const GrailModel& model, const GraphVi
                                           const RelationMap& relations,
                                           absl::Span<const Triple> test,
                                           const EvaluationOptions& options);
+
+// The scores a model gives a list of facts (ids of the evaluation's graph).
+using FactScorer =
+    std::function<absl::StatusOr<std::vector<float>>(absl::Span<const Triple> facts)>;
+
+// Evaluate()'s protocol for any scorer of facts (a fused model, say): the same negatives for
+// the same seed. options.scoring is the scorer's business. Errors: the scorer's.
+absl::StatusOr<EvaluationResult> EvaluateFacts(const GraphView& graph,
+                                               absl::Span<const Triple> test,
+                                               const EvaluationOptions& options,
+                                               const FactScorer& score);
 
 // Evaluate() `runs` times with seeds options.seed, options.seed + 1, ...: every run draws
 // all of its negatives anew (as the reference's test_auc.py --runs does), so the mean shows

@@ -219,10 +219,15 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
         std::make_unique<KgeModule>(KgeModule{*std::move(m), *device}), path, device_name);
     if (!model.ok()) return model.status();
     any.kge = *std::move(model);
+  } else if (format == kFusedModelFormat) {
+    // Its members load as their families do; opened once more, whole.
+    absl::StatusOr<std::unique_ptr<FusedModel>> model = FusedModel::Load(path, device_name);
+    if (!model.ok()) return model.status();
+    any.fused = *std::move(model);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a ", kModelFormat, ", ",
-                                                   kPathModelFormat, " or ", kKgeModelFormat,
-                                                   " archive"));
+                                                   kPathModelFormat, ", ", kKgeModelFormat, " or ",
+                                                   kFusedModelFormat, " archive"));
   }
   return any;
 }

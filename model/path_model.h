@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/fused_model.h"
 #include "model/grail_model.h"
 #include "model/kge_model.h"
 #include "model/path_batch.h"
@@ -41,7 +42,7 @@ namespace grail {
 
 inline constexpr char kPathModelFormat[] = "grail-kg-path-model/1";
 
-enum class ModelFamily { kGrail, kPath, kKge };
+enum class ModelFamily { kGrail, kPath, kKge, kFused };
 
 struct PathConfig {
   int num_layers = 6;
@@ -133,14 +134,18 @@ class PathModel {
   std::unique_ptr<PathModule> module_;
 };
 
-// A model archive of any family: exactly one of the three is set.
+// A model archive of any family: exactly one of the four is set.
 struct AnyModel {
   std::unique_ptr<GrailModel> grail;
   std::unique_ptr<PathModel> path;
   std::unique_ptr<KgeModel> kge;
+  std::unique_ptr<FusedModel> fused;
 
   ModelFamily family() const {
-    return path ? ModelFamily::kPath : kge ? ModelFamily::kKge : ModelFamily::kGrail;
+    return path    ? ModelFamily::kPath
+           : kge   ? ModelFamily::kKge
+           : fused ? ModelFamily::kFused
+                   : ModelFamily::kGrail;
   }
 };
 

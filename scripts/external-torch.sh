@@ -179,7 +179,7 @@ build() {
     -DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_LIBRARY_ARCHITECTURE=$multiarch \
     -DCMAKE_BUILD_RPATH="$libs" -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
     "${extra[@]}" "${cmake_args[@]}"
-  local targets=(grail-train grail-kge-train grail-eval)
+  local targets=(grail-train grail-kge-train grail-fuse grail-eval)
   ((server)) && targets+=(grail-server grail-client)
   cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
   echo "external-torch: built ${targets[*]} in $build_dir/bin against $torch_dir"

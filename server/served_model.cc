@@ -150,6 +150,10 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
                      "): it has no embedding for an entity added at runtime, so grail-server "
                      "serves GraIL and path models"));
   }
+  if (model->fused) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is a fused model (", kFusedModelFormat,
+                                                   "): grail-server does not serve those yet"));
+  }
   if (model->path) {
     return std::make_shared<const ServedModel>(
         std::shared_ptr<const PathModel>(std::move(model->path)), path, *std::move(sha256),

@@ -81,8 +81,8 @@ class ExternalTorchBuildTest(unittest.TestCase):
 
     def test_binaries_load_the_carried_libraries_not_the_systems(self):
         root = str((self.deps / "root").resolve())
-        for name in (
-                "grail-train", "grail-kge-train", "grail-eval", "grail-server", "grail-client"):
+        for name in ("grail-train", "grail-kge-train", "grail-fuse", "grail-eval",
+                     "grail-server", "grail-client"):
             ldd = run(["ldd", self.bin / name])
             self.assertEqual(ldd.returncode, 0, ldd.stderr)
             self.assertNotIn("not found", ldd.stdout)

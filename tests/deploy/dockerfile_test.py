@@ -28,8 +28,8 @@ import grail_sources
 BIN_DIR = None
 DOCKERFILES = [grail_sources.ROOT / "Dockerfile",
                grail_sources.DEPLOY / "docker" / "Dockerfile.cuda"]
-BINARIES = ["grail-server", "grail-client", "grail-train", "grail-kge-train", "grail-eval",
-            "grail-tools"]
+BINARIES = ["grail-server", "grail-client", "grail-train", "grail-kge-train", "grail-fuse",
+            "grail-eval", "grail-tools"]
 
 
 def instructions(path):

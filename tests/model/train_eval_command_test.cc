@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/fact_scoring.h"
+#include "model/fused_model.h"
 #include "model/grail_model.h"
 #include "model/kge_model.h"
 #include "model/path_model.h"
@@ -301,6 +302,46 @@ TEST_F(TrainEvalCommandTest, AKgeModelTrainsResumesAndEvaluatesOnItsOwnGraph) {
       absl::StrCat("--model conve --train ", Path("train", "graph.txt"), " --out ", model));
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("transe, distmult, complex or rotate"));
+}
+
+// grail-fuse fits late fusion on validation facts and writes one archive; grail-eval scores
+// with it on the GraIL protocol. --kge may be repeated.
+TEST_F(TrainEvalCommandTest, GrailFuseWritesAFusedArchiveThatGrailEvalScoresWith) {
+  const std::string grail = Path("model", "fuse_grail.pt");
+  const std::string kge = Path("model", "fuse_kge.pt");
+  const std::string fused = Path("model", "fused.pt");
+  const std::string graph = Path("train", "graph.txt");
+  const std::string held = Path("train", "held.txt");
+  ASSERT_EQ(RunBinary("grail-train", absl::StrCat("--train ", graph, " --out ", grail,
+                                                  " --epochs 1 --hops 2 --threads 1"))
+                .exit_code,
+            0);
+  ASSERT_EQ(RunBinary("grail-kge-train",
+                      absl::StrCat("--model distmult --train ", graph, " --valid ", held, " --out ",
+                                   kge, " --dim 8 --negatives 8 --batch-size 64 --epochs 2"))
+                .exit_code,
+            0);
+  BinaryRun fuse = RunBinary(
+      "grail-fuse", absl::StrCat("--grail ", grail, " --kge ", kge, " --kge=", kge, " --graph ",
+                                 graph, " --valid ", held, " --out ", fused, " --threads 1"));
+  ASSERT_EQ(fuse.exit_code, 0) << fuse.all();
+  EXPECT_THAT(fuse.err, HasSubstr("30 validation facts, 30 known to every KGE model"));
+  EXPECT_THAT(fuse.err, HasSubstr("fused weights:"));
+  absl::StatusOr<std::unique_ptr<FusedModel>> loaded = FusedModel::Load(fused);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->kge().size(), 2u);
+
+  BinaryRun eval = RunBinary("grail-eval", absl::StrCat("--model ", fused, " --graph ", graph,
+                                                        " --test ", held, " --threads 1"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  EXPECT_THAT(eval.err, HasSubstr("scores fused"));
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*\"n\":30\\}"));
+  EXPECT_EQ(RunBinary("grail-fuse", absl::StrCat("--grail ", grail, " --graph ", graph, " --valid ",
+                                                 held, " --out ", fused))
+                .exit_code,
+            2);
 }
 
 TEST_F(TrainEvalCommandTest, MissingFlagsAreUsageErrorsAndBadFilesNameThemselves) {

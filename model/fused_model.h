@@ -1,0 +1,121 @@
+// Late fusion of GraIL with KGE models (GraIL paper, Section 5.2), as one archive: the
+// GraIL model, one or more KGE models, and two linear classifiers (model/linear_fusion.h)
+// trained on validation facts against negatives — one over every member's score, one over
+// GraIL's score alone. A fact whose head, tail and relation every KGE model knows gets the
+// fused score; any other fact (an entity added after the KGE models were trained) gets the
+// GraIL-only classifier's. Both are log-odds that the fact is true, so the two kinds of
+// scores rank together.
+//
+// The archive is a TorchScript module holding the members' modules as submodules (`grail`,
+// `kge_0`, `kge_1`, ...) with the classifiers as attributes; each member loads as its own
+// family would.
+#ifndef GRAIL_MODEL_FUSED_MODEL_H_
+#define GRAIL_MODEL_FUSED_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "model/fact_scoring.h"
+#include "model/grail_model.h"
+#include "model/kge_model.h"
+#include "model/linear_fusion.h"
+#include "storage/graph_view.h"
+
+namespace grail {
+
+inline constexpr char kFusedModelFormat[] = "grail-kg-fused-model/1";
+
+// Where a graph's ids lie in each KGE model's vocabularies (-1: unknown to that model).
+struct FusionVocabulary {
+  std::vector<std::vector<int64_t>> entity;    // [member][graph entity id]
+  std::vector<std::vector<int64_t>> relation;  // [member][graph relation id]
+};
+
+struct FusedScores {
+  std::vector<float> score;
+  std::vector<uint8_t> fused;  // 1: the fused classifier's score; 0: GraIL's alone
+};
+
+class FusedModel {
+ public:
+  // Errors: INVALID_ARGUMENT without a KGE model, or for classifiers of the wrong width
+  // (`fused`: 1 + kge.size() weights, GraIL's first; `grail_only`: 1).
+  static absl::StatusOr<std::unique_ptr<FusedModel>> Create(
+      std::unique_ptr<GrailModel> grail, std::vector<std::unique_ptr<KgeModel>> kge,
+      LinearFusion fused, LinearFusion grail_only);
+  // Opens an archive written by Save(). Errors name the path and what is wrong (with a
+  // member's own loader's message for a bad member).
+  static absl::StatusOr<std::unique_ptr<FusedModel>> Load(const std::string& path,
+                                                          absl::string_view device = "cpu");
+  ~FusedModel();
+
+  absl::Status Save(const std::string& path) const;
+
+  // Replaces the classifiers (grail-fuse fits them after the members are assembled).
+  // Errors: INVALID_ARGUMENT for the wrong widths, as Create().
+  absl::Status SetClassifiers(LinearFusion fused, LinearFusion grail_only);
+
+  const GrailModel& grail() const { return *grail_; }
+  const std::vector<std::unique_ptr<KgeModel>>& kge() const { return kge_; }
+  const LinearFusion& fused_classifier() const { return fused_; }
+  const LinearFusion& grail_classifier() const { return grail_only_; }
+
+  // The KGE models' ids of a graph's entities and relations, matched by name.
+  FusionVocabulary MapVocabulary(absl::Span<const std::string> graph_entities,
+                                 absl::Span<const std::string> graph_relations) const;
+
+  // The members' raw scores of `facts` (ids of `graph`; `relations` maps them to GraIL's):
+  // column 0 GraIL's, column 1 + m the KGE model m's, NaN where that model does not know the
+  // fact's entities or relation. Errors: as ScoreFacts for GraIL.
+  absl::StatusOr<std::vector<std::vector<double>>> MemberScores(
+      const GraphView& graph, const RelationMap& relations, const FusionVocabulary& vocabulary,
+      absl::Span<const Triple> facts, const ScoringOptions& scoring) const;
+
+  // Each fact's score: the fused classifier's where every member knows it, GraIL's alone
+  // otherwise. Errors: as MemberScores.
+  absl::StatusOr<FusedScores> Score(const GraphView& graph, const RelationMap& relations,
+                                    const FusionVocabulary& vocabulary,
+                                    absl::Span<const Triple> facts,
+                                    const ScoringOptions& scoring) const;
+
+ private:
+  FusedModel(std::unique_ptr<GrailModel> grail, std::vector<std::unique_ptr<KgeModel>> kge,
+             LinearFusion fused, LinearFusion grail_only);
+
+  std::unique_ptr<GrailModel> grail_;
+  std::vector<std::unique_ptr<KgeModel>> kge_;
+  LinearFusion fused_;
+  LinearFusion grail_only_;
+};
+
+// Classifiers fitted on validation facts, and how each member and the fusion separate them.
+struct FusionFit {
+  LinearFusion fused;       // over the facts every member knows
+  LinearFusion grail_only;  // over every fact
+  int64_t facts = 0;        // validation facts used, each with one negative
+  int64_t fused_facts = 0;  // of which every member knows both it and its negative
+  // AUC-PR on the facts every member knows, each with its negative: per member (GraIL
+  // first), then the fused classifier's (on the data it was fitted to).
+  std::vector<double> member_auc_pr;
+  double fused_auc_pr = 0;
+};
+
+// Late fusion's training, as the paper's: every validation fact (ids of `graph`, not facts of
+// it) with one negative (head or tail replaced, drawn from `seed` as the evaluation draws
+// them) is a row of member scores; logistic regression separates the facts from the
+// negatives. Errors: INVALID_ARGUMENT if no validation fact can be used, or the members
+// know none of them; scoring errors.
+absl::StatusOr<FusionFit> FitFusion(const FusedModel& model, const GraphView& graph,
+                                    const RelationMap& relations,
+                                    const FusionVocabulary& vocabulary,
+                                    absl::Span<const Triple> valid, uint64_t seed,
+                                    const ScoringOptions& scoring);
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_FUSED_MODEL_H_
