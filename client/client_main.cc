@@ -87,7 +87,8 @@ constexpr const char kUsage[] =
 commands:
   score H R T [--explain [--paths K]]
       Scores one fact. Prints the score; --json: an object with head, relation, tail,
-      score, probability, known_fact, subgraph_nodes, subgraph_edges, graph_sequence.
+      score, probability, known_fact, subgraph_nodes, subgraph_edges, graph_sequence,
+      scored_by (grail, path, or fused: a fused archive's classifier over GraIL and KGE).
       --explain: then the K (default 3) strongest paths from H to T behind the score, one
       per line: weight<TAB>rule body<TAB>the entities it runs through (--json: "paths").
   score-file FILE [--batch N]
@@ -97,7 +98,7 @@ commands:
   rank-heads R T [--top-k K] [--candidates FILE] [--filter-known]
       Ranks candidate tails (heads), best first: every entity of the graph, or the names
       in FILE (one per line). Prints rank<TAB>entity<TAB>score per entity; --json: an
-      object with ranked (rank, entity, score, known_fact), candidates_scored,
+      object with ranked (rank, entity, score, known_fact, scored_by), candidates_scored,
       candidates_filtered, candidates_shared_score (candidates far from the fixed entity,
       which share one exact score), graph_sequence.
   add FILE [--chunk N] [--window W]
@@ -180,6 +181,20 @@ struct Session {
   bool json = false;
 };
 
+// The scorer's name as the JSON output gives it: grail, path or fused ("" if unset).
+std::string ScoredByName(kg::v1::ScoredBy scored_by) {
+  switch (scored_by) {
+    case kg::v1::SCORED_BY_GRAIL:
+      return "grail";
+    case kg::v1::SCORED_BY_PATH:
+      return "path";
+    case kg::v1::SCORED_BY_FUSED:
+      return "fused";
+    default:
+      return "";
+  }
+}
+
 std::string ScoreJson(const kg::v1::Triple& triple, const kg::v1::ScoreTripletResponse& result) {
   return JsonLine({{"head", triple.head()},
                    {"relation", triple.relation()},
@@ -189,7 +204,8 @@ std::string ScoreJson(const kg::v1::Triple& triple, const kg::v1::ScoreTripletRe
                    {"known_fact", result.known_fact()},
                    {"subgraph_nodes", result.subgraph_nodes()},
                    {"subgraph_edges", result.subgraph_edges()},
-                   {"graph_sequence", result.graph_sequence()}});
+                   {"graph_sequence", result.graph_sequence()},
+                   {"scored_by", ScoredByName(result.scored_by())}});
 }
 
 // One explanation path as text: weight, rule body, and the entities it runs through.
@@ -333,7 +349,8 @@ int RunRank(const Session& session, bool tails, const std::vector<std::string>& 
       ranked.push_back({{"rank", entity.rank()},
                         {"entity", entity.entity()},
                         {"score", JsonFloat(entity.score())},
-                        {"known_fact", entity.known_fact()}});
+                        {"known_fact", entity.known_fact()},
+                        {"scored_by", ScoredByName(entity.scored_by())}});
     }
     json["candidates_scored"] = response.candidates_scored();
     json["candidates_filtered"] = response.candidates_filtered();

@@ -1,5 +1,6 @@
 #include "model/fused_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -44,7 +45,12 @@ FusedModel::FusedModel(std::unique_ptr<GrailModel> grail,
     : grail_(std::move(grail)),
       kge_(std::move(kge)),
       fused_(std::move(fused)),
-      grail_only_(std::move(grail_only)) {}
+      grail_only_(std::move(grail_only)) {
+  for (const std::unique_ptr<KgeModel>& member : kge_) {
+    member_entities_.emplace_back(member->entities());
+    member_relations_.emplace_back(member->relations());
+  }
+}
 
 FusedModel::~FusedModel() = default;
 
@@ -133,9 +139,9 @@ absl::Status FusedModel::SetClassifiers(LinearFusion fused, LinearFusion grail_o
 FusionVocabulary FusedModel::MapVocabulary(absl::Span<const std::string> graph_entities,
                                            absl::Span<const std::string> graph_relations) const {
   FusionVocabulary vocabulary;
-  for (const std::unique_ptr<KgeModel>& member : kge_) {
-    const Vocabulary entities(member->entities());
-    const Vocabulary relations(member->relations());
+  for (size_t m = 0; m < kge_.size(); ++m) {
+    const Vocabulary& entities = member_entities_[m];
+    const Vocabulary& relations = member_relations_[m];
     std::vector<int64_t>& e = vocabulary.entity.emplace_back();
     for (const std::string& name : graph_entities) {
       const std::optional<uint32_t> id = entities.Find(name);
@@ -148,6 +154,50 @@ FusionVocabulary FusedModel::MapVocabulary(absl::Span<const std::string> graph_e
     }
   }
   return vocabulary;
+}
+
+std::optional<std::vector<Triple>> FusedModel::MemberFacts(absl::string_view head,
+                                                           absl::string_view relation,
+                                                           absl::string_view tail) const {
+  std::vector<Triple> facts;
+  facts.reserve(kge_.size());
+  for (size_t m = 0; m < kge_.size(); ++m) {
+    const std::optional<uint32_t> h = member_entities_[m].Find(head);
+    const std::optional<uint32_t> r = member_relations_[m].Find(relation);
+    const std::optional<uint32_t> t = member_entities_[m].Find(tail);
+    if (!h || !r || !t) return std::nullopt;
+    facts.push_back({*h, *r, *t});
+  }
+  return facts;
+}
+
+absl::StatusOr<std::vector<std::vector<double>>> FusedModel::KgeScores(
+    absl::Span<const FactNames> facts) const {
+  std::vector<std::vector<double>> rows(facts.size());
+  std::vector<std::vector<Triple>> member_facts(kge_.size());
+  std::vector<size_t> known;  // the facts every member knows
+  for (size_t i = 0; i < facts.size(); ++i) {
+    std::optional<std::vector<Triple>> ids =
+        MemberFacts(facts[i].head, facts[i].relation, facts[i].tail);
+    if (!ids) continue;
+    for (size_t m = 0; m < kge_.size(); ++m) member_facts[m].push_back((*ids)[m]);
+    known.push_back(i);
+    rows[i].reserve(kge_.size());
+  }
+  for (size_t m = 0; m < kge_.size(); ++m) {
+    absl::StatusOr<std::vector<float>> scores = kge_[m]->ScoreFacts(member_facts[m]);
+    if (!scores.ok()) return scores.status();
+    for (size_t k = 0; k < known.size(); ++k) rows[known[k]].push_back((*scores)[k]);
+  }
+  return rows;
+}
+
+float FusedModel::Combine(double grail, absl::Span<const double> kge) const {
+  if (kge.empty()) return static_cast<float>(grail_only_.Logit({grail}));
+  std::vector<double> row(1 + kge.size());
+  row[0] = grail;
+  std::copy(kge.begin(), kge.end(), row.begin() + 1);
+  return static_cast<float>(fused_.Logit(row));
 }
 
 absl::StatusOr<std::vector<std::vector<double>>> FusedModel::MemberScores(
@@ -194,8 +244,8 @@ absl::StatusOr<FusedScores> FusedModel::Score(const GraphView& graph, const Rela
     bool all_known = true;
     for (double v : row) all_known = all_known && !std::isnan(v);
     out.fused.push_back(all_known ? 1 : 0);
-    out.score.push_back(static_cast<float>(
-        all_known ? fused_.Logit(row) : grail_only_.Logit(absl::MakeConstSpan(row).subspan(0, 1))));
+    const absl::Span<const double> kge = absl::MakeConstSpan(row).subspan(1);
+    out.score.push_back(Combine(row[0], all_known ? kge : absl::Span<const double>()));
   }
   return out;
 }

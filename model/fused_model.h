@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,10 +26,16 @@
 #include "model/kge_model.h"
 #include "model/linear_fusion.h"
 #include "storage/graph_view.h"
+#include "storage/vocabulary.h"
 
 namespace grail {
 
 inline constexpr char kFusedModelFormat[] = "grail-kg-fused-model/1";
+
+// A fact by its names (FusedModel::KgeScores); the views must outlive the call.
+struct FactNames {
+  absl::string_view head, relation, tail;
+};
 
 // Where a graph's ids lie in each KGE model's vocabularies (-1: unknown to that model).
 struct FusionVocabulary {
@@ -68,6 +75,28 @@ class FusedModel {
   // The KGE models' ids of a graph's entities and relations, matched by name.
   FusionVocabulary MapVocabulary(absl::Span<const std::string> graph_entities,
                                  absl::Span<const std::string> graph_relations) const;
+  // KGE member m's id of an entity or a relation, by name; nullopt if it has none.
+  std::optional<uint32_t> MemberEntity(size_t m, absl::string_view name) const {
+    return member_entities_[m].Find(name);
+  }
+  std::optional<uint32_t> MemberRelation(size_t m, absl::string_view name) const {
+    return member_relations_[m].Find(name);
+  }
+  // The fact (head, relation, tail) in each KGE member's ids, members in order; nullopt if a
+  // member does not know one of the three (the fact then gets GraIL's score alone).
+  std::optional<std::vector<Triple>> MemberFacts(absl::string_view head, absl::string_view relation,
+                                                 absl::string_view tail) const;
+
+  // Each fact's KGE scores by name: one per member, in order, or an empty row for a fact that
+  // some member does not know (Combine then gives GraIL's score alone). Errors: a member's
+  // scoring failing.
+  absl::StatusOr<std::vector<std::vector<double>>> KgeScores(
+      absl::Span<const FactNames> facts) const;
+
+  // A fact's final score from its members' raw scores: with `kge` (one score per KGE member)
+  // the fused classifier's over GraIL's and theirs; with `kge` empty the GraIL-only
+  // classifier's. Every fused score, the evaluator's and the server's, is computed here.
+  float Combine(double grail, absl::Span<const double> kge) const;
 
   // The members' raw scores of `facts` (ids of `graph`; `relations` maps them to GraIL's):
   // column 0 GraIL's, column 1 + m the KGE model m's, NaN where that model does not know the
@@ -91,6 +120,10 @@ class FusedModel {
   std::vector<std::unique_ptr<KgeModel>> kge_;
   LinearFusion fused_;
   LinearFusion grail_only_;
+  // Each member's vocabularies by name, for MemberFacts (built once: names are looked up per
+  // scored fact).
+  std::vector<Vocabulary> member_entities_;
+  std::vector<Vocabulary> member_relations_;
 };
 
 // Classifiers fitted on validation facts, and how each member and the fusion separate them.

@@ -298,15 +298,25 @@ absl::StatusOr<std::vector<float>> KgeModel::ScoreFacts(absl::Span<const Triple>
   }
   std::vector<float> scores;
   if (facts.empty()) return scores;
+  scores.reserve(facts.size());
+  // In chunks: each gathers [facts, width] embedding tensors, so a ranking's many candidates
+  // would otherwise hold gigabytes at once.
+  const int64_t n = static_cast<int64_t>(facts.size());
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / config_.entity_width());
   try {
     torch::NoGradGuard no_grad;
     const torch::Device& device = module_->device;
-    const torch::Tensor out =
-        KgeForward(*module_, Int64Tensor(heads, device).unsqueeze(1),
-                   Int64Tensor(relations, device), Int64Tensor(tails, device).unsqueeze(1))
-            .to(torch::kCPU)
-            .contiguous();
-    scores.assign(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+    const torch::Tensor h = Int64Tensor(heads, device).unsqueeze(1);
+    const torch::Tensor r = Int64Tensor(relations, device);
+    const torch::Tensor t = Int64Tensor(tails, device).unsqueeze(1);
+    for (int64_t c = 0; c < n; c += chunk) {
+      const int64_t e = std::min(n, c + chunk);
+      const torch::Tensor out =
+          KgeForward(*module_, h.slice(0, c, e), r.slice(0, c, e), t.slice(0, c, e))
+              .to(torch::kCPU)
+              .contiguous();
+      scores.insert(scores.end(), out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+    }
     return scores;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("KGE forward failed: ", e.what()));

@@ -73,8 +73,20 @@ NamedTriple ToNamed(const kg::v1::Triple& t) {
   return NamedTriple{t.head(), t.relation(), t.tail()};
 }
 
-void FillScore(const FactScore& s, uint64_t sequence, const std::string& model_version,
-               kg::v1::ScoreTripletResponse* out) {
+kg::v1::ScoredBy ToProto(ScoredBy scored_by) {
+  switch (scored_by) {
+    case ScoredBy::kGrail:
+      return kg::v1::SCORED_BY_GRAIL;
+    case ScoredBy::kPath:
+      return kg::v1::SCORED_BY_PATH;
+    case ScoredBy::kFused:
+      return kg::v1::SCORED_BY_FUSED;
+  }
+  return kg::v1::SCORED_BY_UNSPECIFIED;
+}
+
+void FillScore(const FactScore& s, ScoredBy scored_by, uint64_t sequence,
+               const std::string& model_version, kg::v1::ScoreTripletResponse* out) {
   out->set_score(s.score);
   out->set_probability(static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(s.score)))));
   out->set_known_fact(s.known_fact);
@@ -82,6 +94,7 @@ void FillScore(const FactScore& s, uint64_t sequence, const std::string& model_v
   out->set_subgraph_edges(static_cast<uint32_t>(s.subgraph_edges));
   out->set_graph_sequence(sequence);
   out->set_model_version(model_version);
+  out->set_scored_by(ToProto(scored_by));
 }
 
 void FillModelInfo(const ServedModel& served, kg::v1::ModelInfo* info) {
@@ -98,6 +111,14 @@ void FillModelInfo(const ServedModel& served, kg::v1::ModelInfo* info) {
   info->set_version(served.version());
   info->set_generation(served.generation());
   info->set_loaded_at_unix_seconds(served.loaded_at_unix_seconds());
+  for (const KgeMemberSummary& member : summary.kge_members) {
+    kg::v1::KgeModelInfo* out = info->add_kge_models();
+    out->set_kind(member.kind);
+    out->set_dim(static_cast<uint32_t>(member.dim));
+    out->set_entities(member.entities);
+    out->set_relations(static_cast<uint32_t>(member.relations));
+    out->set_weight(member.weight);
+  }
 }
 
 }  // namespace
@@ -447,9 +468,11 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
                                                        : kDefaultExplanationPaths;
   predictor->Score(
       {ToNamed(request->triple())}, call->control(),
-      [call, response](absl::StatusOr<ScoredFacts> scored) {
+      [this, call, response](absl::StatusOr<ScoredFacts> scored) {
         if (!scored.ok()) return call->Reply(scored.status());
-        FillScore(scored->scores[0], scored->graph_sequence, scored->model_version, response);
+        FillScore(scored->scores[0], scored->scored_by[0], scored->graph_sequence,
+                  scored->model_version, response);
+        observer_->OnScoresReturned(scored->scored_by[0], 1);
         if (!scored->paths.empty()) {
           for (const NamedPath& path : scored->paths[0]) {
             kg::v1::ExplanationPath* out = response->add_paths();
@@ -495,16 +518,18 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplets(
     call->Reply(status);
     return call;
   }
-  predictor->Score(
-      std::move(facts), call->control(), [call, response](absl::StatusOr<ScoredFacts> scored) {
-        if (!scored.ok()) return call->Reply(scored.status());
-        for (const FactScore& s : scored->scores) {
-          FillScore(s, scored->graph_sequence, scored->model_version, response->add_results());
-        }
-        response->set_graph_sequence(scored->graph_sequence);
-        response->set_model_version(scored->model_version);
-        call->Reply(grpc::Status::OK);
-      });
+  predictor->Score(std::move(facts), call->control(),
+                   [this, call, response](absl::StatusOr<ScoredFacts> scored) {
+                     if (!scored.ok()) return call->Reply(scored.status());
+                     for (size_t i = 0; i < scored->scores.size(); ++i) {
+                       FillScore(scored->scores[i], scored->scored_by[i], scored->graph_sequence,
+                                 scored->model_version, response->add_results());
+                       observer_->OnScoresReturned(scored->scored_by[i], 1);
+                     }
+                     response->set_graph_sequence(scored->graph_sequence);
+                     response->set_model_version(scored->model_version);
+                     call->Reply(grpc::Status::OK);
+                   });
   return call;
 }
 
@@ -533,15 +558,22 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
   query.top_k = options.top_k();
   query.filter_known_facts = options.filter_known_facts();
   predictor->Rank(std::move(query), call->control(),
-                  [call, response](absl::StatusOr<Ranking> ranking) {
+                  [this, call, response](absl::StatusOr<Ranking> ranking) {
                     if (!ranking.ok()) return call->Reply(ranking.status());
                     response->mutable_ranked()->Reserve(static_cast<int>(ranking->ranked.size()));
+                    size_t by[3] = {0, 0, 0};  // entries per ScoredBy
                     for (RankedEntity& r : ranking->ranked) {
                       kg::v1::RankedEntity* out = response->add_ranked();
                       out->set_entity(std::move(r.entity));
                       out->set_score(r.score);
                       out->set_rank(r.rank);
                       out->set_known_fact(r.known_fact);
+                      out->set_scored_by(ToProto(r.scored_by));
+                      ++by[static_cast<int>(r.scored_by)];
+                    }
+                    for (ScoredBy scorer : {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFused}) {
+                      const size_t count = by[static_cast<int>(scorer)];
+                      if (count > 0) observer_->OnScoresReturned(scorer, count);
                     }
                     response->set_candidates_scored(ranking->candidates_scored);
                     response->set_candidates_filtered(ranking->candidates_filtered);

@@ -50,6 +50,9 @@ class ServiceObserver {
   virtual void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {}
   // Likewise for a RemoveTriples chunk.
   virtual void OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) {}
+  // `count` scores returned (ScoreTriplet(s) results, RankTails/RankHeads entries), all
+  // produced by `scored_by`.
+  virtual void OnScoresReturned(ScoredBy scored_by, size_t count) {}
   // A call refused at once because `limit` (e.g. "max_calls_in_flight") was reached.
   virtual void OnServiceLimit(absl::string_view limit) {}
   // A call's credentials checked (only with access tokens): `outcome` is

@@ -51,6 +51,22 @@ class FactScoringJob final : public ScoringJob {
         paths_(explain_paths > 0 ? facts_.size() : 0),
         done_(std::move(done)) {}
 
+  // A fused archive: the KGE models' scores of every fact they all know, by name.
+  absl::Status Prepare() override {
+    const FusedModel* fused = model_->fused();
+    if (fused == nullptr) return absl::OkStatus();
+    std::vector<FactNames> names;
+    names.reserve(facts_.size());
+    for (const Fact& f : facts_) {
+      names.push_back({graph_->EntityName(f.head), model_->relations()[f.model_relation],
+                       graph_->EntityName(f.tail)});
+    }
+    absl::StatusOr<std::vector<std::vector<double>>> kge = fused->KgeScores(names);
+    if (!kge.ok()) return kge.status();
+    kge_ = *std::move(kge);
+    return absl::OkStatus();
+  }
+
   size_t size() const override { return facts_.size(); }
   absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
                                   EnclosingSubgraph* out) override {
@@ -68,15 +84,23 @@ class FactScoringJob final : public ScoringJob {
   }
   const GrailModel* model() const override { return &model_->model(); }
   const RelationMap& relations() const override { return *relations_; }
-  void Accept(size_t i, const FactScore& score) override { results_[i] = score; }
+  void Accept(size_t i, const FactScore& score) override {
+    results_[i] = score;
+    if (const FusedModel* fused = model_->fused()) {
+      results_[i].score = fused->Combine(score.score, kge_[i]);
+      if (!kge_[i].empty()) scored_by_[i] = ScoredBy::kFused;
+    }
+  }
   void Finish(absl::Status status) override {
     if (!status.ok()) return done_(std::move(status));
-    done_(
-        ScoredFacts{std::move(results_), graph_->sequence(), model_->version(), std::move(paths_)});
+    done_(ScoredFacts{std::move(results_), std::move(scored_by_), graph_->sequence(),
+                      model_->version(), std::move(paths_)});
   }
   size_t MemoryBytes() const override {
-    return sizeof(*this) + facts_.capacity() * sizeof(Fact) +
-           results_.capacity() * sizeof(FactScore);
+    size_t bytes = sizeof(*this) + facts_.capacity() * sizeof(Fact) +
+                   results_.capacity() * (sizeof(FactScore) + sizeof(ScoredBy));
+    for (const std::vector<double>& row : kge_) bytes += sizeof(row) + row.capacity() * 8;
+    return bytes;
   }
   std::string Describe(size_t i) const override {
     const Fact& f = facts_[i];
@@ -120,6 +144,9 @@ class FactScoringJob final : public ScoringJob {
   const std::shared_ptr<const RelationMap> relations_;
   const std::vector<Fact> facts_;
   std::vector<FactScore> results_;
+  std::vector<ScoredBy> scored_by_ = std::vector<ScoredBy>(facts_.size(), ScoredBy::kGrail);
+  // A fused archive's: per fact, one score per KGE model, or none (model/fused_model.h).
+  std::vector<std::vector<double>> kge_;
   const int explain_paths_;
   std::vector<std::vector<NamedPath>> paths_;  // per fact; slot i written by Extract(i)
   LinkPredictor::ScoreCallback done_;
@@ -179,7 +206,9 @@ class PathFactJob final : public ScoringJob {
   void Accept(size_t, const FactScore&) override {}
   void Finish(absl::Status status) override {
     if (!status.ok()) return done_(std::move(status));
-    done_(ScoredFacts{std::move(results_), graph_->sequence(), model_->version(), {}});
+    std::vector<ScoredBy> scored_by(results_.size(), ScoredBy::kPath);
+    done_(ScoredFacts{
+        std::move(results_), std::move(scored_by), graph_->sequence(), model_->version(), {}});
   }
   size_t MemoryBytes() const override {
     return sizeof(*this) + facts_.capacity() * sizeof(Fact) +
@@ -213,6 +242,7 @@ struct Candidate {
   float score = 0;
   EntityId id = 0;
   bool known_fact = false;
+  ScoredBy scored_by = ScoredBy::kGrail;
 };
 bool Better(const Candidate& a, const Candidate& b) {
   const bool a_nan = std::isnan(a.score), b_nan = std::isnan(b.score);
@@ -279,6 +309,8 @@ class RankingJob final : public ScoringJob {
     // A path model: one query, (fixed, r, ?) or its inverse (fixed, r^-1, ?), whose pass
     // scores every candidate; entities beyond its neighbourhood share its far score.
     bool path = false;
+    // A fused archive (its GraIL model is model->model()), or null.
+    const FusedModel* fused = nullptr;
   };
 
   RankingJob(Setup setup, LinkPredictor::RankCallback done)
@@ -350,6 +382,10 @@ class RankingJob final : public ScoringJob {
                                  " candidates; the limit is ", s_.limits.max_rank_results,
                                  " (--max-rank-results); set options.top_k"));
     }
+    if (s_.fused != nullptr) {
+      absl::Status status = PrepareFusion();
+      if (!status.ok()) return status;
+    }
     if (!s_.path) {
       fixed_neighbourhood_.emplace(TargetNeighbourhood::Expand(graph, s_.fixed, s_.extraction));
     }
@@ -381,7 +417,7 @@ class RankingJob final : public ScoringJob {
              graph.HasFact(Head(c), s_.graph_relation, Tail(c));
     };
     if (explicit_candidates_) {
-      for (EntityId c : near_) top_.Add({scores.Of(batch, q, c), c, known(c)});
+      for (EntityId c : near_) top_.Add({scores.Of(batch, q, c), c, known(c), ScoredBy::kPath});
       return;
     }
     // Every entity of the neighbourhood is near and scored on its own; every other live
@@ -396,7 +432,7 @@ class RankingJob final : public ScoringJob {
         continue;
       }
       near_.push_back(c);
-      top_.Add({scores.node[node], c, is_known});
+      top_.Add({scores.node[node], c, is_known, ScoredBy::kPath});
     }
     std::sort(not_far_.begin(), not_far_.end());
     far_count_ = graph.num_live_entities() - 1 - not_far_.size();
@@ -416,10 +452,13 @@ class RankingJob final : public ScoringJob {
   const RelationMap& relations() const override { return *s_.relations; }
 
   void Accept(size_t i, const FactScore& score) override {
-    if (i < near_.size()) {
+    if (i >= near_.size()) {
+      shared_score_ = score.score;  // GraIL's; Result() passes it through the classifier
+    } else if (s_.fused == nullptr) {
       top_.Add({score.score, near_[i], score.known_fact});
     } else {
-      shared_score_ = score.score;
+      top_.Add({s_.fused->Combine(score.score, near_kge_[i]), near_[i], score.known_fact,
+                near_kge_[i].empty() ? ScoredBy::kGrail : ScoredBy::kFused});
     }
   }
 
@@ -430,7 +469,11 @@ class RankingJob final : public ScoringJob {
 
   size_t MemoryBytes() const override {
     size_t bytes = sizeof(*this) + near_.capacity() * sizeof(EntityId) +
-                   not_far_.capacity() * sizeof(EntityId) + top_.MemoryBytes();
+                   not_far_.capacity() * sizeof(EntityId) + top_.MemoryBytes() +
+                   far_fused_.capacity() * sizeof(EntityId) +
+                   far_best_.capacity() * sizeof(FarFused);
+    for (const std::vector<double>& row : near_kge_) bytes += sizeof(row) + row.capacity() * 8;
+    for (const FarFused& f : far_best_) bytes += f.kge.capacity() * 8;
     for (const std::string& c : s_.candidates) bytes += sizeof(std::string) + c.capacity();
     if (fixed_neighbourhood_) bytes += fixed_neighbourhood_->MemoryBytes();
     return bytes;
@@ -496,30 +539,110 @@ class RankingJob final : public ScoringJob {
     return absl::OkStatus();
   }
 
-  // Walks the far candidates in id order: every entity not in not_far_, not removed and
-  // not the fixed one. O(top_k + not_far_ + removed) for the first top_k.
+  // Walks the far candidates that share one score, in id order: every entity not in
+  // not_far_, not removed, not the fixed one and not scored apart by a fused archive
+  // (far_fused_). O(top_k + not_far_ + removed + far_fused_) for the first top_k.
   class FarCursor {
    public:
     explicit FarCursor(const RankingJob* job)
         : job_(job), removed_(job->s_.graph->RemovedEntities()) {}
     EntityId Next() {
       for (;; ++id_) {
-        while (skip_ < job_->not_far_.size() && job_->not_far_[skip_] < id_) ++skip_;
-        while (skip_removed_ < removed_.size() && removed_[skip_removed_] < id_) ++skip_removed_;
-        if (id_ == job_->s_.fixed) continue;
-        if (skip_ < job_->not_far_.size() && job_->not_far_[skip_] == id_) continue;
-        if (skip_removed_ < removed_.size() && removed_[skip_removed_] == id_) continue;
+        if (id_ == job_->s_.fixed || Skip(job_->not_far_, id_, skip_) ||
+            Skip(removed_, id_, skip_removed_) || Skip(job_->far_fused_, id_, skip_fused_)) {
+          continue;
+        }
         return id_++;
       }
     }
 
    private:
+    // Whether the sorted `ids` hold `id`, advancing `*at` past the ids below it (ids are asked
+    // in increasing order).
+    static bool Skip(absl::Span<const EntityId> ids, EntityId id, size_t& at) {
+      while (at < ids.size() && ids[at] < id) ++at;
+      return at < ids.size() && ids[at] == id;
+    }
+
     const RankingJob* job_;
     const absl::Span<const EntityId> removed_;
     EntityId id_ = 0;
     size_t skip_ = 0;
     size_t skip_removed_ = 0;
+    size_t skip_fused_ = 0;
   };
+
+  // A fused archive's part of a ranking (Prepare, after the near and far candidates are
+  // known): the KGE scores of the near candidates, and, ranking every entity, of the far
+  // candidates that every KGE model knows. Those far ones all get the shared GraIL score, so
+  // they rank by their KGE part alone: only the best top_k of them by it are kept (their
+  // final scores come in Result(), once the shared score is known), and they leave the
+  // group that shares one score. One KGE pass per member ranks every entity it knows; the
+  // cost is that of its vocabulary, not of the graph.
+  absl::Status PrepareFusion() {
+    const FusedModel& fused = *s_.fused;
+    const GraphSnapshot& graph = *s_.graph;
+    const absl::string_view fixed = graph.EntityName(s_.fixed);
+    std::vector<FactNames> names;
+    names.reserve(near_.size());
+    for (EntityId c : near_) {
+      const absl::string_view other = graph.EntityName(c);
+      names.push_back(s_.rank_tails ? FactNames{fixed, s_.relation_name, other}
+                                    : FactNames{other, s_.relation_name, fixed});
+    }
+    absl::StatusOr<std::vector<std::vector<double>>> near = fused.KgeScores(names);
+    if (!near.ok()) return near.status();
+    near_kge_ = *std::move(near);
+    if (explicit_candidates_ || far_count_ == 0) return absl::OkStatus();
+
+    const size_t members = fused.kge().size();
+    std::vector<std::vector<float>> all(members);  // [member][its entity id]
+    for (size_t m = 0; m < members; ++m) {
+      const std::optional<uint32_t> anchor = fused.MemberEntity(m, fixed);
+      const std::optional<uint32_t> relation = fused.MemberRelation(m, s_.relation_name);
+      if (!anchor || !relation) return absl::OkStatus();  // no far fact is known to all
+      absl::StatusOr<std::vector<float>> scores =
+          fused.kge()[m]->ScoreAll({KgeQuery{*anchor, *relation, !s_.rank_tails}});
+      if (!scores.ok()) return scores.status();
+      all[m] = *std::move(scores);
+    }
+    const std::vector<double>& weights = fused.fused_classifier().weights;
+    const KgeModel& first = *fused.kge()[0];
+    // Best first: higher KGE part, then lower id. As a heap's order, it keeps the worst on top.
+    auto better = [](const FarFused& a, const FarFused& b) {
+      return a.kge_part != b.kge_part ? a.kge_part > b.kge_part : a.id < b.id;
+    };
+    for (uint32_t e = 0; e < first.num_entities(); ++e) {
+      const std::string& name = first.entities()[e];
+      const std::optional<EntityId> id = graph.FindEntity(name);  // live entities only
+      if (!id || *id == s_.fixed || std::binary_search(not_far_.begin(), not_far_.end(), *id)) {
+        continue;
+      }
+      FarFused candidate{*id, 0, std::vector<double>(members)};
+      bool known = true;
+      for (size_t m = 0; m < members && known; ++m) {
+        const std::optional<uint32_t> own = m == 0 ? e : fused.MemberEntity(m, name);
+        if (!own) {
+          known = false;
+        } else {
+          candidate.kge[m] = all[m][*own];
+          candidate.kge_part += weights[1 + m] * candidate.kge[m];
+        }
+      }
+      if (!known) continue;
+      far_fused_.push_back(*id);
+      if (s_.top_k == 0 || far_best_.size() < s_.top_k) {
+        far_best_.push_back(std::move(candidate));
+        if (s_.top_k != 0) std::push_heap(far_best_.begin(), far_best_.end(), better);
+      } else if (better(candidate, far_best_.front())) {
+        std::pop_heap(far_best_.begin(), far_best_.end(), better);
+        far_best_.back() = std::move(candidate);
+        std::push_heap(far_best_.begin(), far_best_.end(), better);
+      }
+    }
+    std::sort(far_fused_.begin(), far_fused_.end());
+    return absl::OkStatus();
+  }
 
   Ranking Result() {
     const GraphSnapshot& graph = *s_.graph;
@@ -528,15 +651,24 @@ class RankingJob final : public ScoringJob {
     ranking.model_version = s_.model->version();
     ranking.candidates_scored = static_cast<uint32_t>(near_.size() + far_count_);
     ranking.candidates_filtered = filtered_;
-    ranking.candidates_shared_score = static_cast<uint32_t>(far_count_);
+    const uint64_t far_shared = far_count_ - far_fused_.size();
+    ranking.candidates_shared_score = static_cast<uint32_t>(far_shared);
+    ScoredBy far_scored_by = s_.path ? ScoredBy::kPath : ScoredBy::kGrail;
+    float far_score = shared_score_;
+    if (s_.fused != nullptr) {
+      far_score = s_.fused->Combine(shared_score_, {});
+      for (const FarFused& f : far_best_) {
+        top_.Add({s_.fused->Combine(shared_score_, f.kge), f.id, false, ScoredBy::kFused});
+      }
+    }
     const std::vector<Candidate> best = top_.TakeSorted();
-    const size_t total = best.size() + far_count_;
+    const size_t total = best.size() + far_shared;
     const size_t keep = s_.top_k == 0 ? total : std::min<size_t>(s_.top_k, total);
     ranking.ranked.reserve(keep);
     // Merge the near candidates (sorted) with the far ones (one score, id order).
     FarCursor far(this);
-    uint64_t far_left = far_count_;
-    Candidate next_far{shared_score_, 0, false};
+    uint64_t far_left = far_shared;
+    Candidate next_far{far_score, 0, false, far_scored_by};
     bool has_far = false;  // next_far holds the next far candidate not yet ranked
     size_t b = 0;
     while (ranking.ranked.size() < keep) {
@@ -556,20 +688,35 @@ class RankingJob final : public ScoringJob {
       if (!ranking.ranked.empty() && ranking.ranked.back().score == c.score) {
         rank = ranking.ranked.back().rank;
       }
-      ranking.ranked.push_back(RankedEntity{graph.EntityName(c.id), c.score, rank, c.known_fact});
+      ranking.ranked.push_back(
+          RankedEntity{graph.EntityName(c.id), c.score, rank, c.known_fact, c.scored_by});
     }
     return ranking;
   }
 
   Setup s_;
+  // A far candidate that a fused archive's KGE models all know: its scores, and the KGE part of
+  // the fused classifier's sum that orders it among them.
+  struct FarFused {
+    EntityId id = 0;
+    double kge_part = 0;
+    std::vector<double> kge;  // one per KGE model
+  };
+
   std::vector<EntityId> near_;     // candidates scored on their own subgraphs
   std::vector<EntityId> not_far_;  // sorted: candidates that do not share the trivial score
-  uint64_t far_count_ = 0;
+  uint64_t far_count_ = 0;         // far candidates, far_fused_ included
+  // A fused archive's: the near candidates' KGE scores (by position in near_; empty rows for
+  // those some KGE model does not know), the far candidates scored apart (sorted), and the
+  // best top_k of those (all of them for top_k 0).
+  std::vector<std::vector<double>> near_kge_;
+  std::vector<EntityId> far_fused_;
+  std::vector<FarFused> far_best_;
   EntityId representative_ = 0;  // the far candidate whose score all far ones share
   uint32_t filtered_ = 0;
   std::optional<TargetNeighbourhood> fixed_neighbourhood_;
   TopCandidates top_;
-  float shared_score_ = 0;
+  float shared_score_ = 0;  // the far candidates' GraIL (or path) score
   bool explicit_candidates_ = false;
   LinkPredictor::RankCallback done_;
 };
@@ -650,6 +797,7 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   setup.graph = view.snapshot;
   setup.relations = view.relations;
   setup.path = view.model->family() == ModelFamily::kPath;
+  setup.fused = view.model->fused();
   if (!setup.path) setup.extraction = view.model->model().config().extraction();
   setup.limits = limits_;
   setup.observer = &engine_.observer();

@@ -19,8 +19,12 @@
 // TrivialSubgraphDistance), so all such candidates share one score, computed once per call
 // on one of them; the fixed entity's own k-hop search is done once per call and reused for
 // every candidate; the candidates near it are scored on their own subgraphs, and only the
-// best top_k are kept. With a path model (model/path_model.h) a ranking is one query whose
-// single pass scores every entity of the fixed entity's neighbourhood, every other entity
+// best top_k are kept. A fused archive (model/fused_model.h) scores as GraIL does, then combines
+// each fact's GraIL score with its KGE models' scores where they all know the fact; ranking
+// every entity, a far candidate with embeddings gets the shared GraIL score plus its own KGE
+// scores (one KGE pass over every entity they know, on an extraction thread), and only those
+// without embeddings share one score. With a path model (model/path_model.h) a ranking is one query
+// whose single pass scores every entity of the fixed entity's neighbourhood, every other entity
 // sharing the query's far score; RankHeads is the inverse query; facts scored together that
 // share (head, relation) share the query.
 //
@@ -59,8 +63,14 @@ struct NamedPath {
   std::vector<NamedPathStep> steps;
 };
 
+// Which scorer produced a score (the proto's ScoredBy): GraIL's network (with a fused archive:
+// through its GraIL-only classifier, for a fact some KGE model has no embedding for), the
+// path-based scorer, or a fused archive's classifier over GraIL's and the KGE models' scores.
+enum class ScoredBy { kGrail, kPath, kFused };
+
 struct ScoredFacts {
-  std::vector<FactScore> scores;  // one per input fact, in order
+  std::vector<FactScore> scores;    // one per input fact, in order
+  std::vector<ScoredBy> scored_by;  // one per input fact, in order
   uint64_t graph_sequence = 0;
   std::string model_version;  // the model that scored them (ServedModel::version)
   // With explain_paths > 0: the strongest paths of each fact, in order.
@@ -81,6 +91,7 @@ struct RankedEntity {
   float score = 0;
   uint32_t rank = 0;  // 1-based; ties share the better rank
   bool known_fact = false;
+  ScoredBy scored_by = ScoredBy::kGrail;
 };
 
 struct Ranking {

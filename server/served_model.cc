@@ -71,20 +71,28 @@ std::vector<Triple> SampleStoredFacts(const ServedModel& model, const GraphSnaps
 
 ServedModel::ServedModel(std::shared_ptr<const GrailModel> model, std::string path,
                          std::string sha256, uint64_t generation)
-    : ServedModel(model, nullptr, &model->relations(), std::move(path), std::move(sha256),
+    : ServedModel(model, nullptr, nullptr, &model->relations(), std::move(path), std::move(sha256),
                   generation) {}
 
 ServedModel::ServedModel(std::shared_ptr<const PathModel> model, std::string path,
                          std::string sha256, uint64_t generation)
-    : ServedModel(nullptr, model, &model->relations(), std::move(path), std::move(sha256),
+    : ServedModel(nullptr, model, nullptr, &model->relations(), std::move(path), std::move(sha256),
                   generation) {}
+
+ServedModel::ServedModel(std::shared_ptr<const FusedModel> model, std::string path,
+                         std::string sha256, uint64_t generation)
+    // The GraIL model is the archive's own, kept alive by the archive.
+    : ServedModel(std::shared_ptr<const GrailModel>(model, &model->grail()), nullptr, model,
+                  &model->grail().relations(), std::move(path), std::move(sha256), generation) {}
 
 ServedModel::ServedModel(std::shared_ptr<const GrailModel> grail,
                          std::shared_ptr<const PathModel> path_model,
+                         std::shared_ptr<const FusedModel> fused,
                          const std::vector<std::string>* relations, std::string path,
                          std::string sha256, uint64_t generation)
     : model_(std::move(grail)),
       path_model_(std::move(path_model)),
+      fused_(std::move(fused)),
       relations_(relations),
       path_(std::move(path)),
       sha256_(std::move(sha256)),
@@ -107,13 +115,21 @@ ModelSummary ServedModel::Summary() const {
     summary.training_fingerprint = path_model_->training_fingerprint();
     summary.device = path_model_->device();
   } else {
-    summary.format = kModelFormat;
+    summary.format = fused_ ? kFusedModelFormat : kModelFormat;
     summary.hops = model_->config().hops;
     summary.layers = model_->config().num_layers;
     summary.dim = model_->config().dim;
     summary.parameters = model_->num_parameters();
     summary.training_fingerprint = model_->training_fingerprint();
     summary.device = model_->device();
+  }
+  if (fused_) {
+    for (size_t m = 0; m < fused_->kge().size(); ++m) {
+      const KgeModel& member = *fused_->kge()[m];
+      summary.kge_members.push_back({KgeKindName(member.config().kind), member.config().dim,
+                                     member.num_entities(), member.num_relations(),
+                                     fused_->fused_classifier().weights[1 + m]});
+    }
   }
   return summary;
 }
@@ -151,8 +167,9 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
                      "serves GraIL and path models"));
   }
   if (model->fused) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is a fused model (", kFusedModelFormat,
-                                                   "): grail-server does not serve those yet"));
+    return std::make_shared<const ServedModel>(
+        std::shared_ptr<const FusedModel>(std::move(model->fused)), path, *std::move(sha256),
+        generation);
   }
   if (model->path) {
     return std::make_shared<const ServedModel>(
@@ -209,6 +226,23 @@ absl::StatusOr<int> WarmUpPath(const ServedModel& served, const GraphView& graph
     ++forwards;
   }
   return forwards;
+}
+
+// A fused archive's KGE models: each scores one fact and ranks every entity for one query,
+// the two shapes serving asks of them. Returns the number of calls run.
+absl::StatusOr<int> WarmUpKge(const ServedModel& served) {
+  int calls = 0;
+  for (const std::unique_ptr<KgeModel>& member : served.fused()->kge()) {
+    const Triple fact{0, 0, member->num_entities() > 1 ? 1u : 0u};
+    absl::Status status = member->ScoreFacts({fact}).status();
+    if (status.ok()) status = member->ScoreAll({KgeQuery{0, 0, false}}).status();
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("warming up the KGE models of ",
+                                                      served.path(), ": ", status.message()));
+    }
+    calls += 2;
+  }
+  return calls;
 }
 
 }  // namespace
@@ -284,6 +318,11 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
                                                                ": ", scores.status().message()));
     }
     ++forwards;
+  }
+  if (served.fused() != nullptr) {
+    absl::StatusOr<int> calls = WarmUpKge(served);
+    if (!calls.ok()) return calls.status();
+    forwards += *calls;
   }
   return forwards;
 }

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/fused_model.h"
 #include "model/grail_model.h"
 #include "model/path_model.h"
 #include "model/subgraph_batch.h"
@@ -29,15 +30,27 @@
 
 namespace grail {
 
+// A fused archive's KGE member, as GetStats describes it.
+struct KgeMemberSummary {
+  std::string kind;  // KgeKindName
+  int dim = 0;
+  uint32_t entities = 0;
+  int32_t relations = 0;
+  double weight = 0;  // the fused classifier's weight on its score
+};
+
 // What GetStats and /metrics say about a model, whatever its family.
 struct ModelSummary {
-  std::string format;  // the archive format: kModelFormat or kPathModelFormat
-  int hops = 0;        // GraIL: the subgraph radius k; path: a query's neighbourhood radius
+  // The archive format: kModelFormat, kPathModelFormat or kFusedModelFormat (then the
+  // network fields are its GraIL model's).
+  std::string format;
+  int hops = 0;  // GraIL: the subgraph radius k; path: a query's neighbourhood radius
   int layers = 0;
   int dim = 0;
   int64_t parameters = 0;
   std::string training_fingerprint;
   std::string device;
+  std::vector<KgeMemberSummary> kge_members;  // a fused archive's
 };
 
 class ServedModel {
@@ -46,12 +59,20 @@ class ServedModel {
               uint64_t generation);
   ServedModel(std::shared_ptr<const PathModel> model, std::string path, std::string sha256,
               uint64_t generation);
+  // A fused archive: served as its GraIL model, whose scores its classifiers then combine
+  // with the KGE models' (see fused()).
+  ServedModel(std::shared_ptr<const FusedModel> model, std::string path, std::string sha256,
+              uint64_t generation);
   ServedModel(const ServedModel&) = delete;
   ServedModel& operator=(const ServedModel&) = delete;
 
-  ModelFamily family() const { return path_model_ ? ModelFamily::kPath : ModelFamily::kGrail; }
-  // The GraIL network; only for family() == kGrail.
+  ModelFamily family() const {
+    return path_model_ ? ModelFamily::kPath : fused_ ? ModelFamily::kFused : ModelFamily::kGrail;
+  }
+  // The GraIL network; for family() kGrail, and kFused (the archive's GraIL model).
   const GrailModel& model() const { return *model_; }
+  // The fused archive, or null for the other families.
+  const FusedModel* fused() const { return fused_.get(); }
   // The path-based scorer; only for family() == kPath.
   const PathModel& path_model() const { return *path_model_; }
   // The relation vocabulary in the model's id order.
@@ -74,13 +95,15 @@ class ServedModel {
   std::shared_ptr<const RelationMap> RelationsOf(const GraphSnapshot& graph) const;
 
  private:
-  // Exactly one of the models; `relations` is its vocabulary.
+  // One of the families: `grail` or `path_model`, and with `grail`, optionally the fused
+  // archive it belongs to; `relations` is the vocabulary.
   ServedModel(std::shared_ptr<const GrailModel> grail, std::shared_ptr<const PathModel> path_model,
-              const std::vector<std::string>* relations, std::string path, std::string sha256,
-              uint64_t generation);
+              std::shared_ptr<const FusedModel> fused, const std::vector<std::string>* relations,
+              std::string path, std::string sha256, uint64_t generation);
 
   const std::shared_ptr<const GrailModel> model_;
   const std::shared_ptr<const PathModel> path_model_;
+  const std::shared_ptr<const FusedModel> fused_;
   const std::vector<std::string>* const relations_;
   const std::string path_;
   const std::string sha256_;
@@ -93,9 +116,10 @@ class ServedModel {
   mutable std::shared_ptr<const RelationMap> relation_map_;
 };
 
-// Loads the archive at `path` on `device`, of either family (GrailModel::Load or
-// PathModel::Load: format and contents checked), and fingerprints its bytes. Errors name the path:
-// NOT_FOUND if it cannot be read, INVALID_ARGUMENT if it is not a model archive of this format.
+// Loads the archive at `path` on `device` — GraIL, path-family or fused (LoadAnyModel: format
+// and contents checked) — and fingerprints its bytes. Errors name the path: NOT_FOUND if it
+// cannot be read, INVALID_ARGUMENT if it is not a model archive of this format, or a KGE
+// model alone (it has no embedding for an entity added at runtime).
 absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::string& path,
                                                                    absl::string_view device,
                                                                    uint64_t generation);
@@ -123,9 +147,10 @@ struct WarmupOptions {
 // filled up to the batch limits, odd ones with a single subgraph (a lone ScoreTriplet's
 // shape); with no facts stored, over a small synthetic graph of the model's relations.
 // A path model runs its queries (the sampled facts' heads and relations) instead of
-// subgraphs, within the same limits.
-// Returns the number of forwards run. An error (a forward failing) means the model cannot
-// serve.
+// subgraphs, within the same limits. A fused archive warms up its GraIL model so, and then
+// each KGE model with a fact and a ranking of every entity.
+// Returns the number of forwards run (and KGE calls, for a fused archive). An error (a forward
+// failing) means the model cannot serve.
 absl::StatusOr<int> WarmUp(const ServedModel& model, const GraphSnapshot& graph,
                            const WarmupOptions& options);
 

@@ -140,6 +140,7 @@ struct ServerMetrics::Instruments {
   std::optional<Labelled<prometheus::Counter>> rejected;
   std::optional<Labelled<prometheus::Counter>> auth;
   std::array<prometheus::Counter*, 2> token_reloads{};  // error, ok
+  std::array<prometheus::Counter*, 3> scores{};         // by ScoredBy
   prometheus::Gauge* tokens = nullptr;
   std::unique_ptr<MetricsHttpServer> http;
 };
@@ -236,6 +237,17 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
   m.token_reloads[0] = &token_reloads.Add({"error"});
   m.token_reloads[1] = &token_reloads.Add({"ok"});
   m.tokens = &Gauge(r, "grail_auth_tokens", "Bearer tokens in use (0: no authentication).");
+  const Labelled<prometheus::Counter> scores = Counters(
+      r, "grail_scores_total",
+      "Scores returned (ScoreTriplet(s) results, RankTails/RankHeads entries), by the scorer "
+      "that produced them: grail, path, or fused (a fused archive's classifier over GraIL's and "
+      "its KGE models' scores; its facts without embeddings count as grail).",
+      {"scored_by"});
+  for (const auto& [scorer, label] :
+       {std::pair{ScoredBy::kGrail, "grail"}, std::pair{ScoredBy::kPath, "path"},
+        std::pair{ScoredBy::kFused, "fused"}}) {
+    m.scores[static_cast<int>(scorer)] = &scores.Add({label});
+  }
 
   // What the scheduler holds, read at scrape time.
   auto engine_gauge = [this](const char* name, const char* help,
@@ -384,6 +396,10 @@ void ServerMetrics::OnCallRejected(absl::string_view limit) {
 }
 
 void ServerMetrics::OnServiceLimit(absl::string_view limit) { OnCallRejected(limit); }
+
+void ServerMetrics::OnScoresReturned(ScoredBy scored_by, size_t count) {
+  instruments_->scores[static_cast<int>(scored_by)]->Increment(static_cast<double>(count));
+}
 
 void ServerMetrics::OnAccess(absl::string_view method, absl::string_view outcome,
                              absl::string_view token_name) {

@@ -17,6 +17,8 @@
 //   grail_dropped_calls_total{reason}              calls ended by deadline/cancellation
 //   grail_dropped_subgraphs_total{reason}          and their facts never scored
 //   grail_rejected_calls_total{limit}              calls refused with RESOURCE_EXHAUSTED
+//   grail_scores_total{scored_by}                  scores returned, by scorer (grail, path,
+//                                                  fused)
 //   grail_auth_requests_total{token,method,outcome} bearer-token checks, by token name
 //   grail_auth_token_reloads_total{result}, grail_auth_tokens   the --auth-tokens file
 //   grail_calls_in_flight, grail_scoring_calls, grail_pending_subgraphs,
@@ -78,6 +80,7 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) override;
   void OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) override;
   void OnServiceLimit(absl::string_view limit) override;
+  void OnScoresReturned(ScoredBy scored_by, size_t count) override;
   void OnAccess(absl::string_view method, absl::string_view outcome,
                 absl::string_view token_name) override;
 

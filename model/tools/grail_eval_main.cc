@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -47,13 +49,47 @@ ABSL_FLAG(bool, score_only, false,
           "throughput as JSON: the model's raw batched speed on those subgraphs");
 ABSL_FLAG(std::string, scores_out, "",
           "with --score-only: also write every scored test fact with its score, "
-          "head<TAB>relation<TAB>tail<TAB>score per line (to compare devices or builds)");
+          "head<TAB>relation<TAB>tail<TAB>score per line (to compare devices or builds); a "
+          "fused archive adds a fifth column, fused or grail (the scorer, as grail-server's "
+          "scored_by)");
 
 namespace {
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "%s\n", status.ToString().c_str());
   return 1;
+}
+
+// --score-only: scores `test` with `score` (GraIL's or a fused archive's; `fused` empty for
+// GraIL), prints the throughput as JSON and, with --scores-out, writes each fact with its score.
+int ScoreOnly(const grail::IndexedTriples& indexed, const std::vector<grail::Triple>& test,
+              const std::function<absl::StatusOr<grail::FusedScores>()>& score) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<grail::FusedScores> scores = score();
+  if (!scores.ok()) return Fail(scores.status());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const size_t n = scores->score.size();
+  const grail::Json result = {
+      {"subgraphs", n},
+      {"seconds", grail::RoundTo(seconds, 6)},
+      {"subgraphs_per_second", grail::RoundTo(seconds > 0 ? n / seconds : 0.0, 1)}};
+  if (const std::string out = absl::GetFlag(FLAGS_scores_out); !out.empty()) {
+    std::ofstream file(out, std::ios::trunc);
+    char text[32];
+    for (size_t i = 0; i < test.size(); ++i) {
+      std::snprintf(text, sizeof(text), "%.9g", scores->score[i]);
+      file << indexed.entities.Name(test[i].head) << '\t'
+           << indexed.relations.Name(test[i].relation) << '\t'
+           << indexed.entities.Name(test[i].tail) << '\t' << text;
+      if (!scores->fused.empty()) file << '\t' << (scores->fused[i] ? "fused" : "grail");
+      file << '\n';
+    }
+    file.flush();
+    if (!file) return Fail(absl::InternalError(absl::StrCat("cannot write ", out)));
+  }
+  std::printf("%s\n", grail::JsonLine(result).c_str());
+  return 0;
 }
 
 }  // namespace
@@ -140,7 +176,7 @@ int main(int argc, char** argv) {
   }
   if (path_model || kge_model) {
     if (absl::GetFlag(FLAGS_score_only)) {
-      std::fprintf(stderr, "--score-only is for GraIL models\n");
+      std::fprintf(stderr, "--score-only is for GraIL and fused models\n");
       return 2;
     }
     grail::SetComputeThreads(path_model ? 1 : absl::GetFlag(FLAGS_threads));
@@ -173,10 +209,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (fused_model) {
-    if (absl::GetFlag(FLAGS_score_only)) {
-      std::fprintf(stderr, "--score-only is for GraIL models\n");
-      return 2;
-    }
     // Late fusion: the GraIL protocol on the same negatives, each fact scored by the fused
     // classifier where every KGE member knows it, by GraIL's alone otherwise.
     const grail::FusionVocabulary vocabulary =
@@ -186,6 +218,11 @@ int main(int argc, char** argv) {
     options.scoring.threads = absl::GetFlag(FLAGS_threads);
     options.scoring.batch_size = absl::GetFlag(FLAGS_batch_size);
     grail::SetComputeThreads(1);
+    if (absl::GetFlag(FLAGS_score_only)) {
+      return ScoreOnly(indexed, test, [&] {
+        return fused_model->Score(graph, relations, vocabulary, test, options.scoring);
+      });
+    }
     int64_t fused_scores = 0, scores = 0;
     absl::StatusOr<grail::EvaluationResult> result =
         grail::MeanOverRuns(absl::GetFlag(FLAGS_runs), [&](int r) {
@@ -215,30 +252,12 @@ int main(int argc, char** argv) {
     scoring.threads = absl::GetFlag(FLAGS_threads);
     scoring.batch_size = absl::GetFlag(FLAGS_batch_size);
     grail::SetComputeThreads(1);
-    const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::vector<float>> scores =
-        grail::ScoreFacts(model, graph, relations, test, scoring);
-    if (!scores.ok()) return Fail(scores.status());
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const grail::Json result = {
-        {"subgraphs", scores->size()},
-        {"seconds", grail::RoundTo(seconds, 6)},
-        {"subgraphs_per_second", grail::RoundTo(seconds > 0 ? scores->size() / seconds : 0.0, 1)}};
-    if (const std::string out = absl::GetFlag(FLAGS_scores_out); !out.empty()) {
-      std::ofstream file(out, std::ios::trunc);
-      char score[32];
-      for (size_t i = 0; i < test.size(); ++i) {
-        std::snprintf(score, sizeof(score), "%.9g", (*scores)[i]);
-        file << indexed.entities.Name(test[i].head) << '\t'
-             << indexed.relations.Name(test[i].relation) << '\t'
-             << indexed.entities.Name(test[i].tail) << '\t' << score << '\n';
-      }
-      file.flush();
-      if (!file) return Fail(absl::InternalError(absl::StrCat("cannot write ", out)));
-    }
-    std::printf("%s\n", grail::JsonLine(result).c_str());
-    return 0;
+    return ScoreOnly(indexed, test, [&]() -> absl::StatusOr<grail::FusedScores> {
+      absl::StatusOr<std::vector<float>> scores =
+          grail::ScoreFacts(model, graph, relations, test, scoring);
+      if (!scores.ok()) return scores.status();
+      return grail::FusedScores{*std::move(scores), {}};
+    });
   }
 
   grail::EvaluationOptions options;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -140,6 +141,30 @@ TEST_F(FusedModelTest, AFactEveryMemberKnowsIsFusedAndAnotherIsGrailAlone) {
     EXPECT_NEAR(scores->score[i], 0.5 * grail[i] + 2.0 * kge - 1.0, 1e-4);
   }
   EXPECT_NEAR(scores->score[1], 0.25 * grail[1] + 0.5, 1e-5);
+}
+
+// What grail-server uses: the KGE scores of facts given by name (a row per fact, empty when a
+// member lacks a name) and the one formula that combines them with GraIL's.
+TEST_F(FusedModelTest, KgeScoresByNameAndCombineGiveScoresFused) {
+  std::unique_ptr<FusedModel> model = Make();
+  const NamedTriple& known = held_[0];
+  const std::vector<FactNames> facts = {{known.head, known.relation, known.tail},
+                                        {"fresh", known.relation, known.tail},
+                                        {known.head, "no such relation", known.tail}};
+  absl::StatusOr<std::vector<std::vector<double>>> rows = model->KgeScores(facts);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 3u);
+  ASSERT_EQ((*rows)[0].size(), 1u);
+  EXPECT_TRUE((*rows)[1].empty());
+  EXPECT_TRUE((*rows)[2].empty());
+  const std::optional<std::vector<Triple>> ids =
+      model->MemberFacts(known.head, known.relation, known.tail);
+  ASSERT_TRUE(ids.has_value());
+  EXPECT_EQ((*rows)[0][0], (*model->kge()[0]->ScoreFacts(*ids))[0]);
+  EXPECT_FALSE(model->MemberFacts("fresh", known.relation, known.tail).has_value());
+
+  EXPECT_FLOAT_EQ(model->Combine(3.0, (*rows)[0]), 0.5 * 3.0 + 2.0 * (*rows)[0][0] - 1.0);
+  EXPECT_FLOAT_EQ(model->Combine(3.0, {}), 0.25 * 3.0 + 0.5);
 }
 
 TEST_F(FusedModelTest, ArchivesRoundTripAndNameTheirFamily) {

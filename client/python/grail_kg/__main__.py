@@ -88,7 +88,8 @@ def run(client, args) -> int:
                               "probability": float(format_float32(s.probability)),
                               "known_fact": s.known_fact, "subgraph_nodes": s.subgraph_nodes,
                               "subgraph_edges": s.subgraph_edges,
-                              "graph_sequence": s.graph_sequence}))
+                              "graph_sequence": s.graph_sequence,
+                              "scored_by": s.scored_by}))
         else:
             print(format_float32(s.score))
     elif args.command in ("rank-tails", "rank-heads"):
@@ -97,7 +98,8 @@ def run(client, args) -> int:
         if args.json:
             print(json.dumps({"ranked": [{"rank": e.rank, "entity": e.entity,
                                           "score": float(format_float32(e.score)),
-                                          "known_fact": e.known_fact} for e in r.ranked],
+                                          "known_fact": e.known_fact,
+                                          "scored_by": e.scored_by} for e in r.ranked],
                               "candidates_scored": r.candidates_scored,
                               "candidates_filtered": r.candidates_filtered,
                               "candidates_shared_score": r.candidates_shared_score,

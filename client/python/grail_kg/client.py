@@ -57,6 +57,9 @@ class Score:
     graph_sequence: int
     model_version: str = ""
     paths: Tuple[ExplanationPath, ...] = ()  # with score(..., explain=True)
+    # The scorer: "grail", "path" or "fused" (a fused archive's classifier over GraIL's and
+    # its KGE models' scores; its facts with an entity the KGE models lack are "grail").
+    scored_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class RankedEntity:
     entity: str
     score: float
     known_fact: bool
+    scored_by: str = ""  # as Score.scored_by
 
 
 @dataclass(frozen=True)
@@ -324,6 +328,12 @@ class Client:
         return {1: "SERVING", 2: "NOT_SERVING"}.get(status, "UNKNOWN")
 
 
+def _scored_by(value) -> str:
+    """The proto's ScoredBy as the lower-case scorer name ("" if unset)."""
+    return {pb.SCORED_BY_GRAIL: "grail", pb.SCORED_BY_PATH: "path",
+            pb.SCORED_BY_FUSED: "fused"}.get(value, "")
+
+
 def _score(triple: Triple, r) -> Score:
     paths = tuple(
         ExplanationPath(p.rule, p.weight, tuple(p.layer_weights),
@@ -331,7 +341,8 @@ def _score(triple: Triple, r) -> Score:
                                        tuple(s.attention)) for s in p.steps))
         for p in r.paths)
     return Score(triple[0], triple[1], triple[2], r.score, r.probability, r.known_fact,
-                 r.subgraph_nodes, r.subgraph_edges, r.graph_sequence, r.model_version, paths)
+                 r.subgraph_nodes, r.subgraph_edges, r.graph_sequence, r.model_version, paths,
+                 _scored_by(r.scored_by))
 
 
 def _rank_options(candidates, top_k, filter_known):
@@ -342,6 +353,7 @@ def _rank_options(candidates, top_k, filter_known):
 
 
 def _ranking(r) -> Ranking:
-    return Ranking([RankedEntity(e.rank, e.entity, e.score, e.known_fact) for e in r.ranked],
+    return Ranking([RankedEntity(e.rank, e.entity, e.score, e.known_fact, _scored_by(e.scored_by))
+                    for e in r.ranked],
                    r.candidates_scored, r.candidates_filtered, r.candidates_shared_score,
                    r.graph_sequence)
