@@ -161,6 +161,7 @@ class FakeKnowledgeGraph final : public kg::v1::KnowledgeGraph::Service {
     response->set_subgraph_nodes(2);
     response->set_subgraph_edges(1);
     response->set_graph_sequence(sequence_);
+    response->set_scored_by(kg::v1::SCORED_BY_FUSED);
     return grpc::Status::OK;
   }
 
@@ -187,6 +188,7 @@ class FakeKnowledgeGraph final : public kg::v1::KnowledgeGraph::Service {
       entity.set_entity(c);
       entity.set_score(score.score());
       entity.set_known_fact(score.known_fact());
+      entity.set_scored_by(score.scored_by());
       ranked.push_back(entity);
     }
     std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) {

@@ -86,6 +86,7 @@ class PlaintextTest(ServerCase):
         with Client(self.target) as kg:
             score = kg.score("a", "r1", "c")
             self.assertFalse(score.known_fact)
+            self.assertEqual(score.scored_by, "grail")  # a GraIL archive
             self.assertTrue(kg.score("a", "r1", "b").known_fact)
             many = kg.score_many([("a", "r1", "c"), ("c", "r2", "e")])
         # Batched products round differently for other batch shapes: the last bits only.
@@ -105,6 +106,7 @@ class PlaintextTest(ServerCase):
             heads = kg.rank_heads("r2", "c", candidates=["a", "b", "d"])
             filtered = kg.rank_tails("a", "r1", filter_known=True)
         self.assertEqual([e.rank for e in tails.ranked], [1, 2, 3])
+        self.assertEqual({e.scored_by for e in tails.ranked}, {"grail"})
         # Every entity but the head itself (GraIL scores pairs).
         self.assertEqual(tails.candidates_scored + tails.candidates_filtered, entities - 1)
         scores = [e.score for e in tails.ranked]
