@@ -250,11 +250,11 @@ absl::StatusOr<FusedScores> FusedModel::Score(const GraphView& graph, const Rela
   return out;
 }
 
-absl::StatusOr<FusionFit> FitFusion(const FusedModel& model, const GraphView& graph,
-                                    const RelationMap& relations,
-                                    const FusionVocabulary& vocabulary,
-                                    absl::Span<const Triple> valid, uint64_t seed,
-                                    const ScoringOptions& scoring) {
+absl::StatusOr<FusionRows> ValidationRows(const FusedModel& model, const GraphView& graph,
+                                          const RelationMap& relations,
+                                          const FusionVocabulary& vocabulary,
+                                          absl::Span<const Triple> valid, uint64_t seed,
+                                          const ScoringOptions& scoring) {
   SeededRandom random(seed);
   std::vector<Triple> rows;  // fact, negative, fact, negative, ...
   for (const Triple& f : valid) {
@@ -267,31 +267,51 @@ absl::StatusOr<FusionFit> FitFusion(const FusedModel& model, const GraphView& gr
   absl::StatusOr<std::vector<std::vector<double>>> columns =
       model.MemberScores(graph, relations, vocabulary, rows, scoring);
   if (!columns.ok()) return columns.status();
-  FusionFit fit;
-  fit.facts = static_cast<int64_t>(rows.size() / 2);
-  std::vector<std::vector<double>> all, known;
-  std::vector<uint8_t> all_labels, known_labels;
-  for (size_t i = 0; i < rows.size(); i += 2) {
+  FusionRows out;
+  out.scores = *std::move(columns);
+  for (size_t i = 0; i < rows.size(); ++i) out.is_true.push_back(i % 2 == 0 ? 1 : 0);
+  return out;
+}
+
+FusionRows FusionRows::Restricted(absl::Span<const size_t> columns) const {
+  FusionRows out;
+  for (size_t i = 0; i + 1 < scores.size(); i += 2) {
     bool pair_known = true;
     for (size_t k : {i, i + 1}) {
-      for (double v : (*columns)[k]) pair_known = pair_known && !std::isnan(v);
+      for (size_t c : columns) pair_known = pair_known && !std::isnan(scores[k][c]);
     }
+    if (!pair_known) continue;
     for (size_t k : {i, i + 1}) {
-      const uint8_t label = k == i ? 1 : 0;
-      all.push_back({(*columns)[k][0]});
-      all_labels.push_back(label);
-      if (pair_known) {
-        known.push_back((*columns)[k]);
-        known_labels.push_back(label);
-      }
+      std::vector<double>& row = out.scores.emplace_back();
+      for (size_t c : columns) row.push_back(scores[k][c]);
+      out.is_true.push_back(is_true[k]);
     }
   }
+  return out;
+}
+
+absl::StatusOr<FusionFit> FitFusion(const FusedModel& model, const GraphView& graph,
+                                    const RelationMap& relations,
+                                    const FusionVocabulary& vocabulary,
+                                    absl::Span<const Triple> valid, uint64_t seed,
+                                    const ScoringOptions& scoring) {
+  absl::StatusOr<FusionRows> rows =
+      ValidationRows(model, graph, relations, vocabulary, valid, seed, scoring);
+  if (!rows.ok()) return rows.status();
+  std::vector<size_t> every(1 + model.kge().size());
+  for (size_t c = 0; c < every.size(); ++c) every[c] = c;
+  const FusionRows all = rows->Restricted({0});
+  const FusionRows known_rows = rows->Restricted(every);
+  const std::vector<std::vector<double>>& known = known_rows.scores;
+  const std::vector<uint8_t>& known_labels = known_rows.is_true;
+  FusionFit fit;
+  fit.facts = static_cast<int64_t>(rows->scores.size() / 2);
   fit.fused_facts = static_cast<int64_t>(known.size() / 2);
   if (known.empty()) {
     return absl::InvalidArgumentError(
         "the KGE models know none of the validation facts' entities and relations");
   }
-  absl::StatusOr<LinearFusion> grail_only = FitLogistic(all, all_labels);
+  absl::StatusOr<LinearFusion> grail_only = FitLogistic(all.scores, all.is_true);
   if (!grail_only.ok()) return grail_only.status();
   absl::StatusOr<LinearFusion> fused = FitLogistic(known, known_labels);
   if (!fused.ok()) return fused.status();

@@ -126,6 +126,26 @@ class FusedModel {
   std::vector<Vocabulary> member_relations_;
 };
 
+// Late fusion's training data: every validation fact (ids of the graph, not facts of it) with
+// one negative (head or tail replaced, drawn from the seed as the evaluation draws them), each
+// a row of the members' scores (FusedModel::MemberScores: GraIL's first, NaN where a member
+// does not know the fact).
+struct FusionRows {
+  std::vector<std::vector<double>> scores;  // fact, its negative, fact, its negative, ...
+  std::vector<uint8_t> is_true;             // 1, 0, 1, 0, ...
+
+  // The rows of the given columns only (indices into each row), keeping the fact-negative
+  // pairs whose scores in those columns are all known: a classifier's data over them.
+  FusionRows Restricted(absl::Span<const size_t> columns) const;
+};
+
+// Errors: INVALID_ARGUMENT if no validation fact has a negative; scoring errors.
+absl::StatusOr<FusionRows> ValidationRows(const FusedModel& model, const GraphView& graph,
+                                          const RelationMap& relations,
+                                          const FusionVocabulary& vocabulary,
+                                          absl::Span<const Triple> valid, uint64_t seed,
+                                          const ScoringOptions& scoring);
+
 // Classifiers fitted on validation facts, and how each member and the fusion separate them.
 struct FusionFit {
   LinearFusion fused;       // over the facts every member knows
@@ -138,11 +158,10 @@ struct FusionFit {
   double fused_auc_pr = 0;
 };
 
-// Late fusion's training, as the paper's: every validation fact (ids of `graph`, not facts of
-// it) with one negative (head or tail replaced, drawn from `seed` as the evaluation draws
-// them) is a row of member scores; logistic regression separates the facts from the
-// negatives. Errors: INVALID_ARGUMENT if no validation fact can be used, or the members
-// know none of them; scoring errors.
+// Late fusion's training, as the paper's: logistic regression separates the validation facts
+// from their negatives (ValidationRows), over every member's score where every member knows
+// both the fact and its negative, and over GraIL's alone on all of them. Errors: INVALID_ARGUMENT
+// if no validation fact can be used, or the members know none of them; scoring errors.
 absl::StatusOr<FusionFit> FitFusion(const FusedModel& model, const GraphView& graph,
                                     const RelationMap& relations,
                                     const FusionVocabulary& vocabulary,

@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
 #include "model/fused_model.h"
-#include "storage/static_graph.h"
+#include "model/model_graph.h"
 #include "storage/triple_file.h"
 
 ABSL_FLAG(std::string, grail, "", "the GraIL model (grail-train's archive)");
@@ -82,22 +82,8 @@ int main(int argc, char** argv) {
   if (!valid_facts.ok()) return Fail(valid_facts.status());
 
   // As grail-eval indexes the graph: GraIL's relations first, so its ids are the model's.
-  const std::vector<std::string> relations = (*grail_model)->relations();
-  grail::IndexedTriples indexed;
-  indexed.relations = grail::Vocabulary(relations);
-  grail::IndexTriples(*graph_facts, &indexed);
-  const grail::StaticGraph graph(indexed.entities.size(), indexed.triples);
-  grail::RelationMap relation_map(indexed.relations.size(), -1);
-  for (size_t r = 0; r < relations.size(); ++r) relation_map[r] = static_cast<int32_t>(r);
-  std::vector<grail::Triple> valid;
-  for (const grail::NamedTriple& t : *valid_facts) {
-    auto h = indexed.entities.Find(t.head);
-    auto r = indexed.relations.Find(t.relation);
-    auto v = indexed.entities.Find(t.tail);
-    if (h && r && v && *h != *v && *r < relations.size() && !graph.HasFact(*h, *r, *v)) {
-      valid.push_back({*h, *r, *v});
-    }
-  }
+  const grail::ModelGraph indexed(*graph_facts, (*grail_model)->relations());
+  const std::vector<grail::Triple> valid = indexed.NewFacts(*valid_facts);
 
   const size_t count = members.size();
   grail::LinearFusion unfitted_fused{std::vector<double>(1 + count, 0.0), 0};
@@ -106,12 +92,13 @@ int main(int argc, char** argv) {
       *std::move(grail_model), std::move(members), unfitted_fused, unfitted_grail);
   if (!fused.ok()) return Fail(fused.status());
   const grail::FusionVocabulary vocabulary =
-      (*fused)->MapVocabulary(indexed.entities.names(), indexed.relations.names());
+      (*fused)->MapVocabulary(indexed.indexed.entities.names(), indexed.indexed.relations.names());
   grail::ScoringOptions scoring;
   scoring.threads = absl::GetFlag(FLAGS_threads);
   grail::SetComputeThreads(1);
-  absl::StatusOr<grail::FusionFit> fit = grail::FitFusion(
-      **fused, graph, relation_map, vocabulary, valid, absl::GetFlag(FLAGS_seed), scoring);
+  absl::StatusOr<grail::FusionFit> fit =
+      grail::FitFusion(**fused, indexed.graph, indexed.relations, vocabulary, valid,
+                       absl::GetFlag(FLAGS_seed), scoring);
   if (!fit.ok()) return Fail(fit.status());
   if (absl::Status s = (*fused)->SetClassifiers(fit->fused, fit->grail_only); !s.ok()) {
     return Fail(s);

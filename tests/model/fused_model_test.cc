@@ -57,6 +57,20 @@ TEST(LinearFusionTest, BadInputIsRefused) {
   EXPECT_FALSE(FitLogistic({{1.0}}, std::vector<uint8_t>{1, 0}).ok());
 }
 
+TEST(FusionRowsTest, RestrictedKeepsTheChosenColumnsOfThePairsTheyAllKnow) {
+  const double nan = std::nan("");
+  FusionRows rows;
+  rows.scores = {{1, 2, nan}, {3, 4, 5}, {6, 7, 8}, {9, 10, 11}};  // two fact-negative pairs
+  rows.is_true = {1, 0, 1, 0};
+  const FusionRows first_two = rows.Restricted(std::vector<size_t>{0, 1});
+  EXPECT_EQ(first_two.scores, (std::vector<std::vector<double>>{{1, 2}, {3, 4}, {6, 7}, {9, 10}}));
+  EXPECT_EQ(first_two.is_true, (std::vector<uint8_t>{1, 0, 1, 0}));
+  // The first pair's fact lacks column 2: the whole pair goes, its negative too.
+  const FusionRows last = rows.Restricted(std::vector<size_t>{2, 0});
+  EXPECT_EQ(last.scores, (std::vector<std::vector<double>>{{8, 6}, {11, 9}}));
+  EXPECT_EQ(last.is_true, (std::vector<uint8_t>{1, 0}));
+}
+
 // A graph over entities e0..e29 and relations r0, r1, s (a symmetric relation the KGE model
 // learns), its names, and an untrained GraIL model and a DistMult model trained on it.
 class FusedModelTest : public ::testing::Test {
