@@ -110,6 +110,10 @@ int main(int argc, char** argv) {
       (*fused)->MapVocabulary(indexed.indexed.entities.names(), indexed.indexed.relations.names());
   grail::ScoringOptions scoring;
   scoring.threads = absl::GetFlag(FLAGS_threads);
+  // Early fusion: a GraIL model with node features reads each graph entity's row.
+  const std::vector<int32_t> feature_rows =
+      (*fused)->grail().NodeFeatureRows(indexed.indexed.entities.names());
+  scoring.node_feature_rows = &feature_rows;
   grail::SetComputeThreads(1);
   std::fprintf(stderr, "fusion_table: %zu validation facts, %zu test facts, %zu members\n",
                valid.size(), test.size(), columns);

@@ -286,6 +286,7 @@ absl::Status SubgraphExtractor::ExtractImpl(const GraphView& graph, EntityId hea
   out->nodes.clear();
   out->dist_u.clear();
   out->dist_v.clear();
+  out->node_feature.clear();
   kept_index_.assign(num_candidates, -1);
   const int hops = config_.hops;
   for (int32_t i = 0; i < num_candidates; ++i) {

@@ -55,6 +55,9 @@ struct EnclosingSubgraph {
   std::vector<RelationId> edge_relation;
   int32_t target_edge = -1;      // index of u -r_t-> v in the edge arrays
   bool target_in_graph = false;  // whether the graph (as seen by the extraction) had it
+  // Early fusion: each node's row of the model's node features (AttachNodeFeatures); empty
+  // for models without them. Extraction leaves it empty.
+  std::vector<int32_t> node_feature;
 
   int32_t num_nodes() const { return static_cast<int32_t>(nodes.size()); }
   int32_t num_edges() const { return static_cast<int32_t>(edge_src.size()); }

@@ -12,6 +12,13 @@ absl::StatusOr<std::vector<float>> ScoreFacts(const GrailModel& model, const Gra
                                               const RelationMap& relations,
                                               absl::Span<const Triple> facts,
                                               const ScoringOptions& options) {
+  const bool features = model.config().node_feature_dim > 0;
+  if (features && (options.node_feature_rows == nullptr ||
+                   options.node_feature_rows->size() < graph.num_entities())) {
+    return absl::InvalidArgumentError(
+        "the model reads node features (early fusion): scoring needs the feature row of every "
+        "entity of the graph (ScoringOptions::node_feature_rows)");
+  }
   const int64_t n = static_cast<int64_t>(facts.size());
   const int64_t batch_size = std::max(1, options.batch_size);
   const int64_t num_batches = (n + batch_size - 1) / batch_size;
@@ -44,6 +51,7 @@ absl::StatusOr<std::vector<float>> ScoreFacts(const GrailModel& model, const Gra
           break;
         }
         status = extractor.Extract(graph, f.head, f.relation, f.tail, false, &subgraph);
+        if (status.ok() && features) AttachNodeFeatures(*options.node_feature_rows, &subgraph);
         if (status.ok()) batch.Add(subgraph, target, relations);
       }
       absl::StatusOr<std::vector<float>> batch_scores =

@@ -17,6 +17,10 @@ namespace grail {
 struct ScoringOptions {
   int batch_size = 256;  // subgraphs per forward
   int threads = 1;       // workers, each extracting and running its own forwards
+  // Early fusion: the model's feature row of each of the graph's entities, in the graph's id
+  // order (GrailModel::NodeFeatureRows of its names). Required for a model with node
+  // features, unused otherwise; must outlive the call.
+  const std::vector<int32_t>* node_feature_rows = nullptr;
 };
 
 // Scores each of `facts` (ids of `graph`; `relations` maps the graph's relation ids to the

@@ -83,13 +83,23 @@ def one_hot_distance(self, dist: Tensor) -> Tensor:
 
 def forward(self, dist_u: Tensor, dist_v: Tensor, node_graph: Tensor, edge_src: Tensor,
             edge_dst: Tensor, edge_relation: Tensor, head_index: Tensor, tail_index: Tensor,
-            target_relation: Tensor, training: bool) -> Tensor:
+            target_relation: Tensor, $FEATURE_ARGtraining: bool) -> Tensor:
   if self.node_labels:
     h0 = torch.cat([self.one_hot_distance(dist_u), self.one_hot_distance(dist_v)], 1)
   else:
     ones = torch.ones_like(dist_u)
     h0 = torch.cat([self.one_hot_distance(ones), self.one_hot_distance(ones)], 1)
-  node_target = target_relation.index_select(0, node_graph)
+$FEATURES  node_target = target_relation.index_select(0, node_graph)
+)";
+// Early fusion: each node's fixed features (its row of node_features; the last row is zeros)
+// and a flag bit that is 1 for an entity without features, after its labels.
+constexpr char kFeatureArg[] = "node_feature: Tensor, ";
+constexpr char kFeatures[] = R"(  h0 = self.with_node_features(h0, node_feature)
+)";
+constexpr char kFeatureMethod[] = R"(
+def with_node_features(self, labels: Tensor, node_feature: Tensor) -> Tensor:
+  missing = (node_feature == self.node_features.size(0) - 1).to(labels.dtype).unsqueeze(1)
+  return torch.cat([labels, self.node_features.index_select(0, node_feature), missing], 1)
 )";
 constexpr char kForwardLayer[] = R"(
   h$N = self.layer_$L(h$L, edge_src, edge_dst, edge_relation, node_target, training)
@@ -108,7 +118,7 @@ std::string ModuleSource(const GrailConfig& config) {
   for (int l = 0; l < config.num_layers; ++l) {
     const std::string layer = absl::StrCat(l);
     const bool narrow =
-        config.narrow_input_layers && (l == 0 ? config.label_dim() : config.dim) < config.dim;
+        config.narrow_input_layers && (l == 0 ? config.input_dim() : config.dim) < config.dim;
     absl::StrAppend(&source, absl::StrReplaceAll(kLayerSignature, {{"$L", layer}}),
                     absl::StrReplaceAll(narrow ? kNarrowLayerHead : kLayerHead, {{"$L", layer}}));
     if (config.attention) {
@@ -122,7 +132,11 @@ std::string ModuleSource(const GrailConfig& config) {
                             {{"$SELF", config.zero_without_in_edges ? kGatedSelfTerm : kSelfTerm}}),
                         {{"$L", layer}}));
   }
-  absl::StrAppend(&source, kForwardHead);
+  const bool features = config.node_feature_dim > 0;
+  if (features) absl::StrAppend(&source, kFeatureMethod);
+  absl::StrAppend(&source,
+                  absl::StrReplaceAll(kForwardHead, {{"$FEATURE_ARG", features ? kFeatureArg : ""},
+                                                     {"$FEATURES", features ? kFeatures : ""}}));
   std::string states;
   for (int l = 0; l < config.num_layers; ++l) {
     absl::StrAppend(&source, absl::StrReplaceAll(kForwardLayer, {{"$N", absl::StrCat(l + 1)},
@@ -166,7 +180,7 @@ void RegisterParameters(const GrailConfig& c, int64_t num_relations, torch::jit:
   if (c.attention)
     add("attention_relation_embedding", torch::randn({num_relations, c.relation_dim}));
   for (int l = 0; l < c.num_layers; ++l) {
-    const int64_t in = l == 0 ? c.label_dim() : c.dim;
+    const int64_t in = l == 0 ? c.input_dim() : c.dim;
     const int64_t out = c.dim;
     const std::string s = absl::StrCat("_", l);
     add("basis" + s, XavierRelu({c.num_bases, in, out}, in * out, c.num_bases * out));
@@ -206,6 +220,8 @@ void RegisterAttributes(const GrailConfig& c, const std::vector<std::string>& re
   m.register_attribute("label_dim", c10::IntType::get(), static_cast<int64_t>(c.label_dim()));
   m.register_attribute("edge_dropout", c10::FloatType::get(), c.edge_dropout);
   m.register_attribute("zero_without_in_edges", c10::BoolType::get(), c.zero_without_in_edges);
+  m.register_attribute("node_feature_dim", c10::IntType::get(),
+                       static_cast<int64_t>(c.node_feature_dim));
   c10::List<std::string> names;
   for (const std::string& r : relations) names.push_back(r);
   m.register_attribute("relations", c10::ListType::ofStrings(), names);
@@ -214,17 +230,27 @@ void RegisterAttributes(const GrailConfig& c, const std::vector<std::string>& re
 
 }  // namespace
 
-std::vector<torch::jit::IValue> BatchInputs(const SubgraphBatch& batch, const torch::Device& device,
+std::vector<torch::jit::IValue> BatchInputs(const GrailModule& grail, const SubgraphBatch& batch,
                                             bool training) {
-  auto tensor = [&device](const std::vector<int64_t>& v) { return Int64Tensor(v, device); };
-  return {tensor(batch.dist_u),        tensor(batch.dist_v),     tensor(batch.node_graph),
-          tensor(batch.edge_src),      tensor(batch.edge_dst),   tensor(batch.edge_relation),
-          tensor(batch.head_index),    tensor(batch.tail_index), tensor(batch.target_relation),
-          torch::jit::IValue(training)};
+  auto tensor = [&grail](const std::vector<int64_t>& v) { return Int64Tensor(v, grail.device); };
+  std::vector<torch::jit::IValue> inputs = {
+      tensor(batch.dist_u),     tensor(batch.dist_v),     tensor(batch.node_graph),
+      tensor(batch.edge_src),   tensor(batch.edge_dst),   tensor(batch.edge_relation),
+      tensor(batch.head_index), tensor(batch.tail_index), tensor(batch.target_relation)};
+  if (grail.node_features) inputs.push_back(tensor(batch.node_feature));
+  inputs.push_back(torch::jit::IValue(training));
+  return inputs;
 }
 
 torch::Tensor Forward(GrailModule& grail, const SubgraphBatch& batch, bool training) {
-  return grail.module.forward(BatchInputs(batch, grail.device, training)).toTensor();
+  return grail.module.forward(BatchInputs(grail, batch, training)).toTensor();
+}
+
+void AttachNodeFeatures(absl::Span<const int32_t> rows, EnclosingSubgraph* subgraph) {
+  subgraph->node_feature.resize(subgraph->nodes.size());
+  for (size_t i = 0; i < subgraph->nodes.size(); ++i) {
+    subgraph->node_feature[i] = rows[subgraph->nodes[i]];
+  }
 }
 
 void KeepFreedMemoryForReuse() {
@@ -255,21 +281,49 @@ GrailModel::~GrailModel() = default;
 absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Create(const GrailConfig& config,
                                                                std::vector<std::string> relations,
                                                                uint64_t seed,
-                                                               absl::string_view device_name) {
+                                                               absl::string_view device_name,
+                                                               const NodeFeatures* features) {
   absl::Status valid = ValidateConfig(config, relations.size());
   if (!valid.ok()) return valid;
+  if (config.node_feature_dim > 0) {
+    if (features == nullptr || features->dim != config.node_feature_dim ||
+        features->values.size() != features->entities.size() * features->dim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node_feature_dim is ", config.node_feature_dim,
+                       ": the model needs node features of that width, one row per entity"));
+    }
+  }
   absl::StatusOr<torch::Device> device = ParseDevice(device_name);
   if (!device.ok()) return device.status();
   try {
     torch::manual_seed(seed);
     torch::jit::Module m("GrailModel");
     RegisterAttributes(config, relations, "", m);
+    if (config.node_feature_dim > 0) {
+      // One row per entity, then the zero row of entities without features.
+      const auto rows = static_cast<int64_t>(features->entities.size());
+      torch::Tensor table = torch::zeros({rows + 1, config.node_feature_dim});
+      if (rows > 0) {
+        table.slice(0, 0, rows)
+            .copy_(torch::from_blob(const_cast<float*>(features->values.data()),
+                                    {rows, config.node_feature_dim}, torch::kFloat32));
+      }
+      m.register_buffer("node_features", table);
+      c10::List<std::string> names;
+      for (const std::string& e : features->entities) names.push_back(e);
+      m.register_attribute("node_feature_entities", c10::ListType::ofStrings(), names);
+    }
     RegisterParameters(config, static_cast<int64_t>(relations.size()), m);
     m.define(ModuleSource(config));
     m.to(*device);
-    auto module = std::make_unique<GrailModule>(GrailModule{std::move(m), *device});
-    return std::unique_ptr<GrailModel>(
+    auto module = std::make_unique<GrailModule>(
+        GrailModule{std::move(m), *device, config.node_feature_dim > 0});
+    auto model = std::unique_ptr<GrailModel>(
         new GrailModel(config, std::move(relations), std::string(device_name), std::move(module)));
+    if (features != nullptr && config.node_feature_dim > 0) {
+      model->feature_entities_ = Vocabulary(features->entities);
+    }
+    return model;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the model failed: ", e.what()));
   }
@@ -307,6 +361,24 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::FromModule(
     // Archives from before the option existed use the paper's formula.
     c.zero_without_in_edges =
         m.hasattr("zero_without_in_edges") && m.attr("zero_without_in_edges").toBool();
+    // Likewise, archives from before early fusion have no node features.
+    c.node_feature_dim =
+        m.hasattr("node_feature_dim") ? static_cast<int>(m.attr("node_feature_dim").toInt()) : 0;
+    Vocabulary feature_entities;
+    if (c.node_feature_dim > 0) {
+      std::vector<std::string> names;
+      for (const c10::IValue& name : m.attr("node_feature_entities").toListRef()) {
+        names.push_back(name.toStringRef());
+      }
+      const torch::Tensor table = m.attr("node_features").toTensor();
+      if (table.dim() != 2 || table.size(0) != static_cast<int64_t>(names.size()) + 1 ||
+          table.size(1) != c.node_feature_dim) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": its node features do not match their entities and width"));
+      }
+      feature_entities = Vocabulary(names);
+      module->node_features = true;
+    }
     std::vector<std::string> relations = ArchiveRelations(m);
     absl::Status valid = ValidateConfig(c, relations.size());
     if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
@@ -318,6 +390,7 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::FromModule(
     auto model = std::unique_ptr<GrailModel>(
         new GrailModel(c, std::move(relations), std::string(device_name), std::move(module)));
     model->fingerprint_ = std::move(fingerprint);
+    model->feature_entities_ = std::move(feature_entities);
     return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
@@ -333,6 +406,28 @@ absl::Status GrailModel::Save(const std::string& path) const {
 
 int64_t GrailModel::num_parameters() const { return CountParameters(module_->module); }
 
+void AttachNodeFeatures(const GrailModel& model,
+                        const std::function<absl::string_view(EntityId)>& name,
+                        EnclosingSubgraph* subgraph) {
+  if (model.config().node_feature_dim == 0) return;
+  subgraph->node_feature.resize(subgraph->nodes.size());
+  for (size_t i = 0; i < subgraph->nodes.size(); ++i) {
+    subgraph->node_feature[i] = model.NodeFeatureRow(name(subgraph->nodes[i]));
+  }
+}
+
+int32_t GrailModel::NodeFeatureRow(absl::string_view entity) const {
+  const std::optional<uint32_t> row = feature_entities_.Find(entity);
+  return static_cast<int32_t>(row ? *row : feature_entities_.size());
+}
+
+std::vector<int32_t> GrailModel::NodeFeatureRows(absl::Span<const std::string> entities) const {
+  std::vector<int32_t> rows;
+  rows.reserve(entities.size());
+  for (const std::string& e : entities) rows.push_back(NodeFeatureRow(e));
+  return rows;
+}
+
 absl::StatusOr<std::vector<float>> GrailModel::Score(const SubgraphBatch& batch) const {
   if (batch.num_graphs() == 0) return absl::InvalidArgumentError("empty batch");
   const int64_t relations = static_cast<int64_t>(relations_.size());
@@ -342,6 +437,7 @@ absl::StatusOr<std::vector<float>> GrailModel::Score(const SubgraphBatch& batch)
           "target relation id ", r, " is outside the model's ", relations, " relations"));
     }
   }
+  if (absl::Status s = CheckNodeFeatures(batch); !s.ok()) return s;
   try {
     torch::NoGradGuard no_grad;
     torch::Tensor scores =
@@ -353,16 +449,32 @@ absl::StatusOr<std::vector<float>> GrailModel::Score(const SubgraphBatch& batch)
   }
 }
 
+absl::Status GrailModel::CheckNodeFeatures(const SubgraphBatch& batch) const {
+  if (config_.node_feature_dim == 0) return absl::OkStatus();
+  if (batch.node_feature.size() != batch.dist_u.size()) {
+    return absl::InvalidArgumentError(
+        "the model reads node features (early fusion), and the batch has no feature row per "
+        "node");
+  }
+  for (int64_t row : batch.node_feature) {
+    if (row < 0 || row > static_cast<int64_t>(feature_entities_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("node feature row ", row, " is out of range"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::vector<float>>> GrailModel::EdgeAttention(
     const SubgraphBatch& batch) const {
   if (batch.num_graphs() == 0) return absl::InvalidArgumentError("empty batch");
+  if (absl::Status s = CheckNodeFeatures(batch); !s.ok()) return s;
   const size_t edges = static_cast<size_t>(batch.num_edges());
   std::vector<std::vector<float>> attention(config_.num_layers, std::vector<float>(edges, 1.0f));
   if (!config_.attention || edges == 0) return attention;
   try {
     torch::NoGradGuard no_grad;
     torch::jit::Module& m = module_->module;
-    const std::vector<torch::jit::IValue> in = BatchInputs(batch, module_->device, false);
+    const std::vector<torch::jit::IValue> in = BatchInputs(*module_, batch, false);
     const torch::Tensor dist_u = in[0].toTensor(), dist_v = in[1].toTensor();
     const torch::Tensor node_graph = in[2].toTensor(), src = in[3].toTensor();
     const torch::Tensor dst = in[4].toTensor(), rel = in[5].toTensor();
@@ -378,6 +490,9 @@ absl::StatusOr<std::vector<std::vector<float>>> GrailModel::EdgeAttention(
       const torch::Tensor ones = torch::ones_like(dist_u);
       const torch::Tensor one_hot = m.run_method("one_hot_distance", ones).toTensor();
       h = torch::cat({one_hot, one_hot}, 1);
+    }
+    if (config_.node_feature_dim > 0) {
+      h = m.run_method("with_node_features", h, in[9].toTensor()).toTensor();
     }
     const torch::Tensor node_target = target.index_select(0, node_graph);
     const torch::Tensor relation_embedding = m.attr("attention_relation_embedding").toTensor();

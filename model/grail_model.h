@@ -13,6 +13,7 @@
 #define GRAIL_MODEL_GRAIL_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,8 +21,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "model/enclosing_subgraph.h"
 #include "model/subgraph_batch.h"
+#include "storage/vocabulary.h"
 
 namespace grail {
 
@@ -51,6 +54,10 @@ struct GrailConfig {
   // the bases per node first (the plain form). The same function either way, so this is an
   // implementation choice: not stored in archives; tests compare the two forms.
   bool narrow_input_layers = true;
+  // Early fusion (the paper's "GraIL++", Section 5.2): the width of fixed per-entity features
+  // (pretrained KGE embeddings) concatenated to each node's labels, with one flag bit that is
+  // 1 for an entity without features (its features are zeros). 0: none, the plain model.
+  int node_feature_dim = 0;
 
   ExtractionConfig extraction() const {
     ExtractionConfig c;
@@ -59,9 +66,32 @@ struct GrailConfig {
     c.enclosing = enclosing;
     return c;
   }
-  // Size of a node's input feature: one-hot d(i,u) and d(i,v), each over 0..k.
+  // Size of a node's labels: one-hot d(i,u) and d(i,v), each over 0..k.
   int label_dim() const { return 2 * (hops + 1); }
+  // Size of a node's input to the first layer: the labels, then any node features and their
+  // flag bit.
+  int input_dim() const { return label_dim() + (node_feature_dim > 0 ? node_feature_dim + 1 : 0); }
 };
+
+// Fixed node features for early fusion: row i (`dim` numbers of `values`, row-major) belongs
+// to entities[i]. An entity of a graph not listed gets zeros and the flag bit.
+struct NodeFeatures {
+  std::vector<std::string> entities;
+  int dim = 0;
+  std::vector<float> values;  // entities.size() * dim
+};
+
+// The feature row of each node of `subgraph` from `rows` (graph entity id -> the model's row,
+// GrailModel::NodeFeatureRows), for a model with node features; every node's id must be in
+// `rows`.
+void AttachNodeFeatures(absl::Span<const int32_t> rows, EnclosingSubgraph* subgraph);
+
+class GrailModel;
+// The same by name, for a graph whose ids the model's rows do not follow (a live graph): each
+// node's row is model.NodeFeatureRow(name(node)). A no-op for a model without node features.
+void AttachNodeFeatures(const GrailModel& model,
+                        const std::function<absl::string_view(EntityId)>& name,
+                        EnclosingSubgraph* subgraph);
 
 // Threads LibTorch uses inside one operator (matmuls, gathers). Callers that run several
 // forwards in parallel set 1; a single forward at a time can use every core.
@@ -90,10 +120,13 @@ class GrailModel {
   // A freshly initialised model (parameters drawn from `seed`) for `relations`, the
   // relation vocabulary in id order. `device` is "cpu" or "cuda[:N]". Errors:
   // INVALID_ARGUMENT for a bad config; FAILED_PRECONDITION if CUDA is requested but absent.
+  // With config.node_feature_dim > 0, `features` gives every node's fixed features (early
+  // fusion); its dim must equal node_feature_dim.
   static absl::StatusOr<std::unique_ptr<GrailModel>> Create(const GrailConfig& config,
                                                             std::vector<std::string> relations,
                                                             uint64_t seed,
-                                                            absl::string_view device = "cpu");
+                                                            absl::string_view device = "cpu",
+                                                            const NodeFeatures* features = nullptr);
   // Opens an archive written by Save(). Errors name the path and what is wrong.
   static absl::StatusOr<std::unique_ptr<GrailModel>> Load(const std::string& path,
                                                           absl::string_view device = "cpu");
@@ -115,8 +148,19 @@ class GrailModel {
   const std::string& device() const { return device_; }
   int64_t num_parameters() const;
 
+  // Early fusion: the feature row of an entity by name, or the zero row (with the flag bit)
+  // for an entity without features; 0 for a model without node features.
+  int32_t NodeFeatureRow(absl::string_view entity) const;
+  // NodeFeatureRow of each name: the rows of a graph's entities, in its id order.
+  std::vector<int32_t> NodeFeatureRows(absl::Span<const std::string> entities) const;
+  // The entities with features, in row order (none for a model without node features).
+  const std::vector<std::string>& node_feature_entities() const {
+    return feature_entities_.names();
+  }
+
   // Scores every subgraph of `batch` in one forward pass, in inference mode (no dropout,
-  // no gradients). Errors: INVALID_ARGUMENT for an empty or inconsistent batch.
+  // no gradients). Errors: INVALID_ARGUMENT for an empty or inconsistent batch (for a model
+  // with node features: one without a feature row per node).
   absl::StatusOr<std::vector<float>> Score(const SubgraphBatch& batch) const;
 
   // The attention coefficient alpha of every edge of `batch`, per layer: result[l][e] for
@@ -130,12 +174,15 @@ class GrailModel {
  private:
   GrailModel(GrailConfig config, std::vector<std::string> relations, std::string device,
              std::unique_ptr<GrailModule> module);
+  // INVALID_ARGUMENT unless a model with node features gets a row in range for every node.
+  absl::Status CheckNodeFeatures(const SubgraphBatch& batch) const;
 
   GrailConfig config_;
   std::vector<std::string> relations_;
   std::string fingerprint_;
   std::string device_;
   std::unique_ptr<GrailModule> module_;
+  Vocabulary feature_entities_;  // early fusion: entity name -> feature row
 };
 
 }  // namespace grail

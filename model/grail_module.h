@@ -12,10 +12,12 @@ namespace grail {
 struct GrailModule {
   torch::jit::Module module;
   torch::Device device;
+  bool node_features = false;  // forward() takes each node's feature row (early fusion)
 };
 
-// The batch's arrays as int64 tensors on `device`, in the order forward() takes them.
-std::vector<torch::jit::IValue> BatchInputs(const SubgraphBatch& batch, const torch::Device& device,
+// The batch's arrays as int64 tensors on the module's device, in the order forward() takes
+// them (node_feature among them for a module with node features).
+std::vector<torch::jit::IValue> BatchInputs(const GrailModule& grail, const SubgraphBatch& batch,
                                             bool training);
 
 // forward() over a batch: one score per subgraph. With `training`, edge dropout is on and

@@ -19,8 +19,9 @@ RelationMap MapRelationsByName(absl::Span<const std::string> graph_relations,
 }
 
 void SubgraphBatch::Clear() {
-  for (std::vector<int64_t>* v : {&dist_u, &dist_v, &node_graph, &edge_src, &edge_dst,
-                                  &edge_relation, &head_index, &tail_index, &target_relation}) {
+  for (std::vector<int64_t>* v :
+       {&dist_u, &dist_v, &node_graph, &node_feature, &edge_src, &edge_dst, &edge_relation,
+        &head_index, &tail_index, &target_relation}) {
     v->clear();
   }
 }
@@ -34,6 +35,8 @@ void SubgraphBatch::Add(const EnclosingSubgraph& subgraph, int64_t target,
     dist_v.push_back(subgraph.dist_v[i]);
     node_graph.push_back(graph);
   }
+  node_feature.insert(node_feature.end(), subgraph.node_feature.begin(),
+                      subgraph.node_feature.end());
   for (int32_t k = 0; k < subgraph.num_edges(); ++k) {
     int64_t relation = subgraph.edge_relation[k];
     if (k == subgraph.target_edge) {

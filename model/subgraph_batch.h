@@ -30,6 +30,9 @@ struct SubgraphBatch {
   std::vector<int64_t> dist_u;      // d(i, u); kFarDistance for "beyond k"
   std::vector<int64_t> dist_v;      // d(i, v)
   std::vector<int64_t> node_graph;  // index of the subgraph the node belongs to
+  // Early fusion: the node's row of the model's node features; filled from the subgraphs'
+  // node_feature, empty when they have none.
+  std::vector<int64_t> node_feature;
   // Per edge, direction head -> tail.
   std::vector<int64_t> edge_src;
   std::vector<int64_t> edge_dst;

@@ -73,7 +73,8 @@ class BatchQueue {
 void ProduceEpoch(const StaticGraph& graph, const std::vector<Triple>& positives,
                   const std::vector<std::optional<Triple>>& fixed,
                   const std::vector<uint32_t>& order, const TrainOptions& options,
-                  SeededRandom& negatives, BatchQueue& queue) {
+                  const std::vector<int32_t>& feature_rows, SeededRandom& negatives,
+                  BatchQueue& queue) {
   SubgraphExtractor extractor(options.model.extraction());
   EnclosingSubgraph subgraph;
   std::vector<Triple> batch_positives, batch_negatives;
@@ -100,6 +101,7 @@ void ProduceEpoch(const StaticGraph& graph, const std::vector<Triple>& positives
           queue.Close(status);
           return;
         }
+        if (!feature_rows.empty()) AttachNodeFeatures(feature_rows, &subgraph);
         batch.subgraphs.Add(subgraph, f.relation, {});
       }
     }
@@ -141,6 +143,10 @@ std::string RunKey(const TrainOptions& o, const IndexedTriples& train, size_t va
   if (o.select_metric == SelectMetric::kAucRoc) absl::StrAppend(&key, "|select=auc_roc");
   if (o.dropout_off_after_eval) absl::StrAppend(&key, "|dropout_off_after_eval");
   if (o.fixed_negatives) absl::StrAppend(&key, "|fixed_negatives");
+  if (c.node_feature_dim > 0 && o.node_features != nullptr) {
+    absl::StrAppend(&key, "|node_features=", c.node_feature_dim, "x",
+                    o.node_features->entities.size());
+  }
   return key;
 }
 
@@ -182,9 +188,14 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
   }
 
   absl::StatusOr<std::unique_ptr<GrailModel>> created =
-      GrailModel::Create(options.model, train.relations.names(), options.seed, options.device);
+      GrailModel::Create(options.model, train.relations.names(), options.seed, options.device,
+                         options.node_features.get());
   if (!created.ok()) return created.status();
   std::unique_ptr<GrailModel> model = *std::move(created);
+  // Early fusion: every training entity's feature row (none without node features).
+  const std::vector<int32_t> feature_rows = options.model.node_feature_dim > 0
+                                                ? model->NodeFeatureRows(train.entities.names())
+                                                : std::vector<int32_t>();
 
   // Extraction takes a few percent of a step, so the producer shares the cores with
   // LibTorch's kernels rather than reserving one.
@@ -201,6 +212,7 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
   BestModel best(parameters);
   ScoringOptions scoring;
   scoring.threads = options.threads;
+  scoring.node_feature_rows = &feature_rows;
 
   TrainingPosition done;
   const std::string run_key = RunKey(options, train, valid_facts.size());
@@ -247,7 +259,7 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
     BatchQueue queue(/*capacity=*/8);
     std::thread producer(ProduceEpoch, std::cref(graph), std::cref(positives),
                          std::cref(fixed_negatives), std::cref(order), std::cref(options),
-                         std::ref(negative_random), std::ref(queue));
+                         std::cref(feature_rows), std::ref(negative_random), std::ref(queue));
     EpochReport report;
     report.epoch = epoch;
     double total_loss = 0;

@@ -65,6 +65,9 @@ struct TrainOptions {
   // straight give (same seed, same thread count, CPU).
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;
+  // Early fusion: each entity's fixed features (model.node_feature_dim must be their width);
+  // training entities without a row get zeros and the flag bit.
+  std::shared_ptr<const NodeFeatures> node_features;
 };
 
 // One validation of a GraIL training run: AUC-PR and ROC-AUC on the valid facts, each with

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <optional>
 #include <queue>
 #include <utility>
@@ -20,6 +21,11 @@ constexpr RelationId kNoGraphRelation = 0xffffffffu;
 
 absl::Status EntityNotFound(absl::string_view name) {
   return absl::NotFoundError(absl::StrCat("entity ", QuoteName(name), " is not in the graph"));
+}
+
+// The names of a snapshot's entities, for models that look entities up by name (early fusion).
+std::function<absl::string_view(EntityId)> EntityNames(const GraphSnapshot& graph) {
+  return [&graph](EntityId e) -> absl::string_view { return graph.EntityName(e); };
 }
 
 absl::StatusOr<EntityId> FindEntity(const GraphSnapshot& graph, const std::string& name) {
@@ -74,6 +80,7 @@ class FactScoringJob final : public ScoringJob {
     absl::Status status = extractor.Extract(*graph_, f.head, f.graph_relation, f.tail,
                                             /*hide_target_fact=*/false, out);
     if (!status.ok()) return status;
+    AttachNodeFeatures(model_->model(), EntityNames(*graph_), out);
     if (explain_paths_ > 0) {
       absl::StatusOr<std::vector<ExplainedPath>> paths =
           ExplainSubgraph(model_->model(), *out, f.model_relation, *relations_, explain_paths_);
@@ -445,6 +452,7 @@ class RankingJob final : public ScoringJob {
     absl::Status status = extractor.Extract(*s_.graph, Head(c), s_.graph_relation, Tail(c),
                                             *fixed_neighbourhood_, out);
     if (!status.ok()) return status;
+    AttachNodeFeatures(s_.model->model(), EntityNames(*s_.graph), out);
     return s_.model_relation;
   }
 
@@ -532,10 +540,48 @@ class RankingJob final : public ScoringJob {
                                  " (--max-rank-subgraphs); pass options.candidates to rank a "
                                  "list of entities instead"));
     }
+    absl::Status featured = AddFarCandidatesWithNodeFeatures();
+    if (!featured.ok()) return featured;
     near_ = not_far_;
     // Removed entities have no facts, so none is near; they are not candidates at all.
     far_count_ = graph.num_live_entities() - 1 - not_far_.size();
     if (far_count_ > 0) representative_ = FarCursor(this).Next();
+    return absl::OkStatus();
+  }
+
+  // Early fusion: a far candidate's trivial subgraph holds its own node features, so only the
+  // far candidates without features (the model's zero row) share one score. Those with
+  // features join not_far_, each scored on its own trivial subgraph: one pass over the model's
+  // feature vocabulary, and at most max_rank_subgraphs in all.
+  absl::Status AddFarCandidatesWithNodeFeatures() {
+    const GrailModel& model = s_.model->model();
+    if (model.config().node_feature_dim == 0) return absl::OkStatus();
+    const GraphSnapshot& graph = *s_.graph;
+    std::vector<EntityId> featured;
+    for (const std::string& name : model.node_feature_entities()) {
+      const std::optional<EntityId> id = graph.FindEntity(name);  // live entities only
+      if (!id || *id == s_.fixed || std::binary_search(not_far_.begin(), not_far_.end(), *id)) {
+        continue;
+      }
+      featured.push_back(*id);
+      if (not_far_.size() + featured.size() > s_.limits.max_rank_subgraphs) {
+        return Refuse("max_rank_subgraphs",
+                      absl::StrCat("ranking every entity would score more than ",
+                                   s_.limits.max_rank_subgraphs,
+                                   " candidates on their own subgraphs: the model reads node "
+                                   "features (early fusion), so every candidate with features "
+                                   "is scored apart; the limit is ",
+                                   s_.limits.max_rank_subgraphs,
+                                   " (--max-rank-subgraphs); pass options.candidates to rank a "
+                                   "list of entities instead"));
+      }
+    }
+    std::sort(featured.begin(), featured.end());
+    std::vector<EntityId> merged;
+    merged.reserve(not_far_.size() + featured.size());
+    std::merge(not_far_.begin(), not_far_.end(), featured.begin(), featured.end(),
+               std::back_inserter(merged));
+    not_far_ = std::move(merged);
     return absl::OkStatus();
   }
 

@@ -23,7 +23,10 @@
 // each fact's GraIL score with its KGE models' scores where they all know the fact; ranking
 // every entity, a far candidate with embeddings gets the shared GraIL score plus its own KGE
 // scores (one KGE pass over every entity they know, on an extraction thread), and only those
-// without embeddings share one score. With a path model (model/path_model.h) a ranking is one query
+// without embeddings share one score. A GraIL model with node features (early fusion) sees
+// each candidate's own features even in a trivial subgraph, so each far candidate with
+// features is scored on its own (a two-node subgraph) and only those without share a score.
+// With a path model (model/path_model.h) a ranking is one query
 // whose single pass scores every entity of the fixed entity's neighbourhood, every other entity
 // sharing the query's far score; RankHeads is the inverse query; facts scored together that
 // share (head, relation) share the query.

@@ -302,6 +302,13 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
       absl::Status extracted = extractor.Extract(*source, f.fact.head, f.fact.relation, f.fact.tail,
                                                  /*hide_target_fact=*/false, &subgraph);
       if (!extracted.ok()) return extracted;
+      // Early fusion: stored entities by name; the synthetic ring's have no features.
+      AttachNodeFeatures(
+          model,
+          [&](EntityId e) -> absl::string_view {
+            return source == &graph ? absl::string_view(graph.EntityName(e)) : absl::string_view();
+          },
+          &subgraph);
       if (nodes + subgraph.num_nodes() > options.max_batch_nodes ||
           edges + subgraph.num_edges() > options.max_batch_edges) {
         if (batch.num_graphs() > 0) break;

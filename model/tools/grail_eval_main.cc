@@ -161,6 +161,12 @@ int main(int argc, char** argv) {
                graph.num_entities(), static_cast<unsigned long long>(graph.num_facts()),
                test.size(), unknown_entity, unknown_relation, in_graph);
 
+  // Early fusion: a GraIL model with node features reads each graph entity's row.
+  const grail::GrailModel* grail_network = fused_model ? &fused_model->grail() : grail_model.get();
+  const std::vector<int32_t> feature_rows =
+      grail_network != nullptr ? grail_network->NodeFeatureRows(indexed.entities.names())
+                               : std::vector<int32_t>();
+
   std::vector<grail::Triple> known;  // --filter's facts that the graph's vocabularies name
   for (absl::string_view path :
        absl::StrSplit(absl::GetFlag(FLAGS_filter), ',', absl::SkipEmpty())) {
@@ -217,6 +223,7 @@ int main(int argc, char** argv) {
     options.negatives = absl::GetFlag(FLAGS_negatives);
     options.scoring.threads = absl::GetFlag(FLAGS_threads);
     options.scoring.batch_size = absl::GetFlag(FLAGS_batch_size);
+    options.scoring.node_feature_rows = &feature_rows;
     grail::SetComputeThreads(1);
     if (absl::GetFlag(FLAGS_score_only)) {
       return ScoreOnly(indexed, test, [&] {
@@ -251,6 +258,7 @@ int main(int argc, char** argv) {
     grail::ScoringOptions scoring;
     scoring.threads = absl::GetFlag(FLAGS_threads);
     scoring.batch_size = absl::GetFlag(FLAGS_batch_size);
+    scoring.node_feature_rows = &feature_rows;
     grail::SetComputeThreads(1);
     return ScoreOnly(indexed, test, [&]() -> absl::StatusOr<grail::FusedScores> {
       absl::StatusOr<std::vector<float>> scores =
@@ -265,6 +273,7 @@ int main(int argc, char** argv) {
   options.negatives = absl::GetFlag(FLAGS_negatives);
   options.scoring.threads = absl::GetFlag(FLAGS_threads);
   options.scoring.batch_size = absl::GetFlag(FLAGS_batch_size);
+  options.scoring.node_feature_rows = &feature_rows;
   grail::SetComputeThreads(1);  // parallelism comes from the workers
   absl::StatusOr<grail::EvaluationResult> result =
       grail::EvaluateRuns(model, graph, relations, test, options, absl::GetFlag(FLAGS_runs));

@@ -3,12 +3,14 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "common/command_line.h"
+#include "model/kge_model.h"
 #include "model/path_trainer.h"
 #include "model/tools/training_progress.h"
 #include "model/trainer.h"
@@ -59,6 +61,10 @@ ABSL_FLAG(bool, zero_without_in_edges, false,
           "a node with no in-edge in its subgraph has state 0 (the reference code's DGL "
           "behaviour) instead of ReLU(W_self h)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
+ABSL_FLAG(std::string, node_features, "",
+          "GraIL: early fusion (the paper's GraIL++): concatenate this KGE model's entity "
+          "embeddings (grail-kge-train's archive) to every node's labels, with zeros and a flag "
+          "bit for an entity it has none for; the archive carries them");
 ABSL_FLAG(bool, pna, false, "path family: PNA aggregation instead of the sum");
 ABSL_FLAG(bool, free_relations, false,
           "path family: one learnt vector per relation instead of vectors computed from the "
@@ -175,10 +181,11 @@ int main(int argc, char** argv) {
   }
   if (path_family &&
       (absl::GetFlag(FLAGS_eval_every_steps) != 0 || select_metric != "auc_pr" ||
-       absl::GetFlag(FLAGS_dropout_off_after_eval) || absl::GetFlag(FLAGS_fixed_negatives))) {
+       absl::GetFlag(FLAGS_dropout_off_after_eval) || absl::GetFlag(FLAGS_fixed_negatives) ||
+       !absl::GetFlag(FLAGS_node_features).empty())) {
     std::fprintf(stderr,
-                 "--eval-every-steps, --select-metric, --dropout-off-after-eval and "
-                 "--fixed-negatives are options of the GraIL family\n");
+                 "--eval-every-steps, --select-metric, --dropout-off-after-eval, "
+                 "--fixed-negatives and --node-features are options of the GraIL family\n");
     return 2;
   }
   absl::Status saved;
@@ -235,6 +242,23 @@ int main(int argc, char** argv) {
     options.device = absl::GetFlag(FLAGS_device);
     options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
     options.resume = absl::GetFlag(FLAGS_resume);
+    if (const std::string path = absl::GetFlag(FLAGS_node_features); !path.empty()) {
+      absl::StatusOr<std::unique_ptr<grail::KgeModel>> kge = grail::KgeModel::Load(path);
+      if (!kge.ok()) return fail(kge.status());
+      auto features = std::make_shared<grail::NodeFeatures>();
+      features->entities = (*kge)->entities();
+      features->dim = (*kge)->config().entity_width();
+      features->values.reserve(features->entities.size() * features->dim);
+      for (grail::EntityId e = 0; e < (*kge)->num_entities(); ++e) {
+        const std::vector<float> row = (*kge)->EntityEmbedding(e);
+        features->values.insert(features->values.end(), row.begin(), row.end());
+      }
+      options.model.node_feature_dim = features->dim;
+      options.node_features = std::move(features);
+      std::fprintf(stderr, "grail-train: node features from %s: %zu entities, %d numbers each\n",
+                   path.c_str(), options.node_features->entities.size(),
+                   options.model.node_feature_dim);
+    }
     absl::StatusOr<std::unique_ptr<grail::GrailModel>> model =
         grail::TrainGrail(indexed, valid, options, report, step);
     if (!model.ok()) return fail(model.status());

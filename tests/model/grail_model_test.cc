@@ -1,5 +1,6 @@
 #include "model/grail_model.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -208,6 +209,152 @@ TEST_F(GrailModelTest, ZeroWithoutInEdgesSilencesNodesThatReceiveNoMessage) {
   std::unique_ptr<GrailModel> loaded = *GrailModel::Load(path);
   EXPECT_TRUE(loaded->config().zero_without_in_edges);
   EXPECT_EQ(*loaded->Score(far), *reference->Score(far));
+}
+
+// Early fusion: fixed per-entity features concatenated to the labels.
+class NodeFeatureModelTest : public GrailModelTest {
+ protected:
+  static constexpr int kDim = 3;
+
+  // Features for `entities`, row i = (i + 1) * (0.5, -0.25, 1) unless `zero` names it.
+  static NodeFeatures Features(const std::vector<std::string>& entities,
+                               const std::string& zero = "") {
+    NodeFeatures f;
+    f.entities = entities;
+    f.dim = kDim;
+    for (size_t i = 0; i < entities.size(); ++i) {
+      const float scale = entities[i] == zero ? 0.0f : static_cast<float>(i + 1);
+      for (float v : {0.5f, -0.25f, 1.0f}) f.values.push_back(scale * v);
+    }
+    return f;
+  }
+
+  // One hop: some of the queries' subgraphs hold "e", others do not.
+  static GrailConfig FeatureConfig() {
+    GrailConfig config;
+    config.hops = 1;
+    config.node_feature_dim = kDim;
+    return config;
+  }
+
+  std::unique_ptr<GrailModel> NewFeatureModel(const NodeFeatures& features, uint64_t seed = 3) {
+    const GrailConfig config = FeatureConfig();
+    absl::StatusOr<std::unique_ptr<GrailModel>> model =
+        GrailModel::Create(config, indexed_.relations.names(), seed, "cpu", &features);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? *std::move(model) : nullptr;
+  }
+
+  // The queries' subgraphs, each node carrying `model`'s row for its entity.
+  SubgraphBatch FeatureBatch(const GrailModel& model) {
+    const std::vector<int32_t> rows = model.NodeFeatureRows(indexed_.entities.names());
+    SubgraphBatch batch;
+    for (const NamedTriple& q : queries_) {
+      EnclosingSubgraph s = Extract(q.head, q.relation, q.tail, FeatureConfig());
+      AttachNodeFeatures(rows, &s);
+      batch.Add(s, *indexed_.relations.Find(q.relation), {});
+    }
+    return batch;
+  }
+
+  // Whether query i's subgraph holds `entity`.
+  bool Holds(size_t i, const std::string& entity) {
+    const EnclosingSubgraph s =
+        Extract(queries_[i].head, queries_[i].relation, queries_[i].tail, FeatureConfig());
+    const EntityId id = *indexed_.entities.Find(entity);
+    return std::find(s.nodes.begin(), s.nodes.end(), id) != s.nodes.end();
+  }
+
+  // The model's features listed in an order other than the graph's ids, so a row is found by
+  // name, not by id.
+  const std::vector<std::string> entities_ = {"e", "d", "c", "b", "a"};
+};
+
+TEST_F(NodeFeatureModelTest, AnEntitysFeaturesChangeOnlyTheScoresOfSubgraphsThatHoldIt) {
+  std::unique_ptr<GrailModel> model = NewFeatureModel(Features(entities_));
+  EXPECT_EQ(model->config().input_dim(), model->config().label_dim() + kDim + 1);
+  EXPECT_EQ(model->NodeFeatureRow("c"), 2);
+  EXPECT_EQ(model->NodeFeatureRow("unknown"), 5);  // the zero row after the five
+  NodeFeatures changed = Features(entities_);
+  for (int k = 0; k < kDim; ++k) changed.values[0 * kDim + k] = 7.0f;  // "e"'s row
+  std::unique_ptr<GrailModel> other = NewFeatureModel(changed);        // same seed, same weights
+  const std::vector<float> a = *model->Score(FeatureBatch(*model));
+  const std::vector<float> b = *other->Score(FeatureBatch(*other));
+  int holding = 0;
+  for (size_t i = 0; i < queries_.size(); ++i) {
+    if (Holds(i, "e")) {
+      ++holding;
+      EXPECT_NE(a[i], b[i]) << i;
+    } else {
+      EXPECT_EQ(a[i], b[i]) << i;
+    }
+  }
+  EXPECT_GT(holding, 0);
+  EXPECT_LT(holding, static_cast<int>(queries_.size()));
+}
+
+TEST_F(NodeFeatureModelTest, AnEntityWithoutFeaturesGetsZerosAndTheFlagBit) {
+  // "e" listed with a zero row, against "e" not listed and every other row the same: the
+  // inputs differ only in e's flag bit.
+  const NodeFeatures zero_e = Features(entities_, "e");
+  NodeFeatures without_e;
+  without_e.entities = {"d", "c", "b", "a"};
+  without_e.dim = kDim;
+  without_e.values.assign(zero_e.values.begin() + kDim, zero_e.values.end());
+  std::unique_ptr<GrailModel> listed = NewFeatureModel(zero_e);
+  std::unique_ptr<GrailModel> unlisted = NewFeatureModel(without_e);
+  EXPECT_EQ(unlisted->NodeFeatureRow("e"), 4);
+  const std::vector<float> a = *listed->Score(FeatureBatch(*listed));
+  const std::vector<float> b = *unlisted->Score(FeatureBatch(*unlisted));
+  for (size_t i = 0; i < queries_.size(); ++i) {
+    if (Holds(i, "e")) {
+      EXPECT_NE(a[i], b[i]) << i;
+    } else {
+      EXPECT_EQ(a[i], b[i]) << i;
+    }
+  }
+}
+
+TEST_F(NodeFeatureModelTest, TheArchiveCarriesTheFeaturesAndScoresExactlyLikeTheModel) {
+  std::unique_ptr<GrailModel> model = NewFeatureModel(Features(entities_));
+  const std::string path = TempPath("node_features.pt");
+  ASSERT_TRUE(model->Save(path).ok());
+  absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->config().node_feature_dim, kDim);
+  EXPECT_EQ((*loaded)->node_feature_entities(), entities_);
+  EXPECT_EQ((*loaded)->NodeFeatureRow("a"), 4);
+  const SubgraphBatch batch = FeatureBatch(*model);
+  EXPECT_EQ(*(*loaded)->Score(batch), *model->Score(batch));
+  // Attention reads the same first-layer input as the forward.
+  absl::StatusOr<std::vector<std::vector<float>>> attention = (*loaded)->EdgeAttention(batch);
+  ASSERT_TRUE(attention.ok()) << attention.status();
+  EXPECT_EQ(attention->size(), static_cast<size_t>(model->config().num_layers));
+}
+
+TEST_F(NodeFeatureModelTest, MissingOrMismatchedFeaturesAreRefused) {
+  GrailConfig config;
+  config.node_feature_dim = kDim;
+  EXPECT_EQ(GrailModel::Create(config, indexed_.relations.names(), 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  NodeFeatures wrong = Features(entities_);
+  wrong.dim = kDim + 1;
+  EXPECT_EQ(
+      GrailModel::Create(config, indexed_.relations.names(), 1, "cpu", &wrong).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  // A batch without a row per node.
+  std::unique_ptr<GrailModel> model = NewFeatureModel(Features(entities_));
+  absl::StatusOr<std::vector<float>> scores = model->Score(Batch(queries_, FeatureConfig()));
+  EXPECT_EQ(scores.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(scores.status().message(), HasSubstr("node features"));
+  SubgraphBatch out_of_range = FeatureBatch(*model);
+  out_of_range.node_feature[0] = 6;
+  EXPECT_EQ(model->Score(out_of_range).status().code(), absl::StatusCode::kInvalidArgument);
+  // A model without node features ignores rows it is given.
+  GrailConfig plain_config = FeatureConfig();
+  plain_config.node_feature_dim = 0;
+  std::unique_ptr<GrailModel> plain = NewModel(plain_config);
+  EXPECT_EQ(*plain->Score(FeatureBatch(*model)), *plain->Score(Batch(queries_, plain_config)));
 }
 
 TEST_F(GrailModelTest, UnknownTargetRelationIsRejected) {

@@ -344,6 +344,55 @@ TEST_F(TrainEvalCommandTest, GrailFuseWritesAFusedArchiveThatGrailEvalScoresWith
             2);
 }
 
+// Early fusion (the paper's GraIL++): grail-train --node-features concatenates a KGE model's
+// entity embeddings to the labels; the archive carries them, and grail-eval and grail-fuse
+// score with them on a graph with entities the KGE model does not know.
+TEST_F(TrainEvalCommandTest, EarlyFusionTrainsOnAKgeModelsEmbeddingsAndEvaluates) {
+  const std::string kge = Path("model", "early_kge.pt");
+  const std::string model = Path("model", "early.pt");
+  const std::string graph = Path("train", "graph.txt");
+  const std::string held = Path("train", "held.txt");
+  ASSERT_EQ(RunBinary("grail-kge-train",
+                      absl::StrCat("--model transe --train ", graph, " --out ", kge,
+                                   " --dim 6 --negatives 8 --batch-size 64 --epochs 1"))
+                .exit_code,
+            0);
+  BinaryRun train =
+      RunBinary("grail-train", absl::StrCat("--train ", graph, " --valid ", held, " --out ", model,
+                                            " --node-features ", kge,
+                                            " --epochs 1 --hops 2 --threads 1 --eval-every 1"));
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.err, HasSubstr(" entities, 6 numbers each"));
+  absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->config().node_feature_dim, 6);
+  absl::StatusOr<std::unique_ptr<KgeModel>> embeddings = KgeModel::Load(kge);
+  ASSERT_TRUE(embeddings.ok()) << embeddings.status();
+  EXPECT_EQ((*loaded)->node_feature_entities(), (*embeddings)->entities());
+
+  // The other graph's entities have no embeddings: zeros and the flag bit.
+  BinaryRun eval =
+      RunBinary("grail-eval", absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                           " --test ", Path("ind", "held.txt"), " --threads 1"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*\"n\":[0-9]+\\}"));
+
+  // Late fusion over an early-fused GraIL model.
+  BinaryRun fuse = RunBinary(
+      "grail-fuse", absl::StrCat("--grail ", model, " --kge ", kge, " --graph ", graph, " --valid ",
+                                 held, " --out ", Path("model", "early_fused.pt"), " --threads 1"));
+  EXPECT_EQ(fuse.exit_code, 0) << fuse.all();
+
+  // The path family has no node features.
+  BinaryRun path = RunBinary(
+      "grail-train", absl::StrCat("--family path --train ", graph, " --out ",
+                                  Path("model", "early_path.pt"), " --node-features ", kge));
+  EXPECT_EQ(path.exit_code, 2);
+  EXPECT_THAT(path.err, HasSubstr("--node-features"));
+}
+
 TEST_F(TrainEvalCommandTest, MissingFlagsAreUsageErrorsAndBadFilesNameThemselves) {
   EXPECT_EQ(RunBinary("grail-train", "--train x.txt").exit_code, 2);
   EXPECT_EQ(RunBinary("grail-eval", "--model m.pt").exit_code, 2);

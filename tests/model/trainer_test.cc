@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -165,6 +166,64 @@ TEST(TrainerTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
   absl::StatusOr<std::unique_ptr<GrailModel>> refused = TrainGrail(d.train, d.valid, other);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("another run"));
+}
+
+// Early fusion: fixed features for every other training entity, `scale` times random values.
+std::shared_ptr<const NodeFeatures> SomeFeatures(const IndexedTriples& train, float scale) {
+  auto f = std::make_shared<NodeFeatures>();
+  f->dim = 4;
+  SeededRandom random(3);
+  const std::vector<std::string>& names = train.entities.names();
+  for (size_t i = 0; i < names.size(); i += 2) {
+    f->entities.push_back(names[i]);
+    for (int k = 0; k < f->dim; ++k) {
+      f->values.push_back(scale * (static_cast<float>(random.Uniform(1000)) / 500.0f - 1.0f));
+    }
+  }
+  return f;
+}
+
+TEST(TrainerTest, EarlyFusionTrainsOnTheNodeFeaturesAndItsArchiveScoresLikeTheTrainedModel) {
+  SmallData d = MakeData(9);
+  TrainOptions o = SmallOptions();
+  o.model.node_feature_dim = 4;
+  o.node_features = SomeFeatures(d.train, 1.0f);
+  std::vector<EpochReport> reports;
+  absl::StatusOr<std::unique_ptr<GrailModel>> model =
+      TrainGrail(d.train, d.valid, o, [&](const EpochReport& r) { reports.push_back(r); });
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[1].validations.size(), 1u);  // validation scored with the features
+  EXPECT_EQ((*model)->node_feature_entities(), o.node_features->entities);
+
+  const StaticGraph graph(d.train.entities.size(), d.train.triples);
+  const std::vector<int32_t> rows = (*model)->NodeFeatureRows(d.train.entities.names());
+  ScoringOptions scoring;
+  scoring.node_feature_rows = &rows;
+  const std::vector<float> trained = *ScoreFacts(**model, graph, {}, d.held_out, scoring);
+  // Scoring without the rows is refused, not done on zeros.
+  EXPECT_EQ(ScoreFacts(**model, graph, {}, d.held_out, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  const std::string path = ProcessTempPath("early_fusion.pt");
+  ASSERT_TRUE((*model)->Save(path).ok());
+  std::unique_ptr<GrailModel> loaded = *GrailModel::Load(path);
+  const std::vector<int32_t> loaded_rows = loaded->NodeFeatureRows(d.train.entities.names());
+  ScoringOptions loaded_scoring;
+  loaded_scoring.node_feature_rows = &loaded_rows;
+  EXPECT_EQ(*ScoreFacts(*loaded, graph, {}, d.held_out, loaded_scoring), trained);
+
+  // Other feature values train another model: the features reach training.
+  TrainOptions other = o;
+  other.node_features = SomeFeatures(d.train, 3.0f);
+  std::unique_ptr<GrailModel> retrained = *TrainGrail(d.train, d.valid, other);
+  EXPECT_NE(*ScoreFacts(*retrained, graph, {}, d.held_out, scoring), trained);
+
+  // A width without features is refused.
+  TrainOptions missing = SmallOptions();
+  missing.model.node_feature_dim = 4;
+  EXPECT_EQ(TrainGrail(d.train, d.valid, missing).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // The reference code's schedule (TrainOptions' eval_every_steps, select_metric, clip_norm 0,

@@ -3,7 +3,9 @@
 // model knows get the fused score, facts with an entity added at runtime fall back to GraIL
 // alone, responses and /metrics say which, and the scores equal grail-eval's on the same
 // archive and graph. Rankings over every entity fuse the far candidates with embeddings one by
-// one and give the same scores as ScoreTriplet.
+// one and give the same scores as ScoreTriplet. An early-fused GraIL archive (node features)
+// reads each entity's features by name, as grail-eval does, and ranks each far candidate with
+// features apart.
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -57,30 +59,14 @@ void ExpectClose(float served, float expected, const std::string& what) {
   EXPECT_NEAR(served, expected, 1e-5 * (1 + std::fabs(expected))) << what;
 }
 
-class FusedServingTest : public ::testing::Test {
+// A served archive on the ring: the helpers both kinds of fusion use.
+class ServedArchiveTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<GrailModel>> grail =
-        GrailModel::Create(TwoHopConfig(), kRelations, /*seed=*/2);
-    ASSERT_TRUE(grail.ok()) << grail.status();
-    KgeConfig config;
-    config.kind = KgeKind::kDistMult;
-    config.dim = 8;
-    std::vector<std::string> entities;
-    for (int i = 0; i < kEmbedded; ++i) entities.push_back(absl::StrCat("c", i));
-    absl::StatusOr<std::unique_ptr<KgeModel>> kge =
-        KgeModel::Create(config, entities, {"r0", "r1"}, /*seed=*/5);
-    ASSERT_TRUE(kge.ok()) << kge.status();
-    std::vector<std::unique_ptr<KgeModel>> members;
-    members.push_back(*std::move(kge));
-    absl::StatusOr<std::unique_ptr<FusedModel>> fused =
-        FusedModel::Create(*std::move(grail), std::move(members), LinearFusion{{0.8, 1.5}, 0.3},
-                           LinearFusion{{0.9}, -0.2});
-    ASSERT_TRUE(fused.ok()) << fused.status();
-    ASSERT_TRUE((*fused)->Save(dir_.Sub("fused.pt")).ok());
-    ASSERT_TRUE(
-        server_.Start({"--model=" + dir_.Sub("fused.pt"), "--data-dir=" + dir_.Sub("store")},
-                      dir_.Sub("server.log")));
+  // Starts grail-server on the archive at `archive` and stores the ring.
+  void Serve(const std::string& archive) {
+    archive_ = archive;
+    ASSERT_TRUE(server_.Start({"--model=" + archive_, "--data-dir=" + dir_.Sub("store")},
+                              dir_.Sub("server.log")));
     stub_ = KnowledgeGraph::NewStub(
         grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
     Add(Ring());
@@ -138,15 +124,17 @@ class FusedServingTest : public ::testing::Test {
     write(dir_.Sub("graph.txt"), stored_);
     write(dir_.Sub("test.txt"), facts);
     const BinaryRun run = RunBinary(
-        "grail-eval", absl::StrCat("--model ", dir_.Sub("fused.pt"), " --graph ",
-                                   dir_.Sub("graph.txt"), " --test ", dir_.Sub("test.txt"),
-                                   " --score-only --scores-out ", dir_.Sub("scores.txt")));
+        "grail-eval",
+        absl::StrCat("--model ", archive_, " --graph ", dir_.Sub("graph.txt"), " --test ",
+                     dir_.Sub("test.txt"), " --score-only --scores-out ", dir_.Sub("scores.txt")));
     EXPECT_EQ(run.exit_code, 0) << run.all();
     std::vector<std::pair<float, std::string>> scores;
     std::ifstream in(dir_.Sub("scores.txt"));
     for (std::string line; std::getline(in, line);) {
+      // A fused archive's lines name the scorer; a GraIL archive's are GraIL's.
       const std::vector<std::string> columns = absl::StrSplit(line, '\t');
-      EXPECT_EQ(columns.size(), 5u) << line;
+      EXPECT_TRUE(columns.size() == 4 || columns.size() == 5) << line;
+      if (columns.size() == 4) scores.push_back({std::stof(columns[3]), "grail"});
       if (columns.size() == 5) scores.push_back({std::stof(columns[3]), columns[4]});
     }
     return scores;
@@ -156,6 +144,32 @@ class FusedServingTest : public ::testing::Test {
   ServerProcess server_;
   std::unique_ptr<KnowledgeGraph::Stub> stub_;
   std::vector<NamedTriple> stored_;
+  std::string archive_;
+};
+
+class FusedServingTest : public ServedArchiveTest {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<GrailModel>> grail =
+        GrailModel::Create(TwoHopConfig(), kRelations, /*seed=*/2);
+    ASSERT_TRUE(grail.ok()) << grail.status();
+    KgeConfig config;
+    config.kind = KgeKind::kDistMult;
+    config.dim = 8;
+    std::vector<std::string> entities;
+    for (int i = 0; i < kEmbedded; ++i) entities.push_back(absl::StrCat("c", i));
+    absl::StatusOr<std::unique_ptr<KgeModel>> kge =
+        KgeModel::Create(config, entities, {"r0", "r1"}, /*seed=*/5);
+    ASSERT_TRUE(kge.ok()) << kge.status();
+    std::vector<std::unique_ptr<KgeModel>> members;
+    members.push_back(*std::move(kge));
+    absl::StatusOr<std::unique_ptr<FusedModel>> fused =
+        FusedModel::Create(*std::move(grail), std::move(members), LinearFusion{{0.8, 1.5}, 0.3},
+                           LinearFusion{{0.9}, -0.2});
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    ASSERT_TRUE((*fused)->Save(dir_.Sub("fused.pt")).ok());
+    Serve(dir_.Sub("fused.pt"));
+  }
 };
 
 TEST_F(FusedServingTest, KnownEntitiesAreFusedAnAddedEntityFallsBackToGrailAsGrailEvalScores) {
@@ -246,6 +260,86 @@ TEST_F(FusedServingTest, RankingEveryEntityFusesEachEmbeddedCandidateAsScoreTrip
     EXPECT_EQ(e.scored_by(), kg::v1::SCORED_BY_GRAIL) << e.entity();
   }
   EXPECT_EQ(unfused.candidates_shared_score(), static_cast<uint32_t>(kRing - 1 - 12));
+}
+
+// Early fusion (GraIL++): a GraIL archive whose nodes read fixed features of c0..c49, listed
+// in reverse so that a feature row is never the graph's id. Served, every score is GraIL's
+// and reads each entity's features by name; an entity added at runtime has none (zeros and the
+// flag bit), as in grail-eval.
+class EarlyFusionServingTest : public ServedArchiveTest {
+ protected:
+  void SetUp() override {
+    NodeFeatures features;
+    features.dim = 4;
+    for (int i = kEmbedded - 1; i >= 0; --i) {
+      features.entities.push_back(absl::StrCat("c", i));
+      for (int k = 0; k < features.dim; ++k) {
+        features.values.push_back(std::sin(static_cast<float>(7 * i + k)));
+      }
+    }
+    GrailConfig config = TwoHopConfig();
+    config.node_feature_dim = features.dim;
+    absl::StatusOr<std::unique_ptr<GrailModel>> grail =
+        GrailModel::Create(config, kRelations, /*seed=*/4, "cpu", &features);
+    ASSERT_TRUE(grail.ok()) << grail.status();
+    ASSERT_TRUE((*grail)->Save(dir_.Sub("early.pt")).ok());
+    Serve(dir_.Sub("early.pt"));
+  }
+};
+
+TEST_F(EarlyFusionServingTest, ScoresReadEachEntitysFeaturesByNameAsGrailEvalDoes) {
+  Add({{"new1", "r0", "c10"}, {"c11", "r1", "new1"}});
+  const std::vector<NamedTriple> facts = {
+      {"c10", "r0", "c14"},   // both with features
+      {"c10", "r1", "c40"},   // far apart: the trivial subgraph, with c40's features
+      {"c10", "r1", "c41"},   // likewise, with c41's
+      {"new1", "r1", "c12"},  // the added entity: no features
+      {"c52", "r0", "c10"},   // an entity without features
+  };
+  const std::vector<kg::v1::ScoreTripletResponse> served = Score(facts);
+  const std::vector<std::pair<float, std::string>> offline = GrailEvalScores(facts);
+  ASSERT_EQ(served.size(), facts.size());
+  ASSERT_EQ(offline.size(), facts.size());
+  for (size_t i = 0; i < facts.size(); ++i) {
+    const std::string what =
+        absl::StrCat(facts[i].head, " ", facts[i].relation, " ", facts[i].tail);
+    EXPECT_EQ(served[i].scored_by(), kg::v1::SCORED_BY_GRAIL) << what;
+    EXPECT_EQ(offline[i].second, "grail") << what;
+    ExpectClose(served[i].score(), offline[i].first, what);
+  }
+  // Two far candidates' trivial subgraphs differ only in their features.
+  EXPECT_NE(served[1].score(), served[2].score());
+}
+
+TEST_F(EarlyFusionServingTest, RankingEveryEntityScoresEachFarCandidateWithFeaturesApart) {
+  for (const bool tails : {true, false}) {
+    SCOPED_TRACE(tails ? "RankTails" : "RankHeads");
+    const kg::v1::RankResponse all = Rank(tails, "c10", "r1");
+    ASSERT_EQ(all.ranked_size(), kRing - 1);
+    // Only the far candidates without features (c50..c59) share one score.
+    EXPECT_EQ(all.candidates_shared_score(), static_cast<uint32_t>(kRing - kEmbedded));
+    std::vector<NamedTriple> facts;
+    for (const kg::v1::RankedEntity& e : all.ranked()) {
+      facts.push_back(tails ? NamedTriple{"c10", "r1", e.entity()}
+                            : NamedTriple{e.entity(), "r1", "c10"});
+    }
+    const std::vector<kg::v1::ScoreTripletResponse> scored = Score(facts);
+    ASSERT_EQ(scored.size(), facts.size());
+    std::map<float, int> without_features;  // score -> candidates with it
+    for (int i = 0; i < all.ranked_size(); ++i) {
+      const kg::v1::RankedEntity& e = all.ranked(i);
+      EXPECT_EQ(e.scored_by(), kg::v1::SCORED_BY_GRAIL) << e.entity();
+      ExpectClose(e.score(), scored[i].score(), e.entity());
+      if (i > 0) EXPECT_GE(all.ranked(i - 1).score(), e.score());
+      if (!Embedded(e.entity())) ++without_features[e.score()];
+    }
+    ASSERT_EQ(without_features.size(), 1u);
+    EXPECT_EQ(without_features.begin()->second, kRing - kEmbedded);
+
+    const kg::v1::RankResponse top = Rank(tails, "c10", "r1", 5);
+    ASSERT_EQ(top.ranked_size(), 5);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(top.ranked(i).entity(), all.ranked(i).entity());
+  }
 }
 
 }  // namespace
