@@ -8,14 +8,18 @@
 #
 #   bench/kge_wn18rr.sh [--models "transe distmult complex rotate"] [--epochs 100]
 #                       [--negatives 64] [--eval-every 25] [--seed 0] [--threads 2]
-#                       [--out out/kge] [-- extra grail-kge-train flags]
+#                       [--data DIR] [--runs 1] [--out out/kge] [-- extra grail-kge-train flags]
+#
+# --data: another directory with train.txt, valid.txt and test.txt (a benchmark split, for
+# its transductive fusion tables: bench/fusion_tables.sh); default ../shared/data/WN18RR.
 #
 # The RotatE code's WN18RR recipe (dim, gamma, learning rate, L3 weight per model: the
 # defaults of grail-kge-train) runs 80,000 steps of 512 facts with 1,024 negatives each, on a
 # GPU. On 2 CPU cores one such step takes seconds, so the defaults here are a budget: 64
 # negatives and 100 epochs (17,000 steps); BENCHMARKS.md states it beside the figures.
 #
-# One evaluation run (one draw of the GraIL protocol's negatives): WN18RR's 3,134 test facts
+# One evaluation run by default (one draw of the GraIL protocol's negatives; --runs N for more, as
+# the small splits need): WN18RR's 3,134 test facts
 # make one draw's spread small, unlike the inductive fb237 splits' 205, and a full pass of
 # TransE or RotatE over 40,943 entities costs minutes on 2 cores.
 #
@@ -30,6 +34,7 @@ eval_every=25
 seed=0
 threads=2
 out=out/kge
+runs=1
 data=${GRAIL_DATA_DIR:-../shared/data}/WN18RR
 extra=()
 while (($#)); do
@@ -41,6 +46,8 @@ while (($#)); do
     --seed) seed=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -64,7 +71,7 @@ for model in $models; do
   fi
   trained=$(date +%s)
   "$bin/grail-eval" --model "$out/$name.pt" --graph "$data/train.txt" --test "$data/test.txt" \
-    --filter "$data/valid.txt" --seed 0 --runs 1 --threads "$threads" \
+    --filter "$data/valid.txt" --seed 0 --runs "$runs" --threads "$threads" \
     2> "$out/$name.eval.log" > "$out/$name.eval.out"
   done_at=$(date +%s)
   read -r epoch_seconds train_seconds < <(awk '/^epoch /{for(i=1;i<=NF;i++) if($i=="s") {sum+=$(i-1); n++}} END{printf "%.1f %.0f\n", n? sum/n : 0, sum}' "$out/$name.train.log")

@@ -117,13 +117,7 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
 
   const StaticGraph graph(train.entities.size(), train.triples);
   const std::vector<Triple> facts = graph.Facts();
-  std::vector<Triple> valid_facts;
-  for (const NamedTriple& v : valid) {
-    auto h = train.entities.Find(v.head);
-    auto r = train.relations.Find(v.relation);
-    auto t = train.entities.Find(v.tail);
-    if (h && r && t && *h != *t && !graph.HasFact(*h, *r, *t)) valid_facts.push_back({*h, *r, *t});
-  }
+  const std::vector<Triple> valid_facts = ValidationFacts(train, graph, valid);
 
   absl::StatusOr<std::unique_ptr<KgeModel>> created = KgeModel::Create(
       options.model, train.entities.names(), train.relations.names(), options.seed, options.device);
@@ -139,29 +133,23 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
   for (const torch::Tensor& p : kge.module.parameters()) parameters.push_back(p);
   const torch::Tensor entity_embedding = kge.module.attr("entity_embedding").toTensor();
   const torch::Tensor relation_embedding = kge.module.attr("relation_embedding").toTensor();
-  torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(options.learning_rate));
-
-  SeededRandom order_random(options.seed);
-  SeededRandom negative_random(MixBits(options.seed ^ 0x6b67656e65676174ULL));
-  BestModel best(parameters);
-  TrainingPosition done;
-  const std::string run_key = RunKey(options, TrainingDataFingerprint(train, valid_facts.size()));
-  const TrainingCheckpoint checkpoint(options.checkpoint_dir);
+  MrrTrainingRun run(std::move(parameters), options.learning_rate, options.seed,
+                     0x6b67656e65676174ULL, options.checkpoint_dir,
+                     RunKey(options, TrainingDataFingerprint(train, valid_facts.size())));
   if (options.resume) {
-    absl::StatusOr<TrainingPosition> restored =
-        checkpoint.Restore(run_key, parameters, optimizer, best, order_random, negative_random);
-    if (!restored.ok()) return restored.status();
-    done = *restored;
+    if (absl::Status s = run.Resume(); !s.ok()) return s;
   }
+  torch::optim::Adam& optimizer = run.optimizer();
+  SeededRandom& negative_random = run.negative_random();
 
   KgeEvaluationOptions validation;
   validation.sampled = false;
   validation.full_ranking = true;
   std::vector<uint32_t> order(facts.size());
-  for (int epoch = done.epoch + 1; epoch <= options.epochs; ++epoch) {
+  for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    order_random.Shuffle(order);
+    run.order_random().Shuffle(order);
     const bool decayed = options.lr_decay_epoch > 0 && epoch > options.lr_decay_epoch;
     SetLearningRate(optimizer, decayed ? options.learning_rate / 10 : options.learning_rate);
     double total_loss = 0;
@@ -170,8 +158,8 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
     std::vector<float> batch_weights;
     for (size_t begin = 0; begin < order.size(); begin += options.batch_size) {
       const size_t end = std::min(order.size(), begin + options.batch_size);
-      const int64_t step = done.steps + steps;   // over the whole run
-      const bool corrupt_heads = step % 2 == 0;  // the RotatE code starts with heads
+      const int64_t step = run.position().steps + steps;  // over the whole run
+      const bool corrupt_heads = step % 2 == 0;           // the RotatE code starts with heads
       heads.clear();
       relations.clear();
       tails.clear();
@@ -258,30 +246,21 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
     report.epoch = epoch;
     report.positives = seen;
     report.loss = seen > 0 ? total_loss / static_cast<double>(seen) : 0;
-    if (epoch % options.eval_every == 0 || epoch == options.epochs) {
-      double metric = 0;
-      if (!valid_facts.empty()) {
-        absl::StatusOr<EvaluationResult> result =
-            EvaluateKge(*model, graph, {}, valid_facts, validation);
-        if (!result.ok()) return result.status();
-        metric = result->full->mrr;
-      }
-      report.valid_mrr = metric;
-      report.best = best.Offer(metric, epoch % options.eval_every == 0, parameters);
+    auto valid_mrr = [&]() -> absl::StatusOr<double> {
+      if (valid_facts.empty()) return 0.0;
+      absl::StatusOr<EvaluationResult> result =
+          EvaluateKge(*model, graph, {}, valid_facts, validation);
+      if (!result.ok()) return result.status();
+      return result->full->mrr;
+    };
+    if (absl::Status s = run.EndEpoch(epoch, options.epochs, options.eval_every, steps, valid_mrr,
+                                      start, report);
+        !s.ok()) {
+      return s;
     }
-    done = {epoch, done.steps + steps};
-    if (!options.checkpoint_dir.empty()) {
-      if (absl::Status s = checkpoint.Write(done, run_key, parameters, optimizer, best,
-                                            order_random, negative_random);
-          !s.ok()) {
-        return s;
-      }
-    }
-    report.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (on_epoch) on_epoch(report);
   }
-  best.Apply(parameters);
+  run.Finish();
   return model;
 }
 

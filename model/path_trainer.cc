@@ -73,13 +73,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   for (const Triple& t : graph.Facts()) {
     if (t.head != t.tail) positives.push_back(t);
   }
-  std::vector<Triple> valid_facts;
-  for (const NamedTriple& v : valid) {
-    auto h = train.entities.Find(v.head);
-    auto r = train.relations.Find(v.relation);
-    auto t = train.entities.Find(v.tail);
-    if (h && r && t && *h != *t && !graph.HasFact(*h, *r, *t)) valid_facts.push_back({*h, *r, *t});
-  }
+  const std::vector<Triple> valid_facts = ValidationFacts(train, graph, valid);
 
   PathConfig config = options.model;
   config.pna_delta = MeanLogDegree(train);
@@ -93,21 +87,14 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   PathModule& path = model->module();
   std::vector<torch::Tensor> parameters;
   for (const torch::Tensor& p : path.module.parameters()) parameters.push_back(p);
-  torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(options.learning_rate));
-
-  SeededRandom order_random(options.seed);
-  SeededRandom negative_random(MixBits(options.seed ^ 0x6e65676174697665ULL));
-  BestModel best(parameters);
-  TrainingPosition done;
-
-  const std::string run_key = RunKey(options, TrainingDataFingerprint(train, valid_facts.size()));
-  const TrainingCheckpoint checkpoint(options.checkpoint_dir);
+  MrrTrainingRun run(std::move(parameters), options.learning_rate, options.seed,
+                     0x6e65676174697665ULL, options.checkpoint_dir,
+                     RunKey(options, TrainingDataFingerprint(train, valid_facts.size())));
   if (options.resume) {
-    absl::StatusOr<TrainingPosition> restored =
-        checkpoint.Restore(run_key, parameters, optimizer, best, order_random, negative_random);
-    if (!restored.ok()) return restored.status();
-    done = *restored;
+    if (absl::Status s = run.Resume(); !s.ok()) return s;
   }
+  torch::optim::Adam& optimizer = run.optimizer();
+  SeededRandom& negative_random = run.negative_random();
 
   PathEvaluationOptions validation;
   validation.sampled = false;
@@ -115,10 +102,10 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   validation.scoring.batch_queries = options.batch_size;
   PathBatchBuilder builder(graph, {}, num_relations, config.radius());
   std::vector<uint32_t> order(positives.size());
-  for (int epoch = done.epoch + 1; epoch <= options.epochs; ++epoch) {
+  for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    order_random.Shuffle(order);
+    run.order_random().Shuffle(order);
     double total_loss = 0;
     int64_t seen = 0, steps = 0;
     double step_loss = 0;
@@ -207,30 +194,21 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
     report.epoch = epoch;
     report.positives = seen;
     report.loss = seen > 0 ? total_loss / static_cast<double>(seen) : 0;
-    if (epoch % options.eval_every == 0 || epoch == options.epochs) {
-      double metric = 0;
-      if (!valid_facts.empty()) {
-        absl::StatusOr<EvaluationResult> result =
-            EvaluatePath(*model, graph, {}, valid_facts, validation);
-        if (!result.ok()) return result.status();
-        metric = result->full->mrr;
-      }
-      report.valid_mrr = metric;
-      report.best = best.Offer(metric, epoch % options.eval_every == 0, parameters);
+    auto valid_mrr = [&]() -> absl::StatusOr<double> {
+      if (valid_facts.empty()) return 0.0;
+      absl::StatusOr<EvaluationResult> result =
+          EvaluatePath(*model, graph, {}, valid_facts, validation);
+      if (!result.ok()) return result.status();
+      return result->full->mrr;
+    };
+    if (absl::Status s = run.EndEpoch(epoch, options.epochs, options.eval_every, steps, valid_mrr,
+                                      start, report);
+        !s.ok()) {
+      return s;
     }
-    done = {epoch, done.steps + steps};
-    if (!options.checkpoint_dir.empty()) {
-      if (absl::Status s = checkpoint.Write(done, run_key, parameters, optimizer, best,
-                                            order_random, negative_random);
-          !s.ok()) {
-        return s;
-      }
-    }
-    report.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (on_epoch) on_epoch(report);
   }
-  best.Apply(parameters);
+  run.Finish();
   return model;
 }
 

@@ -165,4 +165,57 @@ void BestModel::Apply(std::vector<torch::Tensor>& parameters) const {
   for (size_t i = 0; i < parameters.size(); ++i) parameters[i].copy_(tensors_[i]);
 }
 
+std::vector<Triple> ValidationFacts(const IndexedTriples& train, const StaticGraph& graph,
+                                    absl::Span<const NamedTriple> valid) {
+  std::vector<Triple> facts;
+  for (const NamedTriple& v : valid) {
+    auto h = train.entities.Find(v.head);
+    auto r = train.relations.Find(v.relation);
+    auto t = train.entities.Find(v.tail);
+    if (h && r && t && *h != *t && !graph.HasFact(*h, *r, *t)) facts.push_back({*h, *r, *t});
+  }
+  return facts;
+}
+
+MrrTrainingRun::MrrTrainingRun(std::vector<torch::Tensor> parameters, double learning_rate,
+                               uint64_t seed, uint64_t negative_salt,
+                               const std::string& checkpoint_dir, std::string run_key)
+    : parameters_(std::move(parameters)),
+      optimizer_(parameters_, torch::optim::AdamOptions(learning_rate)),
+      order_random_(seed),
+      negative_random_(MixBits(seed ^ negative_salt)),
+      best_(parameters_),
+      checkpoint_(checkpoint_dir),
+      run_key_(std::move(run_key)) {}
+
+absl::Status MrrTrainingRun::Resume() {
+  absl::StatusOr<TrainingPosition> restored = checkpoint_.Restore(
+      run_key_, parameters_, optimizer_, best_, order_random_, negative_random_);
+  if (!restored.ok()) return restored.status();
+  done_ = *restored;
+  return absl::OkStatus();
+}
+
+absl::Status MrrTrainingRun::EndEpoch(int epoch, int epochs, int eval_every, int64_t steps,
+                                      const std::function<absl::StatusOr<double>()>& valid_mrr,
+                                      std::chrono::steady_clock::time_point start,
+                                      EpochReport& report) {
+  if (epoch % eval_every == 0 || epoch == epochs) {
+    absl::StatusOr<double> metric = valid_mrr();
+    if (!metric.ok()) return metric.status();
+    report.valid_mrr = *metric;
+    report.best = best_.Offer(*metric, epoch % eval_every == 0, parameters_);
+  }
+  done_ = {epoch, done_.steps + steps};
+  if (!checkpoint_.dir().empty()) {
+    if (absl::Status s = checkpoint_.Write(done_, run_key_, parameters_, optimizer_, best_,
+                                           order_random_, negative_random_);
+        !s.ok()) {
+      return s;
+    }
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return absl::OkStatus();
+}
+
 }  // namespace grail

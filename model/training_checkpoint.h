@@ -1,7 +1,7 @@
-// A training run's checkpoint, shared by both families' trainers (model/trainer.h,
-// model/path_trainer.h): after every epoch N, the parameters, the optimiser's state and the
-// best parameters so far as `parameters-N.pt`, `optimizer-N.pt` and `best-N.pt`, LibTorch's
-// CPU generator (edge dropout) as `torch-rng-N.pt`, then `state.json` — written to a
+// A training run's checkpoint, shared by every family's trainer (model/trainer.h,
+// model/path_trainer.h, model/kge_trainer.h): after every epoch N, the parameters, the optimiser's
+// state and the best parameters so far as `parameters-N.pt`, `optimizer-N.pt` and `best-N.pt`,
+// LibTorch's CPU generator (edge dropout) as `torch-rng-N.pt`, then `state.json` — written to a
 // temporary name and renamed, the commit point — naming N, the run's key and what the
 // trainer adds (its metric, its own generators). A crash between two commits leaves the
 // previous checkpoint whole; the previous epoch's files are removed after the commit.
@@ -13,11 +13,16 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/seeded_random.h"
+#include "model/trainer.h"
+#include "storage/static_graph.h"
 #include "storage/triple_file.h"
 
 namespace grail {
@@ -90,6 +95,51 @@ class TrainingCheckpoint {
 // The training data's part of a run key: a hash of the facts (ids, in order) and the counts
 // of training and validation facts.
 std::string TrainingDataFingerprint(const IndexedTriples& train, size_t valid_facts);
+
+// The facts of `valid` a trainer validates on, as ids of `train`: those whose entities and
+// relation it names, other than self-loops and facts of the training graph.
+std::vector<Triple> ValidationFacts(const IndexedTriples& train, const StaticGraph& graph,
+                                    absl::Span<const NamedTriple> valid);
+
+// A training run that keeps the best model on validation MRR (the path family's and the KGE
+// models' trainers): Adam over the parameters, the best model so far, the generators of the
+// epochs' order and of the negatives, and a checkpoint after every epoch.
+class MrrTrainingRun {
+ public:
+  // `negative_salt` tells the family's negatives generator from the order's (both seeded by
+  // `seed`). An empty `checkpoint_dir` writes no checkpoints.
+  MrrTrainingRun(std::vector<torch::Tensor> parameters, double learning_rate, uint64_t seed,
+                 uint64_t negative_salt, const std::string& checkpoint_dir, std::string run_key);
+
+  // Continues from the last checkpoint (position() says where; epoch 0 if there is none).
+  absl::Status Resume();
+
+  // Ends epoch `epoch` of `epochs` after its `steps` steps: after every `eval_every` epochs
+  // and after the last, `valid_mrr` gives the metric and the parameters are offered to the
+  // best model; then the checkpoint. Completes `report`: valid_mrr, best, and the seconds
+  // since `start`.
+  absl::Status EndEpoch(int epoch, int epochs, int eval_every, int64_t steps,
+                        const std::function<absl::StatusOr<double>()>& valid_mrr,
+                        std::chrono::steady_clock::time_point start, EpochReport& report);
+
+  // Leaves the model the run returns (the best) in the parameters.
+  void Finish() { best_.Apply(parameters_); }
+
+  torch::optim::Adam& optimizer() { return optimizer_; }
+  SeededRandom& order_random() { return order_random_; }
+  SeededRandom& negative_random() { return negative_random_; }
+  const TrainingPosition& position() const { return done_; }
+
+ private:
+  std::vector<torch::Tensor> parameters_;
+  torch::optim::Adam optimizer_;
+  SeededRandom order_random_;
+  SeededRandom negative_random_;
+  BestModel best_;
+  TrainingPosition done_;
+  const TrainingCheckpoint checkpoint_;
+  const std::string run_key_;
+};
 
 }  // namespace grail
 

@@ -112,6 +112,18 @@ class ServedArchiveTest : public ::testing::Test {
     return response;
   }
 
+  // ScoreTriplet of each fact a ranking of (fixed, relation, ?) or (?, relation, fixed) ranked.
+  std::vector<kg::v1::ScoreTripletResponse> ScoreRanked(bool tails, const std::string& fixed,
+                                                        const std::string& relation,
+                                                        const kg::v1::RankResponse& ranking) {
+    std::vector<NamedTriple> facts;
+    for (const kg::v1::RankedEntity& e : ranking.ranked()) {
+      facts.push_back(tails ? NamedTriple{fixed, relation, e.entity()}
+                            : NamedTriple{e.entity(), relation, fixed});
+    }
+    return Score(facts);
+  }
+
   // grail-eval --score-only on the same archive, with the stored facts as the graph: each of
   // `facts` (none of them stored) with its score and scorer, in order.
   std::vector<std::pair<float, std::string>> GrailEvalScores(
@@ -224,13 +236,8 @@ TEST_F(FusedServingTest, RankingEveryEntityFusesEachEmbeddedCandidateAsScoreTrip
     // Within 3 hops of c10: c4..c16. The far candidates with embeddings are fused one by one;
     // only the far ones without (c50..c59) share GraIL's trivial-subgraph score.
     EXPECT_EQ(all.candidates_shared_score(), static_cast<uint32_t>(kRing - kEmbedded));
-    std::vector<NamedTriple> facts;
-    for (const kg::v1::RankedEntity& e : all.ranked()) {
-      facts.push_back(tails ? NamedTriple{"c10", "r1", e.entity()}
-                            : NamedTriple{e.entity(), "r1", "c10"});
-    }
-    const std::vector<kg::v1::ScoreTripletResponse> scored = Score(facts);
-    ASSERT_EQ(scored.size(), facts.size());
+    const std::vector<kg::v1::ScoreTripletResponse> scored = ScoreRanked(tails, "c10", "r1", all);
+    ASSERT_EQ(scored.size(), static_cast<size_t>(all.ranked_size()));
     std::map<float, int> shared;  // score -> candidates with it, among those not fused
     for (int i = 0; i < all.ranked_size(); ++i) {
       const kg::v1::RankedEntity& e = all.ranked(i);
@@ -239,7 +246,9 @@ TEST_F(FusedServingTest, RankingEveryEntityFusesEachEmbeddedCandidateAsScoreTrip
           << e.entity();
       EXPECT_EQ(e.scored_by(), scored[i].scored_by()) << e.entity();
       ExpectClose(e.score(), scored[i].score(), e.entity());
-      if (i > 0) EXPECT_GE(all.ranked(i - 1).score(), e.score());
+      if (i > 0) {
+        EXPECT_GE(all.ranked(i - 1).score(), e.score());
+      }
       if (!Embedded(e.entity())) ++shared[e.score()];
     }
     ASSERT_EQ(shared.size(), 1u);  // c50..c59 share one score
@@ -318,19 +327,16 @@ TEST_F(EarlyFusionServingTest, RankingEveryEntityScoresEachFarCandidateWithFeatu
     ASSERT_EQ(all.ranked_size(), kRing - 1);
     // Only the far candidates without features (c50..c59) share one score.
     EXPECT_EQ(all.candidates_shared_score(), static_cast<uint32_t>(kRing - kEmbedded));
-    std::vector<NamedTriple> facts;
-    for (const kg::v1::RankedEntity& e : all.ranked()) {
-      facts.push_back(tails ? NamedTriple{"c10", "r1", e.entity()}
-                            : NamedTriple{e.entity(), "r1", "c10"});
-    }
-    const std::vector<kg::v1::ScoreTripletResponse> scored = Score(facts);
-    ASSERT_EQ(scored.size(), facts.size());
+    const std::vector<kg::v1::ScoreTripletResponse> scored = ScoreRanked(tails, "c10", "r1", all);
+    ASSERT_EQ(scored.size(), static_cast<size_t>(all.ranked_size()));
     std::map<float, int> without_features;  // score -> candidates with it
     for (int i = 0; i < all.ranked_size(); ++i) {
       const kg::v1::RankedEntity& e = all.ranked(i);
       EXPECT_EQ(e.scored_by(), kg::v1::SCORED_BY_GRAIL) << e.entity();
       ExpectClose(e.score(), scored[i].score(), e.entity());
-      if (i > 0) EXPECT_GE(all.ranked(i - 1).score(), e.score());
+      if (i > 0) {
+        EXPECT_GE(all.ranked(i - 1).score(), e.score());
+      }
       if (!Embedded(e.entity())) ++without_features[e.score()];
     }
     ASSERT_EQ(without_features.size(), 1u);
