@@ -242,10 +242,6 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
         return absl::InternalError(absl::StrCat("training step failed: ", e.what()));
       }
     }
-    EpochReport report;
-    report.epoch = epoch;
-    report.positives = seen;
-    report.loss = seen > 0 ? total_loss / static_cast<double>(seen) : 0;
     auto valid_mrr = [&]() -> absl::StatusOr<double> {
       if (valid_facts.empty()) return 0.0;
       absl::StatusOr<EvaluationResult> result =
@@ -253,12 +249,10 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
       if (!result.ok()) return result.status();
       return result->full->mrr;
     };
-    if (absl::Status s = run.EndEpoch(epoch, options.epochs, options.eval_every, steps, valid_mrr,
-                                      start, report);
-        !s.ok()) {
-      return s;
-    }
-    if (on_epoch) on_epoch(report);
+    absl::StatusOr<EpochReport> report = run.EndEpoch(epoch, options.epochs, options.eval_every,
+                                                      steps, seen, total_loss, valid_mrr, start);
+    if (!report.ok()) return report.status();
+    if (on_epoch) on_epoch(*report);
   }
   run.Finish();
   return model;

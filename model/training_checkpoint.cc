@@ -196,10 +196,14 @@ absl::Status MrrTrainingRun::Resume() {
   return absl::OkStatus();
 }
 
-absl::Status MrrTrainingRun::EndEpoch(int epoch, int epochs, int eval_every, int64_t steps,
-                                      const std::function<absl::StatusOr<double>()>& valid_mrr,
-                                      std::chrono::steady_clock::time_point start,
-                                      EpochReport& report) {
+absl::StatusOr<EpochReport> MrrTrainingRun::EndEpoch(
+    int epoch, int epochs, int eval_every, int64_t steps, int64_t seen, double total_loss,
+    const std::function<absl::StatusOr<double>()>& valid_mrr,
+    std::chrono::steady_clock::time_point start) {
+  EpochReport report;
+  report.epoch = epoch;
+  report.positives = seen;
+  report.loss = seen > 0 ? total_loss / static_cast<double>(seen) : 0;
   if (epoch % eval_every == 0 || epoch == epochs) {
     absl::StatusOr<double> metric = valid_mrr();
     if (!metric.ok()) return metric.status();
@@ -215,7 +219,7 @@ absl::Status MrrTrainingRun::EndEpoch(int epoch, int epochs, int eval_every, int
     }
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return absl::OkStatus();
+  return report;
 }
 
 }  // namespace grail

@@ -114,13 +114,14 @@ class MrrTrainingRun {
   // Continues from the last checkpoint (position() says where; epoch 0 if there is none).
   absl::Status Resume();
 
-  // Ends epoch `epoch` of `epochs` after its `steps` steps: after every `eval_every` epochs
-  // and after the last, `valid_mrr` gives the metric and the parameters are offered to the
-  // best model; then the checkpoint. Completes `report`: valid_mrr, best, and the seconds
-  // since `start`.
-  absl::Status EndEpoch(int epoch, int epochs, int eval_every, int64_t steps,
-                        const std::function<absl::StatusOr<double>()>& valid_mrr,
-                        std::chrono::steady_clock::time_point start, EpochReport& report);
+  // Ends epoch `epoch` of `epochs`, which took `steps` steps over `seen` facts or queries
+  // with a summed loss of `total_loss`: after every `eval_every` epochs and after the last,
+  // `valid_mrr` gives the metric and the parameters are offered to the best model; then the
+  // checkpoint. Returns the epoch's report, timed from `start`.
+  absl::StatusOr<EpochReport> EndEpoch(int epoch, int epochs, int eval_every, int64_t steps,
+                                       int64_t seen, double total_loss,
+                                       const std::function<absl::StatusOr<double>()>& valid_mrr,
+                                       std::chrono::steady_clock::time_point start);
 
   // Leaves the model the run returns (the best) in the parameters.
   void Finish() { best_.Apply(parameters_); }
