@@ -23,6 +23,8 @@ constexpr uint32_t kZip64EndOfCentralDirectory = 0x06064b50;
 constexpr uint32_t kZip64Locator = 0x07064b50;
 constexpr uint32_t kCentralHeader = 0x02014b50;
 constexpr uint32_t kLocalHeader = 0x04034b50;
+// General purpose flags no TorchScript archive has: encrypted, patch data, strong encryption.
+constexpr uint64_t kUnsupportedFlags = 0x1 | 0x20 | 0x40;
 constexpr size_t kEndRecordBytes = 22;
 constexpr size_t kMaxCommentBytes = 0xffff;
 
@@ -53,6 +55,7 @@ class Reader {
 
 struct Entry {
   std::string name;
+  uint16_t flags = 0;  // general purpose bit flags (central directory)
   uint16_t method = 0;
   uint32_t crc = 0;
   uint64_t compressed = 0;
@@ -161,6 +164,7 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
       return damaged(absl::StrCat("central directory entry ", i, " is malformed"));
     }
     Entry e;
+    e.flags = static_cast<uint16_t>(*in.Read(at + 8, 2));
     e.method = static_cast<uint16_t>(*in.Read(at + 10, 2));
     e.crc = static_cast<uint32_t>(*in.Read(at + 16, 4));
     e.compressed = *in.Read(at + 20, 4);
@@ -209,7 +213,15 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
     if (in.Slice(e.local_header + 30, local_name_bytes) != absl::string_view(e.name)) {
       return damaged(absl::StrCat(e.name, ": its local header names another entry"));
     }
-    const bool descriptor = (*in.Read(e.local_header + 6, 2) & 0x8) != 0;
+    // Encryption (bits 0 and 6) and patch data (bit 5): TorchScript writes neither, and
+    // LibTorch's miniz leaks its reader's state when it refuses such an entry (found by
+    // fuzzing), so they are refused here.
+    const uint64_t local_flags = *in.Read(e.local_header + 6, 2);
+    if (((e.flags | local_flags) & kUnsupportedFlags) != 0) {
+      return not_archive(absl::StrCat(e.name, " is encrypted or patch data (zip flags ", e.flags,
+                                      " / ", local_flags, "); TorchScript writes neither"));
+    }
+    const bool descriptor = (local_flags & 0x8) != 0;
     if (!descriptor && in.Read(e.local_header + 14, 4) != e.crc) {
       return damaged(absl::StrCat(e.name, ": its two CRC-32s differ"));
     }

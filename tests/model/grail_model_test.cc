@@ -421,6 +421,34 @@ TEST_F(GrailModelTest, AnArchiveWithAFlippedByteIsRefusedAsDamagedBeforeLibTorch
   EXPECT_GT(refused, 3 * loaded);
 }
 
+// An entry flagged as encrypted: LibTorch's reader refuses it but leaked its state doing so
+// (found by fuzzing), so the container check refuses it first, in the central directory or
+// in the local header.
+TEST_F(GrailModelTest, AnArchiveWithAnEncryptedEntryIsRefusedBeforeLibTorchReadsIt) {
+  GrailConfig config;
+  config.dim = 8;
+  const std::string saved = TempPath("plain.pt");
+  ASSERT_TRUE((*GrailModel::Create(config, indexed_.relations.names(), 1))->Save(saved).ok());
+  std::string bytes;
+  {
+    std::ifstream in(saved, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  for (const std::string signature : {std::string("PK\x01\x02", 4), std::string("PK\x03\x04", 4)}) {
+    // The general purpose flags: offset 8 in a central header, 6 in a local one.
+    const size_t flags = signature[2] == 1 ? 8 : 6;
+    const size_t at = bytes.find(signature);
+    ASSERT_NE(at, std::string::npos);
+    std::string copy = bytes;
+    copy[at + flags] = static_cast<char>(copy[at + flags] | 0x1);
+    const std::string encrypted = TempPath("encrypted.pt");
+    std::ofstream(encrypted, std::ios::binary | std::ios::trunc) << copy;
+    absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(encrypted);
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_THAT(loaded.status().message(), HasSubstr(" is encrypted or patch data"));
+  }
+}
+
 TEST_F(GrailModelTest, CudaWithoutCudaIsAClearError) {
   absl::StatusOr<std::unique_ptr<GrailModel>> model =
       GrailModel::Create({}, indexed_.relations.names(), 1, "cuda");
