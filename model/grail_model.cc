@@ -320,9 +320,7 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Create(const GrailConfig
         GrailModule{std::move(m), *device, config.node_feature_dim > 0});
     auto model = std::unique_ptr<GrailModel>(
         new GrailModel(config, std::move(relations), std::string(device_name), std::move(module)));
-    if (features != nullptr && config.node_feature_dim > 0) {
-      model->feature_entities_ = Vocabulary(features->entities);
-    }
+    if (config.node_feature_dim > 0) model->feature_entities_ = Vocabulary(features->entities);
     return model;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the model failed: ", e.what()));

@@ -190,15 +190,9 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         on_step(step);
       }
     }
-    auto valid_mrr = [&]() -> absl::StatusOr<double> {
-      if (valid_facts.empty()) return 0.0;
-      absl::StatusOr<EvaluationResult> result =
-          EvaluatePath(*model, graph, {}, valid_facts, validation);
-      if (!result.ok()) return result.status();
-      return result->full->mrr;
-    };
-    absl::StatusOr<EpochReport> report = run.EndEpoch(epoch, options.epochs, options.eval_every,
-                                                      steps, seen, total_loss, valid_mrr, start);
+    absl::StatusOr<EpochReport> report = run.EndEpoch(
+        epoch, options.epochs, options.eval_every, steps, seen, total_loss, valid_facts.size(),
+        [&] { return EvaluatePath(*model, graph, {}, valid_facts, validation); }, start);
     if (!report.ok()) return report.status();
     if (on_epoch) on_epoch(*report);
   }

@@ -198,17 +198,21 @@ absl::Status MrrTrainingRun::Resume() {
 
 absl::StatusOr<EpochReport> MrrTrainingRun::EndEpoch(
     int epoch, int epochs, int eval_every, int64_t steps, int64_t seen, double total_loss,
-    const std::function<absl::StatusOr<double>()>& valid_mrr,
+    size_t valid_facts, const std::function<absl::StatusOr<EvaluationResult>()>& validate,
     std::chrono::steady_clock::time_point start) {
   EpochReport report;
   report.epoch = epoch;
   report.positives = seen;
   report.loss = seen > 0 ? total_loss / static_cast<double>(seen) : 0;
   if (epoch % eval_every == 0 || epoch == epochs) {
-    absl::StatusOr<double> metric = valid_mrr();
-    if (!metric.ok()) return metric.status();
-    report.valid_mrr = *metric;
-    report.best = best_.Offer(*metric, epoch % eval_every == 0, parameters_);
+    double metric = 0;
+    if (valid_facts > 0) {
+      absl::StatusOr<EvaluationResult> result = validate();
+      if (!result.ok()) return result.status();
+      metric = result->full->mrr;
+    }
+    report.valid_mrr = metric;
+    report.best = best_.Offer(metric, epoch % eval_every == 0, parameters_);
   }
   done_ = {epoch, done_.steps + steps};
   if (!checkpoint_.dir().empty()) {

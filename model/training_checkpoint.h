@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/seeded_random.h"
+#include "model/evaluation.h"
 #include "model/trainer.h"
 #include "storage/static_graph.h"
 #include "storage/triple_file.h"
@@ -116,12 +117,13 @@ class MrrTrainingRun {
 
   // Ends epoch `epoch` of `epochs`, which took `steps` steps over `seen` facts or queries
   // with a summed loss of `total_loss`: after every `eval_every` epochs and after the last,
-  // `valid_mrr` gives the metric and the parameters are offered to the best model; then the
-  // checkpoint. Returns the epoch's report, timed from `start`.
-  absl::StatusOr<EpochReport> EndEpoch(int epoch, int epochs, int eval_every, int64_t steps,
-                                       int64_t seen, double total_loss,
-                                       const std::function<absl::StatusOr<double>()>& valid_mrr,
-                                       std::chrono::steady_clock::time_point start);
+  // the parameters are offered to the best model with their filtered MRR from `validate`
+  // (0 without validation facts, when it is not called); then the checkpoint. Returns the
+  // epoch's report, timed from `start`.
+  absl::StatusOr<EpochReport> EndEpoch(
+      int epoch, int epochs, int eval_every, int64_t steps, int64_t seen, double total_loss,
+      size_t valid_facts, const std::function<absl::StatusOr<EvaluationResult>()>& validate,
+      std::chrono::steady_clock::time_point start);
 
   // Leaves the model the run returns (the best) in the parameters.
   void Finish() { best_.Apply(parameters_); }
