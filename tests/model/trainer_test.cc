@@ -213,11 +213,19 @@ TEST(TrainerTest, EarlyFusionTrainsOnTheNodeFeaturesAndItsArchiveScoresLikeTheTr
   loaded_scoring.node_feature_rows = &loaded_rows;
   EXPECT_EQ(*ScoreFacts(*loaded, graph, {}, d.held_out, loaded_scoring), trained);
 
-  // Other feature values train another model: the features reach training.
+  // Other feature values train another model, and the training steps themselves read them:
+  // the first step (same seed, same initial weights) already has another loss.
   TrainOptions other = o;
   other.node_features = SomeFeatures(d.train, 3.0f);
-  std::unique_ptr<GrailModel> retrained = *TrainGrail(d.train, d.valid, other);
+  std::vector<double> first_losses;
+  auto first_step = [&](const StepReport& s) {
+    if (s.epoch == 1 && s.steps_done == 1) first_losses.push_back(s.loss);
+  };
+  std::unique_ptr<GrailModel> retrained = *TrainGrail(d.train, d.valid, other, nullptr, first_step);
   EXPECT_NE(*ScoreFacts(*retrained, graph, {}, d.held_out, scoring), trained);
+  ASSERT_TRUE(TrainGrail(d.train, d.valid, o, nullptr, first_step).ok());
+  ASSERT_EQ(first_losses.size(), 2u);
+  EXPECT_NE(first_losses[0], first_losses[1]);
 
   // A width without features is refused.
   TrainOptions missing = SmallOptions();
