@@ -12,6 +12,7 @@ set -euo pipefail
 runtime_packages=(
   ca-certificates libgrpc++1.51 libprotobuf32 librocksdb7.8 libabsl20220623
   libmicrohttpd12 libprometheus-cpp-core1.0 libssl3 libtorch1.13 libopenblas0-openmp wordnet-base
+  libnats3.4
 )
 
 packages=(
@@ -21,6 +22,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libabsl-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev openssl
   prometheus-cpp-dev nlohmann-json3-dev
+  # replication between replicas: the NATS C client (JetStream), and the NATS server the
+  # replication tests and benchmarks start on loopback
+  libnats-dev nats-server
   # model: LibTorch resolves BLAS through libblas.so.3; without an optimised provider it
   # lands on netlib's reference BLAS, ~20x slower for our matmuls. The OpenMP flavour
   # matches LibTorch's libgomp.

@@ -213,10 +213,16 @@ struct ChunkStreamKind<kg::v1::AddTriplesRequest> {
   using Ack = kg::v1::AddTriplesAck;
   static constexpr absl::string_view kMethod = "AddTriples";
   static int Size(const kg::v1::AddTriplesRequest& chunk) { return chunk.triples_size(); }
-  static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor,
+  static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor, Replicator* replicator,
                                            absl::Span<const NamedTriple> facts,
                                            const kg::v1::AddTriplesRequest& chunk) {
-    return predictor.Add(facts);
+    if (replicator == nullptr) return predictor.Add(facts);
+    // Validated here, so that the log holds only chunks every replica takes.
+    if (absl::Status valid = predictor.store().CheckChunk(facts, {}, /*adding=*/true);
+        !valid.ok()) {
+      return valid;
+    }
+    return replicator->Append(ChunkOp::kAdd, chunk.SerializeAsString());
   }
   static void Report(ServiceObserver& observer, const ChunkResult& result, size_t facts,
                      double seconds) {
@@ -237,11 +243,16 @@ struct ChunkStreamKind<kg::v1::RemoveTriplesRequest> {
   static int Size(const kg::v1::RemoveTriplesRequest& chunk) {
     return chunk.triples_size() + chunk.entities_size();
   }
-  static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor,
+  static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor, Replicator* replicator,
                                            absl::Span<const NamedTriple> facts,
                                            const kg::v1::RemoveTriplesRequest& chunk) {
     const std::vector<std::string> entities(chunk.entities().begin(), chunk.entities().end());
-    return predictor.Remove(facts, entities);
+    if (replicator == nullptr) return predictor.Remove(facts, entities);
+    if (absl::Status valid = predictor.store().CheckChunk(facts, entities, /*adding=*/false);
+        !valid.ok()) {
+      return valid;
+    }
+    return replicator->Append(ChunkOp::kRemove, chunk.SerializeAsString());
   }
   static void Report(ServiceObserver& observer, const ChunkResult& result, size_t facts,
                      double seconds) {
@@ -344,7 +355,8 @@ class KnowledgeGraphService::ChunkStreamCall final
     facts_.clear();
     for (const kg::v1::Triple& t : chunk_.triples()) facts_.push_back(ToNamed(t));
     const Clock::time_point start = Clock::now();
-    absl::StatusOr<ChunkResult> result = Kind::Apply(*predictor_, facts_, chunk_);
+    absl::StatusOr<ChunkResult> result =
+        Kind::Apply(*predictor_, service_->replicator_, facts_, chunk_);
     if (!result.ok()) {
       const std::optional<size_t> position = RejectedFactIndex(result.status());
       const grpc::Status status = ToGrpcStatus(result.status());
@@ -466,32 +478,35 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
   const int explain_paths = !request->explain()        ? 0
                             : request->max_paths() > 0 ? static_cast<int>(request->max_paths())
                                                        : kDefaultExplanationPaths;
-  predictor->Score(
-      {ToNamed(request->triple())}, call->control(),
-      [this, call, response](absl::StatusOr<ScoredFacts> scored) {
-        if (!scored.ok()) return call->Reply(scored.status());
-        FillScore(scored->scores[0], scored->scored_by[0], scored->graph_sequence,
-                  scored->model_version, response);
-        observer_->OnScoresReturned(scored->scored_by[0], 1);
-        if (!scored->paths.empty()) {
-          for (const NamedPath& path : scored->paths[0]) {
-            kg::v1::ExplanationPath* out = response->add_paths();
-            out->set_rule(path.rule);
-            out->set_weight(path.weight);
-            for (double w : path.layer_weights) out->add_layer_weights(w);
-            for (const NamedPathStep& step : path.steps) {
-              kg::v1::PathStep* s = out->add_steps();
-              s->set_from_entity(step.from);
-              s->set_to_entity(step.to);
-              s->set_relation(step.relation);
-              s->set_inverse(step.inverse);
-              for (float a : step.attention) s->add_attention(a);
-            }
-          }
-        }
-        call->Reply(grpc::Status::OK);
-      },
-      explain_paths);
+  AfterSequence(call, predictor, request->min_graph_sequence(),
+                [this, call, predictor, request, response, explain_paths] {
+                  predictor->Score(
+                      {ToNamed(request->triple())}, call->control(),
+                      [this, call, response](absl::StatusOr<ScoredFacts> scored) {
+                        if (!scored.ok()) return call->Reply(scored.status());
+                        FillScore(scored->scores[0], scored->scored_by[0], scored->graph_sequence,
+                                  scored->model_version, response);
+                        observer_->OnScoresReturned(scored->scored_by[0], 1);
+                        if (!scored->paths.empty()) {
+                          for (const NamedPath& path : scored->paths[0]) {
+                            kg::v1::ExplanationPath* out = response->add_paths();
+                            out->set_rule(path.rule);
+                            out->set_weight(path.weight);
+                            for (double w : path.layer_weights) out->add_layer_weights(w);
+                            for (const NamedPathStep& step : path.steps) {
+                              kg::v1::PathStep* s = out->add_steps();
+                              s->set_from_entity(step.from);
+                              s->set_to_entity(step.to);
+                              s->set_relation(step.relation);
+                              s->set_inverse(step.inverse);
+                              for (float a : step.attention) s->add_attention(a);
+                            }
+                          }
+                        }
+                        call->Reply(grpc::Status::OK);
+                      },
+                      explain_paths);
+                });
   return call;
 }
 
@@ -518,23 +533,27 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplets(
     call->Reply(status);
     return call;
   }
-  predictor->Score(std::move(facts), call->control(),
-                   [this, call, response](absl::StatusOr<ScoredFacts> scored) {
-                     if (!scored.ok()) return call->Reply(scored.status());
-                     for (size_t i = 0; i < scored->scores.size(); ++i) {
-                       FillScore(scored->scores[i], scored->scored_by[i], scored->graph_sequence,
-                                 scored->model_version, response->add_results());
-                       observer_->OnScoresReturned(scored->scored_by[i], 1);
-                     }
-                     response->set_graph_sequence(scored->graph_sequence);
-                     response->set_model_version(scored->model_version);
-                     call->Reply(grpc::Status::OK);
-                   });
+  AfterSequence(call, predictor, request->min_graph_sequence(),
+                [this, call, predictor, response, facts = std::move(facts)]() mutable {
+                  predictor->Score(std::move(facts), call->control(),
+                                   [this, call, response](absl::StatusOr<ScoredFacts> scored) {
+                                     if (!scored.ok()) return call->Reply(scored.status());
+                                     for (size_t i = 0; i < scored->scores.size(); ++i) {
+                                       FillScore(scored->scores[i], scored->scored_by[i],
+                                                 scored->graph_sequence, scored->model_version,
+                                                 response->add_results());
+                                       observer_->OnScoresReturned(scored->scored_by[i], 1);
+                                     }
+                                     response->set_graph_sequence(scored->graph_sequence);
+                                     response->set_model_version(scored->model_version);
+                                     call->Reply(grpc::Status::OK);
+                                   });
+                });
   return call;
 }
 
 void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
-                                 const kg::v1::RankOptions& options,
+                                 const kg::v1::RankOptions& options, uint64_t min_graph_sequence,
                                  kg::v1::RankResponse* response) {
   LinkPredictor* predictor;
   grpc::Status status = Admit(call->context(), call->method(), Scope::kRead, &predictor);
@@ -557,31 +576,36 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
   query.candidates.assign(options.candidates().begin(), options.candidates().end());
   query.top_k = options.top_k();
   query.filter_known_facts = options.filter_known_facts();
-  predictor->Rank(std::move(query), call->control(),
-                  [this, call, response](absl::StatusOr<Ranking> ranking) {
-                    if (!ranking.ok()) return call->Reply(ranking.status());
-                    response->mutable_ranked()->Reserve(static_cast<int>(ranking->ranked.size()));
-                    size_t by[3] = {0, 0, 0};  // entries per ScoredBy
-                    for (RankedEntity& r : ranking->ranked) {
-                      kg::v1::RankedEntity* out = response->add_ranked();
-                      out->set_entity(std::move(r.entity));
-                      out->set_score(r.score);
-                      out->set_rank(r.rank);
-                      out->set_known_fact(r.known_fact);
-                      out->set_scored_by(ToProto(r.scored_by));
-                      ++by[static_cast<int>(r.scored_by)];
-                    }
-                    for (ScoredBy scorer : {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFused}) {
-                      const size_t count = by[static_cast<int>(scorer)];
-                      if (count > 0) observer_->OnScoresReturned(scorer, count);
-                    }
-                    response->set_candidates_scored(ranking->candidates_scored);
-                    response->set_candidates_filtered(ranking->candidates_filtered);
-                    response->set_candidates_shared_score(ranking->candidates_shared_score);
-                    response->set_graph_sequence(ranking->graph_sequence);
-                    response->set_model_version(std::move(ranking->model_version));
-                    call->Reply(grpc::Status::OK);
-                  });
+  AfterSequence(
+      call, predictor, min_graph_sequence,
+      [this, call, predictor, response, query = std::move(query)]() mutable {
+        predictor->Rank(
+            std::move(query), call->control(),
+            [this, call, response](absl::StatusOr<Ranking> ranking) {
+              if (!ranking.ok()) return call->Reply(ranking.status());
+              response->mutable_ranked()->Reserve(static_cast<int>(ranking->ranked.size()));
+              size_t by[3] = {0, 0, 0};  // entries per ScoredBy
+              for (RankedEntity& r : ranking->ranked) {
+                kg::v1::RankedEntity* out = response->add_ranked();
+                out->set_entity(std::move(r.entity));
+                out->set_score(r.score);
+                out->set_rank(r.rank);
+                out->set_known_fact(r.known_fact);
+                out->set_scored_by(ToProto(r.scored_by));
+                ++by[static_cast<int>(r.scored_by)];
+              }
+              for (ScoredBy scorer : {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFused}) {
+                const size_t count = by[static_cast<int>(scorer)];
+                if (count > 0) observer_->OnScoresReturned(scorer, count);
+              }
+              response->set_candidates_scored(ranking->candidates_scored);
+              response->set_candidates_filtered(ranking->candidates_filtered);
+              response->set_candidates_shared_score(ranking->candidates_shared_score);
+              response->set_graph_sequence(ranking->graph_sequence);
+              response->set_model_version(std::move(ranking->model_version));
+              call->Reply(grpc::Status::OK);
+            });
+      });
 }
 
 grpc::ServerUnaryReactor* KnowledgeGraphService::RankTails(grpc::CallbackServerContext* context,
@@ -592,7 +616,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::RankTails(grpc::CallbackServerC
   query.rank_tails = true;
   query.fixed = request->head();
   query.relation = request->relation();
-  Rank(call, std::move(query), request->options(), response);
+  Rank(call, std::move(query), request->options(), request->min_graph_sequence(), response);
   return call;
 }
 
@@ -604,7 +628,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::RankHeads(grpc::CallbackServerC
   query.rank_tails = false;
   query.fixed = request->tail();
   query.relation = request->relation();
-  Rank(call, std::move(query), request->options(), response);
+  Rank(call, std::move(query), request->options(), request->min_graph_sequence(), response);
   return call;
 }
 
@@ -657,18 +681,65 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::GetStats(grpc::CallbackServerCo
     call->Reply(status);
     return call;
   }
-  const std::shared_ptr<const GraphSnapshot> graph = predictor->store().Snapshot();
-  response->set_entities(graph->num_live_entities());
-  response->set_relations(graph->num_relations());
-  response->set_facts(graph->num_facts());
-  response->set_graph_sequence(graph->sequence());
-  FillModelInfo(*predictor->served_model(), response->mutable_model());
-  response->set_max_batch_size(max_batch_size_);
-  response->set_max_chunk_facts(limits_.max_chunk_facts);
-  response->set_max_request_triples(limits_.max_request_triples);
-  response->set_uptime_seconds(std::chrono::duration<double>(Clock::now() - started_).count());
-  response->set_version(info_.version);
-  call->Reply(grpc::Status::OK);
+  AfterSequence(call, predictor, request->min_graph_sequence(), [this, call, predictor, response] {
+    const std::shared_ptr<const GraphSnapshot> graph = predictor->store().Snapshot();
+    response->set_entities(graph->num_live_entities());
+    response->set_relations(graph->num_relations());
+    response->set_facts(graph->num_facts());
+    response->set_graph_sequence(graph->sequence());
+    FillModelInfo(*predictor->served_model(), response->mutable_model());
+    response->set_max_batch_size(max_batch_size_);
+    response->set_max_chunk_facts(limits_.max_chunk_facts);
+    response->set_max_request_triples(limits_.max_request_triples);
+    response->set_uptime_seconds(std::chrono::duration<double>(Clock::now() - started_).count());
+    response->set_version(info_.version);
+    call->Reply(grpc::Status::OK);
+  });
+  return call;
+}
+
+void KnowledgeGraphService::AfterSequence(UnaryCall* call, LinkPredictor* predictor,
+                                          uint64_t min_graph_sequence, std::function<void()> run) {
+  if (min_graph_sequence == 0) return run();
+  const Clock::time_point deadline =
+      std::min(call->control()->deadline(), Clock::now() + max_sequence_wait_);
+  if (gate_ == nullptr) {
+    const uint64_t at = predictor->store().Snapshot()->sequence();
+    if (at >= min_graph_sequence) return run();
+    return call->Reply(absl::UnavailableError(
+        absl::StrCat("the graph is at sequence ", at, ", ", min_graph_sequence - at,
+                     " behind the requested min_graph_sequence ", min_graph_sequence)));
+  }
+  gate_->WhenReached(min_graph_sequence, deadline,
+                     [call, run = std::move(run)](absl::Status reached) {
+                       if (!reached.ok()) return call->Reply(reached);
+                       run();
+                     });
+}
+
+grpc::ServerUnaryReactor* KnowledgeGraphService::CreateCheckpoint(
+    grpc::CallbackServerContext* context, const kg::v1::CreateCheckpointRequest* request,
+    kg::v1::CreateCheckpointResponse* response) {
+  auto* call = new UnaryCall(this, "CreateCheckpoint", context);
+  LinkPredictor* predictor;
+  grpc::Status status = Admit(context, call->method(), Scope::kAdmin, &predictor);
+  if (status.ok()) status = ToGrpcStatus(ValidateName(request->dir(), "dir", 4096));
+  if (status.ok() && request->dir()[0] != '/') {
+    status = InvalidArgument(
+        absl::StrCat("dir \"", request->dir(), "\" is relative; send an absolute path"));
+  }
+  if (!status.ok()) {
+    call->Reply(status);
+    return call;
+  }
+  // Copying or linking the store's files takes a while: not on a gRPC thread.
+  reloads_->Post([call, predictor, dir = request->dir(), response] {
+    absl::StatusOr<uint64_t> sequence = predictor->store().CreateCheckpoint(dir);
+    if (!sequence.ok()) return call->Reply(sequence.status());
+    response->set_dir(dir);
+    response->set_graph_sequence(*sequence);
+    call->Reply(grpc::Status::OK);
+  });
   return call;
 }
 

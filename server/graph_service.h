@@ -29,6 +29,8 @@
 #include "server/access_tokens.h"
 #include "server/link_predictor.h"
 #include "server/model_reloader.h"
+#include "server/replication.h"
+#include "server/sequence_gate.h"
 
 namespace grail {
 
@@ -78,7 +80,8 @@ using KnowledgeGraphBase = kg::v1::KnowledgeGraph::WithCallbackMethod_ScoreTripl
                     kg::v1::KnowledgeGraph::WithRawCallbackMethod_RemoveTriples<
                         kg::v1::KnowledgeGraph::WithCallbackMethod_GetStats<
                             kg::v1::KnowledgeGraph::WithCallbackMethod_ReloadModel<
-                                kg::v1::KnowledgeGraph::Service>>>>>>>>;
+                                kg::v1::KnowledgeGraph::WithCallbackMethod_CreateCheckpoint<
+                                    kg::v1::KnowledgeGraph::Service>>>>>>>>>;
 
 class KnowledgeGraphService final : public KnowledgeGraphBase {
  public:
@@ -96,6 +99,18 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
   // is UNIMPLEMENTED); both must outlive the service's calls.
   void Activate(LinkPredictor* predictor, ModelReloader* reloader, const ServedModelInfo& info,
                 uint32_t max_batch_size);
+  // Read-your-writes: calls with min_graph_sequence wait on `gate` (fed by the store's
+  // commits) for at most `max_wait`. Without a gate, a call asking for a version the graph
+  // has not reached fails at once. Before Activate; `gate` must outlive the service's calls.
+  void UseSequenceGate(SequenceGate* gate, std::chrono::milliseconds max_wait) {
+    gate_ = gate;
+    max_sequence_wait_ = max_wait;
+  }
+  // Replicated writes: AddTriples and RemoveTriples chunks are validated, then logged through
+  // `replicator` (which applies them to the store like every replica's), instead of being
+  // written to the store directly. Before Activate.
+  void UseReplicator(Replicator* replicator) { replicator_ = replicator; }
+
   // Graceful shutdown has begun: open AddTriples streams end after their current chunk
   // (UNAVAILABLE, saying what is stored); unary calls still being delivered are served, as
   // grpc::Server::Shutdown lets them finish.
@@ -126,6 +141,9 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
   grpc::ServerUnaryReactor* ReloadModel(grpc::CallbackServerContext* context,
                                         const kg::v1::ReloadModelRequest* request,
                                         kg::v1::ReloadModelResponse* response) override;
+  grpc::ServerUnaryReactor* CreateCheckpoint(grpc::CallbackServerContext* context,
+                                             const kg::v1::CreateCheckpointRequest* request,
+                                             kg::v1::CreateCheckpointResponse* response) override;
 
  private:
   class UnaryCall;
@@ -140,7 +158,12 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
                      LinkPredictor** predictor) const;
   // Validates a ranking request and starts it; `call` is finished either way.
   void Rank(UnaryCall* call, RankQuery query, const kg::v1::RankOptions& options,
-            kg::v1::RankResponse* response);
+            uint64_t min_graph_sequence, kg::v1::RankResponse* response);
+  // Runs `run` once the graph is at `min_graph_sequence` (at once for 0), or finishes `call`
+  // with UNAVAILABLE if it does not get there within the call's deadline and
+  // max_sequence_wait_.
+  void AfterSequence(UnaryCall* call, LinkPredictor* predictor, uint64_t min_graph_sequence,
+                     std::function<void()> run);
 
   const ServiceLimits limits_;
   ServiceObserver default_observer_;
@@ -153,6 +176,9 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
   uint32_t max_batch_size_ = 0;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   ModelReloader* reloader_ = nullptr;
+  SequenceGate* gate_ = nullptr;
+  std::chrono::milliseconds max_sequence_wait_{10000};
+  Replicator* replicator_ = nullptr;
   std::unique_ptr<TaskThread> writer_;
   std::unique_ptr<TaskThread> reloads_;
 };

@@ -9,6 +9,7 @@
 // the store is flushed, and the process exits 0. SIGHUP re-reads --auth-tokens. Every flag can also
 // be set through the environment as GRAIL_<FLAG> (e.g. GRAIL_DATA_DIR); the command line wins.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -43,7 +44,9 @@
 #include "server/inference_engine.h"
 #include "server/link_predictor.h"
 #include "server/model_reloader.h"
+#include "server/replication.h"
 #include "server/request_parsing.h"
+#include "server/sequence_gate.h"
 #include "server/served_model.h"
 #include "server/server_metrics.h"
 #include "server/transport_security.h"
@@ -121,6 +124,27 @@ ABSL_FLAG(std::string, auth_tokens, "",
           "changes and on SIGHUP");
 ABSL_FLAG(bool, reflection, true,
           "serve gRPC server reflection (the API's schema, for grpcurl and the like)");
+ABSL_FLAG(std::string, nats_url, "",
+          "NATS server URL(s), comma-separated: replicate the graph through the JetStream stream "
+          "--nats-stream, shared by every replica (empty: this server's graph is its own)");
+ABSL_FLAG(std::string, nats_stream, "",
+          "the JetStream stream of the graph's chunks (with --nats-url)");
+ABSL_FLAG(std::string, nats_subject, "",
+          "the stream's subject (empty: grail.<stream>.chunks); used when creating the stream");
+ABSL_FLAG(std::string, replica_name, "",
+          "this replica's durable consumer name, unique per replica (empty: the host name, a "
+          "StatefulSet pod's stable name)");
+ABSL_FLAG(int, nats_stream_replicas, 1,
+          "copies JetStream keeps of the stream (1, 3 or 5), used when this server creates it");
+ABSL_FLAG(int64_t, nats_stream_max_chunks, 0,
+          "most chunks the stream keeps, used when this server creates it (0: all; a replica "
+          "behind the oldest kept must start from a checkpoint: deploy/README.md)");
+ABSL_FLAG(int, replication_timeout_ms, 30000,
+          "how long an AddTriples chunk may take to be logged in the stream (retried through a "
+          "NATS failover) and then applied here, before the call fails UNAVAILABLE");
+ABSL_FLAG(int, max_sequence_wait_ms, 10000,
+          "longest a call with min_graph_sequence waits for this replica to apply that far "
+          "(within the call's deadline) before it fails UNAVAILABLE");
 ABSL_FLAG(std::string, ready_file, "",
           "once serving, write {\"port\":P,\"metrics_port\":M} to this file (for scripts and "
           "tests that start the server on port 0)");
@@ -214,6 +238,10 @@ std::vector<FlagRange> NumericFlags() {
       {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds), 0, 86400},
       {"warmup_batches", absl::GetFlag(FLAGS_warmup_batches), 0, 1000},
       {"tls_reload_seconds", absl::GetFlag(FLAGS_tls_reload_seconds), 1, 86400},
+      {"nats_stream_replicas", absl::GetFlag(FLAGS_nats_stream_replicas), 1, 5},
+      {"nats_stream_max_chunks", absl::GetFlag(FLAGS_nats_stream_max_chunks), 0, int64_t{1} << 50},
+      {"replication_timeout_ms", absl::GetFlag(FLAGS_replication_timeout_ms), 100, 3600000},
+      {"max_sequence_wait_ms", absl::GetFlag(FLAGS_max_sequence_wait_ms), 0, 3600000},
   };
 }
 
@@ -241,6 +269,11 @@ int Run() {
   if (model_path.empty() || data_dir.empty()) {
     std::fprintf(stderr, "grail-server: --model and --data-dir are required\n%s\n",
                  absl::ProgramUsageMessage().data());
+    return 2;
+  }
+  const bool replicated = !absl::GetFlag(FLAGS_nats_url).empty();
+  if (replicated != !absl::GetFlag(FLAGS_nats_stream).empty()) {
+    std::fprintf(stderr, "grail-server: --nats-url and --nats-stream go together\n");
     return 2;
   }
   const int cores = std::max(1u, std::thread::hardware_concurrency());
@@ -388,7 +421,13 @@ int Run() {
   absl::StatusOr<std::shared_ptr<const ServedModel>> model =
       LoadServedModel(model_path, absl::GetFlag(FLAGS_device), /*generation=*/1);
   if (!model.ok()) return Fail("loading the model", model.status());
+  // Every commit (a local chunk, or one applied from the stream) releases the calls waiting
+  // for that graph version. Declared before the store, which calls it.
+  SequenceGate sequence_gate(0);
   StoreOptions store_options;
+  store_options.on_commit = [&sequence_gate](uint64_t sequence) {
+    sequence_gate.Advance(sequence);
+  };
   store_options.sync = absl::GetFlag(FLAGS_sync_writes);
   store_options.truncate_corrupted_wal = absl::GetFlag(FLAGS_truncate_corrupted_wal);
   store_options.max_name_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_name_bytes));
@@ -401,6 +440,7 @@ int Run() {
   }
   absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(data_dir, store_options);
   if (!store.ok()) return Fail("opening the store", store.status());
+  sequence_gate.Advance((*store)->Snapshot()->sequence());
   if (!(*store)->recovery_note().empty()) {
     metrics.OnStoreRecoveredFromCorruption();
     Log("store_recovered_with_loss", {{"data_dir", data_dir},
@@ -456,6 +496,62 @@ int Run() {
       !warm.ok()) {
     return Fail("warming up the serving path", warm);
   }
+  std::unique_ptr<Replicator> replicator;
+  if (replicated) {
+    ReplicationOptions replication;
+    replication.url = absl::GetFlag(FLAGS_nats_url);
+    replication.stream = absl::GetFlag(FLAGS_nats_stream);
+    replication.subject = absl::GetFlag(FLAGS_nats_subject);
+    replication.replica = absl::GetFlag(FLAGS_replica_name);
+    if (replication.replica.empty()) {
+      char name[256] = {};
+      gethostname(name, sizeof name - 1);
+      replication.replica = name;
+    }
+    replication.stream_replicas = absl::GetFlag(FLAGS_nats_stream_replicas);
+    replication.stream_max_chunks = absl::GetFlag(FLAGS_nats_stream_max_chunks);
+    replication.publish_timeout =
+        std::chrono::milliseconds(absl::GetFlag(FLAGS_replication_timeout_ms));
+    replication.log = [](absl::string_view event, absl::string_view message) {
+      Log(event, {{"message", message}});
+    };
+    absl::StatusOr<std::unique_ptr<Replicator>> started = Replicator::Start(replication, **store);
+    if (!started.ok()) return Fail("starting replication", started.status());
+    replicator = *std::move(started);
+    Log("replication", {{"nats_url", replication.url},
+                        {"stream", replication.stream},
+                        {"replica", replication.replica},
+                        {"applied", (*store)->Snapshot()->sequence()},
+                        {"stream_last", replicator->last_sequence_at_start()}});
+    // Serve only once the graph holds what the stream held at start: a new replica does not
+    // answer from a half-built graph.
+    while (!replicator->WaitCaughtUp(std::chrono::seconds(5))) {
+      Log("replication_catching_up", {{"applied", (*store)->Snapshot()->sequence()},
+                                      {"target", replicator->last_sequence_at_start()}});
+    }
+    service.UseReplicator(replicator.get());
+    Replicator* r = replicator.get();
+    metrics.AddGauge("grail_replication_applied_sequence",
+                     "Stream sequence of the last chunk this replica applied.",
+                     [r] { return static_cast<double>(r->stats().applied); });
+    metrics.AddGauge("grail_replication_pending_chunks",
+                     "Chunks in the stream after the last one this replica applied, as of the "
+                     "last one read (the replication lag, in chunks).",
+                     [r] { return static_cast<double>(r->stats().pending); });
+    metrics.AddGauge("grail_replication_published_chunks",
+                     "Chunks this replica logged in the stream (AddTriples and RemoveTriples).",
+                     [r] { return static_cast<double>(r->stats().published); });
+    metrics.AddGauge("grail_replication_publish_retries",
+                     "Publishes retried for want of a JetStream acknowledgement in time.",
+                     [r] { return static_cast<double>(r->stats().publish_retries); });
+    metrics.AddGauge("grail_replication_skipped_chunks",
+                     "Stream chunks this replica's store rejected (and skipped).",
+                     [r] { return static_cast<double>(r->stats().skipped); });
+    metrics.AddGauge("grail_replication_connected", "1 while connected to a NATS server.",
+                     [r] { return r->stats().connected ? 1.0 : 0.0; });
+  }
+  service.UseSequenceGate(&sequence_gate,
+                          std::chrono::milliseconds(absl::GetFlag(FLAGS_max_sequence_wait_ms)));
   metrics.Attach(predictor, service);
   // From here on a scrape reads the predictor, the engine and the service: on every way out
   // of Run() the endpoint stops before they are destroyed (they were declared after the
@@ -534,9 +630,10 @@ int Run() {
   server->Shutdown(std::chrono::system_clock::now() + (drain_deadline - Clock::now()));
   const bool drained = Clock::now() < drain_deadline;
   engine.Shutdown();
+  metrics.StopHttp();  // its replication gauges read the replicator
+  replicator.reset();  // stops applying before the store is flushed
   const absl::Status synced = (*store)->Sync();
   if (!synced.ok()) return Fail("flushing the store", synced);
-  metrics.StopHttp();
   Log("stopped",
       {{"all_calls_finished", drained},
        {"drain_seconds_taken", std::chrono::duration<double>(Clock::now() - drain_start).count()}});

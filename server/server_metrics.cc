@@ -349,6 +349,12 @@ int ServerMetrics::http_port() const {
   return instruments_->http != nullptr ? instruments_->http->port() : -1;
 }
 
+void ServerMetrics::AddGauge(const std::string& name, const std::string& help,
+                             std::function<double()> read) {
+  Must(instruments_->scraped.AddGauge(
+      name, help, [read = std::move(read)]() -> std::optional<double> { return read(); }));
+}
+
 void ServerMetrics::Attach(const LinkPredictor& predictor, const KnowledgeGraphService& service) {
   predictor_.store(&predictor, std::memory_order_release);
   service_.store(&service, std::memory_order_release);

@@ -84,6 +84,10 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   void OnAccess(absl::string_view method, absl::string_view outcome,
                 absl::string_view token_name) override;
 
+  // A gauge read at scrape time from `read` (which must stay callable while the endpoint
+  // serves).
+  void AddGauge(const std::string& name, const std::string& help, std::function<double()> read);
+
   // The store was opened past a corrupted write-ahead log, losing what followed it.
   void OnStoreRecoveredFromCorruption();
 

@@ -22,6 +22,7 @@
 #include "rocksdb/options.h"
 #include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
+#include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
 #include "storage/store_layout.h"
 #include "storage/vocabulary.h"
@@ -529,7 +530,55 @@ absl::Status TripleStore::ReopenWritable() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> facts) {
+absl::Status TripleStore::CheckChunk(absl::Span<const NamedTriple> facts,
+                                     absl::Span<const std::string> entities, bool adding) const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (absl::Status valid = Validate(facts, /*check_relations=*/adding); !valid.ok()) return valid;
+  return ValidateEntities(entities);
+}
+
+absl::Status TripleStore::ValidateEntities(absl::Span<const std::string> entities) const {
+  for (size_t i = 0; i < entities.size(); ++i) {
+    const absl::Status valid = ValidateName(entities[i], "entity name", options_.max_name_bytes);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("entities[", i, "]: ", valid.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> TripleStore::NextSequence(const GraphSnapshot& base,
+                                                   uint64_t sequence) const {
+  if (sequence == 0) return base.sequence() + 1;
+  if (sequence <= base.sequence()) {
+    return absl::FailedPreconditionError(absl::StrCat("the store is at sequence ", base.sequence(),
+                                                      "; a chunk of sequence ", sequence,
+                                                      " is already applied"));
+  }
+  return sequence;
+}
+
+absl::StatusOr<ChunkResult> TripleStore::AdvanceSequence(uint64_t sequence) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (absl::Status writable = Writable(); !writable.ok()) return writable;
+  const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
+  GraphDelta delta;
+  absl::StatusOr<uint64_t> next = NextSequence(*base, sequence);
+  if (!next.ok()) return next.status();
+  delta.sequence = *next;
+  rocksdb::WriteBatch batch;
+  if (absl::Status committed =
+          Commit(batch, delta, base->num_entities(), base->num_relations(), base->num_facts());
+      !committed.ok()) {
+    return committed;
+  }
+  ChunkResult result;
+  result.sequence = delta.sequence;
+  return result;
+}
+
+absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> facts,
+                                                  uint64_t sequence) {
   std::lock_guard<std::mutex> lock(write_mu_);
   if (absl::Status valid = Validate(facts, /*check_relations=*/true); !valid.ok()) return valid;
   if (absl::Status writable = Writable(); !writable.ok()) return writable;
@@ -537,7 +586,9 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
   // The writer is the only one publishing versions, so this is the latest one.
   const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
   GraphDelta delta;
-  delta.sequence = base->sequence() + 1;
+  absl::StatusOr<uint64_t> next = NextSequence(*base, sequence);
+  if (!next.ok()) return next.status();
+  delta.sequence = *next;
   // Keys point into `facts`, which outlives this call's use of them.
   absl::flat_hash_map<absl::string_view, uint64_t> new_entity_ids, new_relation_ids;
   absl::flat_hash_set<EntityId> revived;
@@ -624,20 +675,18 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
 }
 
 absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTriple> facts,
-                                                     absl::Span<const std::string> entities) {
+                                                     absl::Span<const std::string> entities,
+                                                     uint64_t sequence) {
   std::lock_guard<std::mutex> lock(write_mu_);
   if (absl::Status valid = Validate(facts, /*check_relations=*/false); !valid.ok()) return valid;
-  for (size_t i = 0; i < entities.size(); ++i) {
-    const absl::Status valid = ValidateName(entities[i], "entity name", options_.max_name_bytes);
-    if (!valid.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("entities[", i, "]: ", valid.message()));
-    }
-  }
+  if (absl::Status valid = ValidateEntities(entities); !valid.ok()) return valid;
   if (absl::Status writable = Writable(); !writable.ok()) return writable;
 
   const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
   GraphDelta delta;
-  delta.sequence = base->sequence() + 1;
+  absl::StatusOr<uint64_t> next = NextSequence(*base, sequence);
+  if (!next.ok()) return next.status();
+  delta.sequence = *next;
   ChunkResult result;
   absl::flat_hash_set<Triple> seen;
   seen.reserve(facts.size());
@@ -714,6 +763,7 @@ absl::Status TripleStore::Commit(rocksdb::WriteBatch& batch, const GraphDelta& d
   }
   // Published only once durable: a reader never sees a chunk that a crash could take back.
   graph_.Apply(delta);
+  if (options_.on_commit) options_.on_commit(delta.sequence);
   return absl::OkStatus();
 }
 
@@ -734,6 +784,25 @@ absl::Status TripleStore::SetAllowedRelations(const std::vector<std::string>& re
   }
   allowed_relations_ = std::move(allowed);
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> TripleStore::CreateCheckpoint(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  std::error_code error;
+  if (std::filesystem::exists(dir, error)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " exists; a checkpoint is written into a new directory"));
+  }
+  rocksdb::Checkpoint* raw = nullptr;
+  if (rocksdb::Status s = rocksdb::Checkpoint::Create(db_, &raw); !s.ok()) {
+    return FromRocks(s, "preparing a checkpoint");
+  }
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // Flushes the memtables first (log_size_for_flush 0), so the copy needs no WAL replay.
+  if (rocksdb::Status s = checkpoint->CreateCheckpoint(dir, /*log_size_for_flush=*/0); !s.ok()) {
+    return FromRocks(s, absl::StrCat("writing a checkpoint into ", dir));
+  }
+  return graph_.Snapshot()->sequence();
 }
 
 absl::Status TripleStore::Sync() {

@@ -15,7 +15,8 @@
 //   meta              "format_version"             2
 //                     "entities" "relations"       counts (= next free id)
 //                     "facts"                      number of distinct facts
-//                     "sequence"                   chunks committed so far
+//                     "sequence"                   chunks committed so far (a replica:
+//                                                  the log sequence of the last applied)
 //   entity_by_name    name                         id
 //   entity_names      id                           name
 //   relation_by_name  name                         id
@@ -93,6 +94,9 @@ struct StoreOptions {
   std::function<void(absl::string_view level, absl::string_view message)> log;
   // The file system RocksDB runs on; unset: the local one. Tests inject faults through it.
   std::shared_ptr<rocksdb::FileSystem> file_system;
+  // Called with the new sequence after each chunk is committed and visible to Snapshot(), on
+  // the writer's thread with the writers' lock held: it must be quick and must not write.
+  std::function<void(uint64_t sequence)> on_commit;
 };
 
 // What one committed chunk did.
@@ -158,7 +162,12 @@ class TripleStore {
   // and the index must not disagree with the disk. A store opened on a full disk (the WAL
   // replay or a new WAL could not be written) is opened read-only, serves its graph, and
   // becomes writable at the first chunk after space is freed.
-  absl::StatusOr<ChunkResult> AddChunk(absl::Span<const NamedTriple> facts);
+  //
+  // `sequence`: 0 gives the chunk the next sequence number (current + 1). Otherwise the
+  // chunk takes `sequence`, which must be above the current one (FAILED_PRECONDITION, storing
+  // nothing, if not): a replica takes its log's sequence numbers, stored in the chunk's own
+  // batch, so that after a crash it knows exactly which log entry it applied last.
+  absl::StatusOr<ChunkResult> AddChunk(absl::Span<const NamedTriple> facts, uint64_t sequence = 0);
 
   // Removes a chunk of facts, and of entities, atomically and durably, like AddChunk: one
   // WriteBatch deletes the facts from both fact families, records the removed entities and
@@ -178,8 +187,22 @@ class TripleStore {
   // Validation and errors as AddChunk, except that relations outside allowed_relations are
   // simply not present; a bad entity name is INVALID_ARGUMENT "entities[N]: ..." (not a
   // RejectedFactIndex).
+  // `sequence` as for AddChunk.
   absl::StatusOr<ChunkResult> RemoveChunk(absl::Span<const NamedTriple> facts,
-                                          absl::Span<const std::string> entities = {});
+                                          absl::Span<const std::string> entities = {},
+                                          uint64_t sequence = 0);
+
+  // Moves the sequence to `sequence` (above the current one) without changing the graph: a
+  // replica records a log entry that it skips (one that every replica rejects), so that
+  // the entry is not read again after a restart. Durable and visible like a chunk.
+  absl::StatusOr<ChunkResult> AdvanceSequence(uint64_t sequence);
+
+  // Checks a chunk against the rules AddChunk (adding) or RemoveChunk applies before writing,
+  // without writing: the same errors, so a chunk that passes is one the store would take
+  // (unless the disk fails). For replication, where a chunk is validated before it is
+  // logged and applied later.
+  absl::Status CheckChunk(absl::Span<const NamedTriple> facts,
+                          absl::Span<const std::string> entities, bool adding) const;
 
   // The latest version of the graph: every chunk whose AddChunk or RemoveChunk returned
   // before this call.
@@ -194,6 +217,12 @@ class TripleStore {
   // Fsyncs the WAL: every chunk committed so far survives a machine crash. After a failed
   // write it returns that error instead (RocksDB must not touch the failed WAL again).
   absl::Status Sync();
+
+  // Writes a consistent copy of the store into `dir` (which must not exist; hard links where
+  // the file system allows) and returns the sequence it holds. Writers wait meanwhile. A
+  // store opened on the copy holds exactly the graph of that sequence. FAILED_PRECONDITION
+  // if `dir` exists; INTERNAL for RocksDB's errors.
+  absl::StatusOr<uint64_t> CreateCheckpoint(const std::string& dir);
 
   // false while writes fail for want of disk space (after a failed write, or opened
   // read-only on a full disk), until a chunk finds space again.
@@ -220,6 +249,10 @@ class TripleStore {
   // Checks the chunk against the validation rules (see AddChunk); the allowed relations only
   // with `check_relations`. Requires write_mu_.
   absl::Status Validate(absl::Span<const NamedTriple> facts, bool check_relations) const;
+  // RemoveChunk's check of its entity names.
+  absl::Status ValidateEntities(absl::Span<const std::string> entities) const;
+  // The sequence a chunk on `base` takes: `sequence`, or base's + 1 for 0 (see AddChunk).
+  absl::StatusOr<uint64_t> NextSequence(const GraphSnapshot& base, uint64_t sequence) const;
   // OK when a chunk can be written now: after a write failed for want of space, or when
   // opened read-only on a full disk, tries to get RocksDB writing again first.
   // RESOURCE_EXHAUSTED while the disk is still full; FAILED_PRECONDITION after any other
