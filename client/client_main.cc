@@ -6,6 +6,7 @@
 // with TAB-separated fields (or one JSON object with --json); progress and errors go to
 // stderr. Errors read `error: <STATUS_CODE>: <message>`. Exit status: 0 success, 1 an RPC or
 // input error, 2 a usage error (unknown command or flag, wrong arguments).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -71,6 +72,9 @@ ABSL_FLAG(int, candidates_per_request, 50,
           "load --method rank-tails: candidates per request, the true tail among them (0: every "
           "entity)");
 ABSL_FLAG(uint64_t, seed, 1, "load: seed of the request choice");
+ABSL_FLAG(uint64_t, min_graph_sequence, 0,
+          "score, score-file, rank-*, stats, load: answer on this graph version or later (an "
+          "add/remove last_sequence, e.g. from another replica); 0: any");
 
 namespace grail {
 namespace {
@@ -112,6 +116,11 @@ commands:
       Removes the entities named in FILE (one per line), each with all its facts; their
       names are unknown afterwards until a fact names them again. Prints
       chunks_acknowledged, entities_removed, entities_not_present, facts_removed.
+  checkpoint DIR
+      Writes a consistent copy of the server's graph store into DIR, an absolute path on
+      the server's machine that must not exist (admin token when the server checks tokens);
+      a new replica starts on a copy of it (deploy/README.md, "Replication"). Prints the
+      dir and the graph_sequence it holds.
   reload-model PATH
       Makes the server serve the model archive PATH (a path on the server's machine; ""
       for its --model file again) without a restart; calls in flight finish on the old
@@ -128,6 +137,8 @@ commands:
       Load generator: N threads issue M requests drawn from FILE's facts. Prints
       throughput, latency percentiles (ms) and outcomes by status code.
 
+Replicas: with --min-graph-sequence S (the last_sequence an add or remove printed, from any
+replica of the graph) reads wait until the replica has applied S, or fail UNAVAILABLE.
 TLS: --tls-ca turns it on; --tls-cert and --tls-key add a client certificate (mutual TLS).
 A bearer token (--token, or GRAIL_TOKEN in the environment) goes with every call.
 Flags may come anywhere after the program name; `--` ends them. Exit status: 0 success,
@@ -179,6 +190,9 @@ struct Session {
   std::unique_ptr<kg::v1::KnowledgeGraph::Stub> stub;
   CallSettings call;
   bool json = false;
+  // The graph version reads ask for (--min-graph-sequence); add and remove raise it to their
+  // last ack, so later reads of the same process see what it wrote.
+  mutable uint64_t min_graph_sequence = 0;
 };
 
 // The scorer's name as the JSON output gives it: grail, path or fused ("" if unset).
@@ -226,6 +240,7 @@ int RunScore(const Session& session, const std::vector<std::string>& args) {
   request.mutable_triple()->set_head(args[0]);
   request.mutable_triple()->set_relation(args[1]);
   request.mutable_triple()->set_tail(args[2]);
+  request.set_min_graph_sequence(session.min_graph_sequence);
   if (absl::GetFlag(FLAGS_explain)) {
     const int paths = absl::GetFlag(FLAGS_paths);
     if (paths < 1 || paths > 100) return PrintUsageError("--paths takes 1..100");
@@ -282,6 +297,7 @@ int RunScoreFile(const Session& session, const std::vector<std::string>& args) {
     if (!more.ok()) return PrintError(more.status());
     if (!*more) break;
     request.Clear();
+    request.set_min_graph_sequence(session.min_graph_sequence);
     for (const SourceTriple& t : chunk.triples) {
       kg::v1::Triple* triple = request.add_triples();
       triple->set_head(t.head);
@@ -330,6 +346,7 @@ int RunRank(const Session& session, bool tails, const std::vector<std::string>& 
     request.set_head(args[0]);
     request.set_relation(args[1]);
     *request.mutable_options() = std::move(options);
+    request.set_min_graph_sequence(session.min_graph_sequence);
     status = session.stub->RankTails(&context, request, &response);
     json["head"] = args[0];
     json["relation"] = args[1];
@@ -338,6 +355,7 @@ int RunRank(const Session& session, bool tails, const std::vector<std::string>& 
     request.set_relation(args[0]);
     request.set_tail(args[1]);
     *request.mutable_options() = std::move(options);
+    request.set_min_graph_sequence(session.min_graph_sequence);
     status = session.stub->RankHeads(&context, request, &response);
     json["relation"] = args[0];
     json["tail"] = args[1];
@@ -406,6 +424,7 @@ int RunUpload(const Session& session, const std::vector<std::string>& args, bool
     std::fprintf(stderr, "progress: %s\n", UploadSummaryText(report, remove).c_str());
   };
   const UploadReport report = UploadTriples(session.stub.get(), reader->get(), options);
+  session.min_graph_sequence = std::max(session.min_graph_sequence, report.last_sequence);
 
   if (!report.source_error.ok()) PrintError(report.source_error);
   if (!report.status.ok()) PrintError(report.status);
@@ -482,6 +501,7 @@ int RunRemoveEntities(const Session& session, const std::vector<std::string>& ar
     facts_removed += ack.facts_removed();
     last_sequence = ack.sequence();
   }
+  session.min_graph_sequence = std::max(session.min_graph_sequence, last_sequence);
   stream->WritesDone();
   const grpc::Status status = stream->Finish();
   if (!status.ok()) PrintError(status);
@@ -525,6 +545,23 @@ int RunReloadModel(const Session& session, const std::vector<std::string>& args)
   return kExitOk;
 }
 
+int RunCheckpoint(const Session& session, const std::vector<std::string>& args) {
+  kg::v1::CreateCheckpointRequest request;
+  request.set_dir(args[0]);
+  kg::v1::CreateCheckpointResponse response;
+  grpc::ClientContext context;
+  session.call.Apply(&context);
+  const grpc::Status status = session.stub->CreateCheckpoint(&context, request, &response);
+  if (!status.ok()) return PrintError(status);
+  if (session.json) {
+    PrintLine(JsonLine({{"dir", response.dir()}, {"graph_sequence", response.graph_sequence()}}));
+  } else {
+    PrintLine(
+        absl::StrFormat("dir=%s graph_sequence=%d", response.dir(), response.graph_sequence()));
+  }
+  return kExitOk;
+}
+
 int RunHealth(const Session& session, const std::vector<std::string>& args) {
   const int64_t deadline_ms = session.call.deadline_ms > 0 ? session.call.deadline_ms : 30000;
   absl::StatusOr<int> health = CheckHealth(session.channel, std::chrono::milliseconds(deadline_ms));
@@ -538,8 +575,9 @@ int RunStats(const Session& session, const std::vector<std::string>& args) {
   kg::v1::GetStatsResponse response;
   grpc::ClientContext context;
   session.call.Apply(&context);
-  const grpc::Status status =
-      session.stub->GetStats(&context, kg::v1::GetStatsRequest(), &response);
+  kg::v1::GetStatsRequest request;
+  request.set_min_graph_sequence(session.min_graph_sequence);
+  const grpc::Status status = session.stub->GetStats(&context, request, &response);
   if (!status.ok()) return PrintError(status);
   const kg::v1::ModelInfo& model = response.model();
   const Json model_json = {
@@ -596,6 +634,7 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
     issue = [&](int64_t index) {
       kg::v1::ScoreTripletRequest request;
       workload.ScoreRequest(index, &request);
+      request.set_min_graph_sequence(session.min_graph_sequence);
       kg::v1::ScoreTripletResponse response;
       grpc::ClientContext context;
       call.Apply(&context);
@@ -605,6 +644,7 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
     issue = [&](int64_t index) {
       kg::v1::RankTailsRequest request;
       workload.RankTailsRequest(index, top_k, &request);
+      request.set_min_graph_sequence(session.min_graph_sequence);
       kg::v1::RankResponse response;
       grpc::ClientContext context;
       call.Apply(&context);
@@ -675,6 +715,7 @@ const Command kCommands[] = {
      [](const Session& s, const std::vector<std::string>& a) { return RunUpload(s, a, true); }},
     {"stats", 0, "stats", RunStats},
     {"reload-model", 1, "reload-model PATH", RunReloadModel},
+    {"checkpoint", 1, "checkpoint DIR", RunCheckpoint},
     {"remove-entities", 1, "remove-entities FILE", RunRemoveEntities},
     {"health", 0, "health", RunHealth},
     {"load", 0, "load --triples FILE", RunLoadCommand},
@@ -702,6 +743,7 @@ int Main(int argc, char** argv) {
   session.call.deadline_ms = absl::GetFlag(FLAGS_deadline_ms);
   session.call.wait_for_ready = absl::GetFlag(FLAGS_wait_for_ready);
   session.json = absl::GetFlag(FLAGS_json);
+  session.min_graph_sequence = absl::GetFlag(FLAGS_min_graph_sequence);
   if (session.call.deadline_ms < 0) return PrintUsageError("--deadline-ms must be at least 0");
   const std::string target = absl::GetFlag(FLAGS_target);
   if (target.empty()) return PrintUsageError("--target must not be empty");

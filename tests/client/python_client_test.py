@@ -8,9 +8,11 @@ and --bin-dir <build>/bin.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import grail_sources  # noqa: E402  (the real server and a tiny model, shared wi
 
 import grpc  # noqa: E402
 
-from grail_kg import Client, GrailError  # noqa: E402
+from grail_kg import Client, GrailError, Session  # noqa: E402
 
 BIN_DIR = None
 GRAPH = [("a", "r1", "b"), ("b", "r2", "c"), ("c", "r1", "d"), ("d", "r2", "a"),
@@ -246,6 +248,92 @@ class TlsAndTokenTest(ServerCase):
                               env=env)
         self.assertEqual(cli.returncode, 1)
         self.assertIn("UNAUTHENTICATED", cli.stderr)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ReplicatedTest(unittest.TestCase):
+    """Two replicas of one graph through a real nats-server (JetStream) on loopback: clients
+    sharing a Session read on one replica what was acknowledged on the other."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.TemporaryDirectory()
+        work = cls.work.name
+        model = grail_sources.train_tiny_model(BIN_DIR, work)
+        port = _free_port()
+        cls.nats_log = open(os.path.join(work, "nats.log"), "w")
+        cls.nats = subprocess.Popen(
+            ["nats-server", "-js", "-a", "127.0.0.1", "-p", str(port), "-sd",
+             os.path.join(work, "js")], stdout=cls.nats_log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        cls.servers, cls.targets = [], []
+        for name in ("a", "b"):
+            home = os.path.join(work, name)
+            os.mkdir(home)
+            env = {"GRAIL_MODEL": str(model), "GRAIL_DATA_DIR": os.path.join(home, "store"),
+                   "GRAIL_PORT": "0", "GRAIL_METRICS_PORT": "-1", "GRAIL_HOST": "127.0.0.1",
+                   "GRAIL_NATS_URL": f"nats://127.0.0.1:{port}", "GRAIL_NATS_STREAM": "graph",
+                   "GRAIL_REPLICA_NAME": name}
+            server = grail_sources.Server(BIN_DIR, env, home)
+            cls.servers.append(server)
+            cls.targets.append(f"127.0.0.1:{server.wait_ready()['port']}")
+
+    @classmethod
+    def tearDownClass(cls):
+        codes = [server.stop() for server in cls.servers]
+        cls.nats.kill()
+        cls.nats.wait()
+        cls.nats_log.close()
+        cls.work.cleanup()
+        assert codes == [0, 0], codes
+
+    def test_a_shared_session_reads_on_one_replica_what_was_written_on_the_other(self):
+        session = Session()
+        with Client(self.targets[0], session=session) as writer, \
+                Client(self.targets[1], session=session) as reader:
+            acks = list(writer.add_triples(GRAPH, chunk=3))
+            self.assertEqual(session.sequence, acks[-1].sequence)
+            stats = reader.stats()
+            self.assertGreaterEqual(stats["graph_sequence"], acks[-1].sequence)
+            self.assertEqual(stats["facts"], len(GRAPH))
+            self.assertTrue(reader.score("a", "r1", "b").known_fact)
+            removed = list(reader.remove_triples([("a", "r1", "b")]))
+            self.assertEqual(session.sequence, removed[-1].sequence)
+            self.assertFalse(writer.score("a", "r1", "b").known_fact)
+
+    def test_a_session_ahead_of_the_replica_fails_unavailable_saying_how_far_behind(self):
+        with Client(self.targets[1], session=Session(10**6), timeout=0.5) as kg:
+            with self.assertRaises(GrailError) as behind:
+                kg.stats()
+        self.assertEqual(behind.exception.code, grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("behind the requested min_graph_sequence 1000000", behind.exception.message)
+
+    def test_grail_client_takes_min_graph_sequence_and_writes_checkpoints(self):
+        run = subprocess.run([os.path.join(BIN_DIR, "grail-client"), "--target", self.targets[1],
+                              "--deadline-ms", "500", "--min-graph-sequence", "1000000",
+                              "stats"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("UNAVAILABLE", run.stderr)
+        checkpoint = os.path.join(self.work.name, "checkpoint")
+        run = subprocess.run([os.path.join(BIN_DIR, "grail-client"), "--target", self.targets[0],
+                              "checkpoint", checkpoint], capture_output=True, text=True,
+                             timeout=60)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn(f"dir={checkpoint} graph_sequence=", run.stdout)
+        self.assertTrue(os.path.exists(os.path.join(checkpoint, "CURRENT")))
 
 
 if __name__ == "__main__":

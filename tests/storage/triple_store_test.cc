@@ -168,6 +168,94 @@ TEST_F(TripleStoreTest, EmptyChunkCommitsAndTakesASequenceNumber) {
   EXPECT_EQ(OpenStore()->Snapshot()->sequence(), 3u);
 }
 
+// A replica's store takes its log's sequence numbers, which may skip (an entry it skips).
+TEST_F(TripleStoreTest, AChunkTakesTheSequenceItIsGivenAndKeepsItAcrossReopen) {
+  std::vector<uint64_t> committed;
+  StoreOptions options;
+  options.on_commit = [&committed](uint64_t sequence) { committed.push_back(sequence); };
+  auto store = OpenStore(options);
+  EXPECT_EQ(store->AddChunk({F("a", "r", "b")}, 4)->sequence, 4u);
+  EXPECT_EQ(store->RemoveChunk({F("a", "r", "b")}, {}, 9)->sequence, 9u);
+  EXPECT_EQ(MustAdd(store.get(), {F("c", "r", "d")}).sequence, 10u);  // 0: the next one
+  EXPECT_THAT(committed, ElementsAre(4u, 9u, 10u));
+  EXPECT_TRUE(store->CheckConsistency().ok());
+  store.reset();
+  auto reopened = OpenStore();
+  EXPECT_EQ(reopened->Snapshot()->sequence(), 10u);
+  EXPECT_THAT(FactsByName(*reopened->Snapshot()), ElementsAre(NamedFact{"c", "r", "d"}));
+}
+
+TEST_F(TripleStoreTest, AChunkWhoseSequenceIsAlreadyTakenIsRefusedAndStoresNothing) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store->AddChunk({F("a", "r", "b")}, 5).ok());
+  for (uint64_t sequence : {uint64_t{5}, uint64_t{3}}) {
+    absl::StatusOr<ChunkResult> again = store->AddChunk({F("x", "r", "y")}, sequence);
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(again.status().message()), HasSubstr("already applied"));
+    absl::StatusOr<ChunkResult> removal = store->RemoveChunk({F("a", "r", "b")}, {}, sequence);
+    EXPECT_EQ(removal.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(store->AdvanceSequence(sequence).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(store->Snapshot()->sequence(), 5u);
+  EXPECT_THAT(FactsByName(*store->Snapshot()), ElementsAre(NamedFact{"a", "r", "b"}));
+}
+
+TEST_F(TripleStoreTest, AdvanceSequenceMovesTheSequenceDurablyWithoutChangingTheGraph) {
+  auto store = OpenStore();
+  MustAdd(store.get(), {F("a", "r", "b")});
+  const auto before = store->Snapshot();
+  EXPECT_EQ(store->AdvanceSequence(7)->sequence, 7u);
+  const auto after = store->Snapshot();
+  EXPECT_EQ(after->sequence(), 7u);
+  EXPECT_EQ(FactsByName(*after), FactsByName(*before));
+  EXPECT_EQ(after->num_entities(), before->num_entities());
+  EXPECT_TRUE(store->CheckConsistency().ok());
+  store.reset();
+  EXPECT_EQ(OpenStore()->Snapshot()->sequence(), 7u);
+}
+
+TEST_F(TripleStoreTest, CheckChunkRefusesWhatTheWritersWouldAndWritesNothing) {
+  StoreOptions options;
+  options.allowed_relations = std::vector<std::string>{"r"};
+  auto store = OpenStore(options);
+  EXPECT_TRUE(store->CheckChunk({F("a", "r", "b")}, {}, /*adding=*/true).ok());
+  const absl::Status relation = store->CheckChunk({F("a", "r", "b"), F("a", "s", "b")}, {}, true);
+  EXPECT_EQ(RejectedFactIndex(relation), 1u);
+  EXPECT_THAT(std::string(relation.message()), HasSubstr("allowed vocabulary"));
+  // A removal names relations it does not check, but names it does.
+  EXPECT_TRUE(store->CheckChunk({F("a", "s", "b")}, {}, /*adding=*/false).ok());
+  EXPECT_EQ(RejectedFactIndex(store->CheckChunk({F("a", "", "b")}, {}, false)), 0u);
+  const absl::Status entity = store->CheckChunk({}, {"ok", "bad\tname"}, false);
+  EXPECT_EQ(entity.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(entity.message()), StartsWith("entities[1]: "));
+  EXPECT_EQ(store->Snapshot()->sequence(), 0u);
+  EXPECT_EQ(store->Snapshot()->num_entities(), 0u);
+}
+
+TEST_F(TripleStoreTest, ACheckpointOpensAsTheGraphOfItsSequence) {
+  auto store = OpenStore();
+  MustAdd(store.get(), {F("a", "r", "b"), F("b", "s", "c")});
+  ASSERT_TRUE(store->RemoveChunk({F("a", "r", "b")}, {}).ok());
+  const std::string copy = temp_.Sub("checkpoint");
+  absl::StatusOr<uint64_t> sequence = store->CreateCheckpoint(copy);
+  ASSERT_TRUE(sequence.ok()) << sequence.status();
+  EXPECT_EQ(*sequence, 2u);
+  const std::vector<NamedFact> at_checkpoint = FactsByName(*store->Snapshot());
+  MustAdd(store.get(), {F("x", "r", "y")});  // after the checkpoint: not in it
+  const absl::Status exists = store->CreateCheckpoint(copy).status();
+  EXPECT_EQ(exists.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(exists.message()), HasSubstr("exists"));
+
+  absl::StatusOr<std::unique_ptr<TripleStore>> opened = TripleStore::Open(copy, StoreOptions());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->Snapshot()->sequence(), 2u);
+  EXPECT_EQ(FactsByName(*(*opened)->Snapshot()), at_checkpoint);
+  EXPECT_EQ(EntityNames(*(*opened)->Snapshot()), std::vector<std::string>({"a", "b", "c"}));
+  EXPECT_TRUE((*opened)->CheckConsistency().ok());
+}
+
 // Expects `chunk` to be rejected naming fact `index`, and the store to be unchanged.
 void ExpectRejectedWhole(TripleStore* store, const std::vector<NamedTriple>& chunk, size_t index,
                          const std::string& reason) {

@@ -13,9 +13,9 @@ into build/python/, beside a copy of this package: PYTHONPATH=build/python.
 """
 
 from grail_kg.client import (AddAck, Client, ExplanationPath, GrailError, PathStep, RankedEntity,
-                             Ranking, RemoveAck, Score)
+                             Ranking, RemoveAck, Score, Session)
 
 __all__ = ["AddAck", "Client", "ExplanationPath", "GrailError", "PathStep", "RankedEntity",
-           "Ranking", "RemoveAck", "Score"]
+           "Ranking", "RemoveAck", "Score", "Session"]
 
 __version__ = "0.1.0"

@@ -1,6 +1,7 @@
 """The client: one gRPC channel, plaintext or TLS, with an optional bearer token."""
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -139,6 +140,28 @@ class _CallDetails(grpc.ClientCallDetails):
                                                                    compression)
 
 
+class Session:
+    """The graph version reads must see: the highest sequence acknowledged to any client that
+    shares this session (AddTriples, RemoveTriples). Reads send it as min_graph_sequence, so a
+    replica that has not applied that far yet waits for it (or fails UNAVAILABLE after its
+    deadline): a process reads its own writes whichever replica answers. Each Client has its
+    own session unless given one to share (e.g. one client per replica)."""
+
+    def __init__(self, sequence: int = 0):
+        self._lock = threading.Lock()
+        self._sequence = sequence
+
+    @property
+    def sequence(self) -> int:
+        with self._lock:
+            return self._sequence
+
+    def saw(self, sequence: int) -> None:
+        """Raises the session's sequence to `sequence` (never lowers it)."""
+        with self._lock:
+            self._sequence = max(self._sequence, int(sequence))
+
+
 class Client:
     """A connection to grail-server.
 
@@ -146,13 +169,14 @@ class Client:
     tls_key: a client certificate for mutual TLS; tls_server_name: the name the server's
     certificate must carry when it is not the target's host. token: a bearer token sent
     with every call (default: the environment's GRAIL_TOKEN). timeout: seconds per call
-    (None: no deadline).
+    (None: no deadline). session: the Session whose sequence reads ask for (default: a new
+    one, raised by this client's own acks).
     """
 
     def __init__(self, target: str, *, tls_ca: Optional[str] = None,
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
                  tls_server_name: Optional[str] = None, token: Optional[str] = None,
-                 timeout: Optional[float] = 30.0):
+                 timeout: Optional[float] = 30.0, session: Optional[Session] = None):
         if (tls_cert is None) != (tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
         if tls_cert is not None and tls_ca is None:
@@ -177,6 +201,7 @@ class Client:
             "/grpc.health.v1.Health/Check", request_serializer=lambda _: b"",
             response_deserializer=lambda data: data)
         self.timeout = timeout
+        self.session = session if session is not None else Session()
 
     # --- lifecycle ---
     def close(self) -> None:
@@ -201,7 +226,7 @@ class Client:
         the strongest head-to-tail paths behind it (max_paths of them; 0: the server's 3)."""
         response = self._call(self._stub.ScoreTriplet, pb.ScoreTripletRequest(
             triple=pb.Triple(head=head, relation=relation, tail=tail), explain=explain,
-            max_paths=max_paths))
+            max_paths=max_paths, min_graph_sequence=self.session.sequence))
         return _score((head, relation, tail), response)
 
     def reload_model(self, path: str = "") -> dict:
@@ -217,7 +242,8 @@ class Client:
     def score_many(self, triples: Sequence[Triple]) -> List[Score]:
         """ScoreTriplets: many facts in one call (the server bounds how many)."""
         request = pb.ScoreTripletsRequest(
-            triples=[pb.Triple(head=h, relation=r, tail=t) for h, r, t in triples])
+            triples=[pb.Triple(head=h, relation=r, tail=t) for h, r, t in triples],
+            min_graph_sequence=self.session.sequence)
         response = self._call(self._stub.ScoreTriplets, request)
         return [_score(t, r) for t, r in zip(triples, response.results)]
 
@@ -226,14 +252,16 @@ class Client:
         """RankTails: candidate tails best first (every entity when candidates is None)."""
         return _ranking(self._call(self._stub.RankTails, pb.RankTailsRequest(
             head=head, relation=relation,
-            options=_rank_options(candidates, top_k, filter_known))))
+            options=_rank_options(candidates, top_k, filter_known),
+            min_graph_sequence=self.session.sequence)))
 
     def rank_heads(self, relation: str, tail: str, *, candidates: Optional[Sequence[str]] = None,
                    top_k: int = 0, filter_known: bool = False) -> Ranking:
         """RankHeads: candidate heads best first (every entity when candidates is None)."""
         return _ranking(self._call(self._stub.RankHeads, pb.RankHeadsRequest(
             relation=relation, tail=tail,
-            options=_rank_options(candidates, top_k, filter_known))))
+            options=_rank_options(candidates, top_k, filter_known),
+            min_graph_sequence=self.session.sequence)))
 
     def add_triples(self, triples: Iterable[Triple], chunk: int = 1000) -> Iterator[AddAck]:
         """AddTriples: streams `triples` in chunks of `chunk` facts and yields one AddAck per
@@ -274,8 +302,15 @@ class Client:
             triples=[pb.Triple(head=h, relation=r, tail=t) for h, r, t in batch],
             first_line=first_line)
 
-    @staticmethod
-    def _stream_chunks(method, items: Iterable, chunk: int, make_request):
+    def create_checkpoint(self, directory: str) -> dict:
+        """CreateCheckpoint (admin scope): a consistent copy of the server's graph store in
+        `directory`, an absolute path on the server's machine that must not exist. Returns the
+        dir and the graph_sequence it holds."""
+        response = self._call(self._stub.CreateCheckpoint,
+                              pb.CreateCheckpointRequest(dir=directory))
+        return {"dir": response.dir, "graph_sequence": response.graph_sequence}
+
+    def _stream_chunks(self, method, items: Iterable, chunk: int, make_request):
         """Streams `items` through `method`, `chunk` per request built by
         make_request(batch, first_line) (lines count items from 1); yields (ack, items in its
         chunk)."""
@@ -297,6 +332,7 @@ class Client:
 
         try:
             for ack in method(requests(), timeout=None):
+                self.session.saw(ack.sequence)
                 index = int(ack.chunk_index)
                 yield ack, sent[index] if index < len(sent) else 0
         except grpc.RpcError as e:
@@ -304,7 +340,8 @@ class Client:
 
     def stats(self) -> dict:
         """GetStats: the graph's size and the model, as a dict."""
-        response = self._call(self._stub.GetStats, pb.GetStatsRequest())
+        response = self._call(self._stub.GetStats,
+                              pb.GetStatsRequest(min_graph_sequence=self.session.sequence))
         model = response.model
         return {
             "entities": response.entities, "relations": response.relations,
