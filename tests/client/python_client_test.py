@@ -250,12 +250,6 @@ class TlsAndTokenTest(ServerCase):
         self.assertIn("UNAUTHENTICATED", cli.stderr)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class ReplicatedTest(unittest.TestCase):
     """Two replicas of one graph through a real nats-server (JetStream) on loopback: clients
     sharing a Session read on one replica what was acknowledged on the other."""
@@ -265,7 +259,7 @@ class ReplicatedTest(unittest.TestCase):
         cls.work = tempfile.TemporaryDirectory()
         work = cls.work.name
         model = grail_sources.train_tiny_model(BIN_DIR, work)
-        port = _free_port()
+        port = grail_sources.free_port()
         cls.nats_log = open(os.path.join(work, "nats.log"), "w")
         cls.nats = subprocess.Popen(
             ["nats-server", "-js", "-a", "127.0.0.1", "-p", str(port), "-sd",

@@ -10,6 +10,7 @@ follows. The helpers at the end start the real grail-server for the tests that n
 import json
 import os
 import re
+import socket
 import signal
 import subprocess
 import time
@@ -163,6 +164,13 @@ def setup_packages(mode):
 
 
 # --- the real grail-server -------------------------------------------------------------
+
+def free_port():
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
 
 def train_tiny_model(bin_dir, work):
     """Trains a model on six facts in about a second; returns its path."""

@@ -49,14 +49,22 @@ class K8sManifestsTest(unittest.TestCase):
             kinds.setdefault(doc["kind"], []).append(doc)
         cls.kinds = kinds
         cls.kustomization = kinds["Kustomization"][0]
-        cls.configmap = kinds["ConfigMap"][0]
+        cls.configmap = next(d for d in kinds["ConfigMap"]
+                             if d["metadata"]["name"] == "grail-kg-config")
         cls.env = cls.configmap["data"]
-        cls.statefulset = kinds["StatefulSet"][0]
+        cls.statefulset = next(d for d in kinds["StatefulSet"]
+                               if d["metadata"]["name"] == "grail-kg")
+        cls.nats = next(d for d in kinds["StatefulSet"] if d["metadata"]["name"] == "nats")
+        cls.nats_config = next(d for d in kinds["ConfigMap"]
+                               if d["metadata"]["name"] == "nats-config")["data"]["nats.conf"]
         cls.pod = cls.statefulset["spec"]["template"]
         cls.container = next(c for c in cls.pod["spec"]["containers"]
                              if c["name"] == "grail-server")
         cls.ports = {p["name"]: p["containerPort"] for p in cls.container["ports"]}
-        cls.services = kinds["Service"]
+        # grail-kg's Services (nats.yaml has its own).
+        cls.services = [s for s in kinds["Service"]
+                        if s["metadata"]["labels"].get("app.kubernetes.io/name") == "grail-kg"]
+        cls.nats_services = [s for s in kinds["Service"] if s not in cls.services]
 
     def all_containers(self):
         spec = self.pod["spec"]
@@ -79,12 +87,65 @@ class K8sManifestsTest(unittest.TestCase):
             self.assertIn(container["image"].split(":")[0], images, container["name"])
 
     def test_has_the_objects_a_deployment_needs(self):
-        self.assertEqual(len(self.kinds["ConfigMap"]), 1)
-        self.assertEqual(len(self.kinds["StatefulSet"]), 1)
+        self.assertEqual(len(self.kinds["ConfigMap"]), 2)  # grail-kg's flags, nats.conf
+        self.assertEqual(len(self.kinds["StatefulSet"]), 2)  # grail-kg, nats
         self.assertGreaterEqual(len(self.services), 2)
         self.assertEqual(len(self.kinds["ServiceMonitor"]), 1)
         self.assertEqual(self.kinds["ServiceMonitor"][0]["apiVersion"], "monitoring.coreos.com/v1")
-        self.assertEqual(self.statefulset["spec"]["replicas"], 1)
+        # Replicas of one graph (replication through nats.yaml), so more than one.
+        self.assertGreaterEqual(self.statefulset["spec"]["replicas"], 2)
+
+    def test_replicas_share_one_graph_through_a_three_node_jetstream_cluster(self):
+        self.assertTrue(self.setting("nats_stream"))
+        nats_spec = self.nats["spec"]
+        nodes = nats_spec["replicas"]
+        self.assertEqual(nodes, 3)
+        headless = next(s for s in self.nats_services
+                        if s["metadata"]["name"] == nats_spec["serviceName"])
+        self.assertEqual(headless["spec"]["clusterIP"], "None")
+        self.assertIs(headless["spec"].get("publishNotReadyAddresses"), True,
+                      "routes must resolve before the nodes are ready")
+        container = nats_spec["template"]["spec"]["containers"][0]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        service_ports = {p["name"]: p["port"] for p in headless["spec"]["ports"]}
+        self.assertEqual(service_ports["client"], ports["client"])
+        self.assertEqual(service_ports["cluster"], ports["cluster"])
+        # --nats-url names every node, so that a replica fails over to any of them.
+        urls = [u.strip() for u in self.setting("nats_url").split(",")]
+        self.assertEqual(urls, [f"nats://nats-{i}.{headless['metadata']['name']}:{ports['client']}"
+                                for i in range(nodes)])
+        # The stream in an odd number of copies that the cluster can hold.
+        copies = self.setting("nats_stream_replicas")
+        self.assertIn(copies, (3, 5))
+        self.assertLessEqual(copies, nodes)
+        # Routes to every node's cluster port; JetStream's files on the node's claim.
+        for i in range(nodes):
+            self.assertIn(f"nats://nats-{i}.{headless['metadata']['name']}:{ports['cluster']}",
+                          self.nats_config)
+        store_dir = re.search(r"store_dir:\s*(\S+)", self.nats_config).group(1)
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        claims = {c["metadata"]["name"] for c in nats_spec["volumeClaimTemplates"]}
+        self.assertIn(mounts.get(store_dir), claims, "JetStream's store is not on a claim")
+        # Lame-duck mode must finish within the grace period.
+        lame_duck = int(re.search(r"lame_duck_duration:\s*(\d+)s", self.nats_config).group(1))
+        self.assertGreater(nats_spec["template"]["spec"]["terminationGracePeriodSeconds"],
+                           lame_duck)
+        pid_file = re.search(r"pid_file:\s*(\S+)", self.nats_config).group(1)
+        self.assertIn(pid_file, " ".join(container["lifecycle"]["preStop"]["exec"]["command"]))
+        for bound in ("requests", "limits"):
+            self.assertEqual({"cpu", "memory"} - container["resources"][bound].keys(), set())
+        self.assertIs(container["securityContext"]["allowPrivilegeEscalation"], False)
+
+    def test_nats_server_accepts_the_cluster_configuration(self):
+        nats_server = grail_sources.tool_or_skip(self, "nats-server")
+        with tempfile.TemporaryDirectory() as work:
+            path = os.path.join(work, "nats.conf")
+            with open(path, "w") as f:
+                f.write(self.nats_config)
+            env = dict(os.environ, POD_NAME="nats-0")  # set by the pod's fieldRef
+            result = subprocess.run([nats_server, "-c", path, "-t"], capture_output=True,
+                                    text=True, timeout=30, env=env)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
 
     def test_every_configmap_key_is_a_server_flag_with_a_valid_value(self):
         self.assertTrue(self.env)
@@ -262,11 +323,18 @@ class K8sManifestsTest(unittest.TestCase):
             with open(tokens, "w") as f:
                 f.write("deploy-test-token-0123456789 read probe-test\n")
             env = dict(self.env)
+            # A real NATS with JetStream here, one node (so the stream in one copy).
+            nats_port = grail_sources.free_port()
+            nats = subprocess.Popen(["nats-server", "-js", "-a", "127.0.0.1", "-p",
+                                     str(nats_port), "-sd", os.path.join(work, "js")],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             # Where this machine can put them; everything else exactly as the ConfigMap says.
             env.update({"GRAIL_MODEL": str(model), "GRAIL_DATA_DIR": os.path.join(work, "store"),
                         "GRAIL_PORT": "0", "GRAIL_METRICS_PORT": "0", "GRAIL_HOST": "127.0.0.1",
                         "GRAIL_TLS_CERT": cert, "GRAIL_TLS_KEY": key,
-                        "GRAIL_AUTH_TOKENS": tokens})
+                        "GRAIL_AUTH_TOKENS": tokens,
+                        "GRAIL_NATS_URL": f"nats://127.0.0.1:{nats_port}",
+                        "GRAIL_NATS_STREAM_REPLICAS": "1"})
             server = grail_sources.Server(BIN_DIR, env, work)
             try:
                 port = server.wait_ready()["port"]
@@ -282,13 +350,16 @@ class K8sManifestsTest(unittest.TestCase):
                 probe = subprocess.run(command, capture_output=True, text=True, timeout=30)
             finally:
                 code = server.stop()
+                nats.kill()
+                nats.wait()
             self.assertEqual(code, 0, server.log_text())
             self.assertEqual((probe.returncode, probe.stdout), (0, "SERVING\n"), probe.stderr)
             for variable, text in self.env.items():
                 flag = grail_sources.flag_of_env(variable, self.flags)
                 if variable in ("GRAIL_MODEL", "GRAIL_DATA_DIR", "GRAIL_PORT",
                                 "GRAIL_METRICS_PORT", "GRAIL_HOST", "GRAIL_TLS_CERT",
-                                "GRAIL_TLS_KEY", "GRAIL_AUTH_TOKENS") or flag not in started:
+                                "GRAIL_TLS_KEY", "GRAIL_AUTH_TOKENS", "GRAIL_NATS_URL",
+                                "GRAIL_NATS_STREAM_REPLICAS") or flag not in started:
                     continue
                 with self.subTest(variable=variable):
                     expected = grail_sources.parse_flag_value(self.flags[flag][0], text)

@@ -59,7 +59,8 @@ class PrometheusConfigTest(unittest.TestCase):
         cls.flags = grail_sources.server_flags()
         docs = [d for f in sorted(grail_sources.K8S.glob("*.yaml"))
                 for d in yaml.safe_load_all(f.read_text()) if d]
-        cls.statefulset = next(d for d in docs if d["kind"] == "StatefulSet")
+        cls.statefulset = next(d for d in docs if d["kind"] == "StatefulSet"
+                               and d["metadata"]["name"] == "grail-kg")
         cls.kustomization = next(d for d in docs if d.get("kind") == "Kustomization")
 
     def promtool_check(self, config):
