@@ -38,21 +38,11 @@ absl::Status SequenceGate::Behind(uint64_t applied, uint64_t wanted) {
 }
 
 void SequenceGate::Advance(uint64_t sequence) {
-  std::vector<Callback> ready;
-  {
-    absl::MutexLock lock(&mu_);
-    if (sequence <= applied_) return;
-    applied_ = sequence;
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (it->second.sequence <= sequence) {
-        ready.push_back(std::move(it->second.done));
-        it = waiting_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (Callback& done : ready) done(absl::OkStatus());
+  absl::MutexLock lock(&mu_);
+  if (sequence <= applied_) return;
+  applied_ = sequence;
+  // The gate's thread runs the callbacks: the store calls this with its writers' lock held.
+  if (!waiting_.empty()) ++changes_;
 }
 
 void SequenceGate::WhenReached(uint64_t sequence, Clock::time_point deadline, Callback done) {
@@ -67,7 +57,7 @@ void SequenceGate::WhenReached(uint64_t sequence, Clock::time_point deadline, Ca
       outcome = Behind(applied_, sequence);
     } else {
       waiting_.emplace(deadline, Waiter{sequence, std::move(done)});
-      ++inserted_;  // the timer thread may be sleeping past this deadline
+      ++changes_;  // the gate's thread may be sleeping past this deadline
       return;
     }
   }
@@ -77,9 +67,32 @@ void SequenceGate::WhenReached(uint64_t sequence, Clock::time_point deadline, Ca
 void SequenceGate::ExpireLoop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    const uint64_t seen = inserted_;
+    // Taken before looking, so that a change made while the callbacks run (unlocked) or
+    // before the wait starts is never missed: the wait then returns at once.
+    const uint64_t seen = changes_;
+    // Calls whose sequence is reached run; then those whose deadline passed fail.
+    std::vector<std::pair<Callback, absl::Status>> ready;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->second.sequence <= applied_) {
+        ready.emplace_back(std::move(it->second.done), absl::OkStatus());
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const Clock::time_point now = Clock::now();
+    while (!waiting_.empty() && waiting_.begin()->first <= now) {
+      ready.emplace_back(std::move(waiting_.begin()->second.done),
+                         Behind(applied_, waiting_.begin()->second.sequence));
+      waiting_.erase(waiting_.begin());
+    }
+    if (!ready.empty()) {
+      mu_.Unlock();
+      for (auto& [done, status] : ready) done(status);
+      mu_.Lock();
+    }
     const auto wake = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || inserted_ != seen ||
+      return stopping_ || changes_ != seen ||
              (!waiting_.empty() && waiting_.begin()->first <= Clock::now());
     };
     if (waiting_.empty()) {
@@ -88,17 +101,6 @@ void SequenceGate::ExpireLoop() {
       mu_.AwaitWithTimeout(absl::Condition(&wake),
                            absl::FromChrono(waiting_.begin()->first - Clock::now()));
     }
-    std::vector<std::pair<Callback, absl::Status>> expired;
-    const Clock::time_point now = Clock::now();
-    while (!waiting_.empty() && waiting_.begin()->first <= now) {
-      expired.emplace_back(std::move(waiting_.begin()->second.done),
-                           Behind(applied_, waiting_.begin()->second.sequence));
-      waiting_.erase(waiting_.begin());
-    }
-    if (expired.empty()) continue;
-    mu_.Unlock();
-    for (auto& [done, status] : expired) done(status);
-    mu_.Lock();
   }
 }
 

@@ -4,8 +4,9 @@
 // deadline, and then answers UNAVAILABLE saying how far behind it is.
 //
 // The gate holds no thread per waiting call: Advance() (called by the store after each
-// commit) releases the calls it satisfies, and one timer thread fails those whose deadline
-// passes first. A call already satisfied runs at once, on the caller's thread.
+// commit) wakes the gate's one thread, which runs the calls it satisfies and fails those
+// whose deadline passes first. A call already satisfied runs at once, on the caller's
+// thread.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef GRAIL_SERVER_SEQUENCE_GATE_H_
@@ -35,8 +36,8 @@ class SequenceGate {
   SequenceGate(const SequenceGate&) = delete;
   SequenceGate& operator=(const SequenceGate&) = delete;
 
-  // The graph is at `sequence` now (never moves back: a lower value is ignored). Runs the
-  // callbacks of the calls it satisfies, on this thread, after releasing the gate's lock.
+  // The graph is at `sequence` now (never moves back: a lower value is ignored). The calls it
+  // satisfies run on the gate's thread (never on the caller's, which may hold a lock).
   void Advance(uint64_t sequence);
   uint64_t applied() const;
 
@@ -49,14 +50,15 @@ class SequenceGate {
     uint64_t sequence;
     Callback done;
   };
+  // The gate's thread: runs reached calls and fails expired ones.
   void ExpireLoop();
   static absl::Status Behind(uint64_t applied, uint64_t wanted);
 
   mutable absl::Mutex mu_;
   uint64_t applied_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Counts insertions, so that the timer thread wakes for a deadline earlier than its own.
-  uint64_t inserted_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counts insertions and advances past waiting calls: the gate's thread wakes on a change.
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
   // Waiting calls by deadline (ties in arrival order).
   std::multimap<Clock::time_point, Waiter> waiting_ ABSL_GUARDED_BY(mu_);
   std::thread expirer_;

@@ -530,25 +530,7 @@ int Run() {
                                       {"target", replicator->last_sequence_at_start()}});
     }
     service.UseReplicator(replicator.get());
-    Replicator* r = replicator.get();
-    metrics.AddGauge("grail_replication_applied_sequence",
-                     "Stream sequence of the last chunk this replica applied.",
-                     [r] { return static_cast<double>(r->stats().applied); });
-    metrics.AddGauge("grail_replication_pending_chunks",
-                     "Chunks in the stream after the last one this replica applied, as of the "
-                     "last one read (the replication lag, in chunks).",
-                     [r] { return static_cast<double>(r->stats().pending); });
-    metrics.AddGauge("grail_replication_published_chunks",
-                     "Chunks this replica logged in the stream (AddTriples and RemoveTriples).",
-                     [r] { return static_cast<double>(r->stats().published); });
-    metrics.AddGauge("grail_replication_publish_retries",
-                     "Publishes retried for want of a JetStream acknowledgement in time.",
-                     [r] { return static_cast<double>(r->stats().publish_retries); });
-    metrics.AddGauge("grail_replication_skipped_chunks",
-                     "Stream chunks this replica's store rejected (and skipped).",
-                     [r] { return static_cast<double>(r->stats().skipped); });
-    metrics.AddGauge("grail_replication_connected", "1 while connected to a NATS server.",
-                     [r] { return r->stats().connected ? 1.0 : 0.0; });
+    metrics.AttachReplication(*replicator);
   }
   service.UseSequenceGate(&sequence_gate,
                           std::chrono::milliseconds(absl::GetFlag(FLAGS_max_sequence_wait_ms)));

@@ -294,7 +294,8 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
   graph_gauge("grail_graph_facts", "Facts stored in the graph.",
               [](const GraphSnapshot& g) { return static_cast<double>(g.num_facts()); });
   graph_gauge("grail_graph_sequence",
-              "AddTriples and RemoveTriples chunks applied so far (the graph version).",
+              "The graph version: AddTriples and RemoveTriples chunks applied so far (with "
+              "replication, the stream sequence of the last one applied).",
               [](const GraphSnapshot& g) { return static_cast<double>(g.sequence()); });
   Must(instruments_->scraped.AddGauge(
       "grail_store_writable",
@@ -305,6 +306,37 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
         if (predictor == nullptr) return std::nullopt;
         return predictor->store().writable() ? 1.0 : 0.0;
       }));
+
+  // Replication (--nats-url), read at scrape time; absent without it.
+  auto replication_gauge = [this](const char* name, const char* help,
+                                  std::function<double(const ReplicationStats&)> read) {
+    Must(instruments_->scraped.AddGauge(
+        name, help, [this, read = std::move(read)]() -> std::optional<double> {
+          const Replicator* replicator = replicator_.load(std::memory_order_acquire);
+          if (replicator == nullptr) return std::nullopt;
+          return read(replicator->stats());
+        }));
+  };
+  replication_gauge("grail_replication_applied_sequence",
+                    "Stream sequence of the last chunk this replica applied.",
+                    [](const ReplicationStats& r) { return static_cast<double>(r.applied); });
+  replication_gauge("grail_replication_pending_chunks",
+                    "Chunks in the stream after the last one this replica applied, as of the "
+                    "last one it read: the replication lag, in chunks.",
+                    [](const ReplicationStats& r) { return static_cast<double>(r.pending); });
+  replication_gauge("grail_replication_published_chunks",
+                    "Chunks this replica logged in the stream (AddTriples and RemoveTriples).",
+                    [](const ReplicationStats& r) { return static_cast<double>(r.published); });
+  replication_gauge(
+      "grail_replication_publish_retries",
+      "Publishes retried for want of a JetStream acknowledgement in time (a NATS failover).",
+      [](const ReplicationStats& r) { return static_cast<double>(r.publish_retries); });
+  replication_gauge("grail_replication_skipped_chunks",
+                    "Stream chunks this replica's store rejected and skipped (replicas "
+                    "configured with different vocabularies).",
+                    [](const ReplicationStats& r) { return static_cast<double>(r.skipped); });
+  replication_gauge("grail_replication_connected", "1 while connected to a NATS server.",
+                    [](const ReplicationStats& r) { return r.connected ? 1.0 : 0.0; });
 
   Must(m.scraped.AddFamily(
       prometheus::MetricType::Gauge, "grail_model_info",
@@ -349,10 +381,8 @@ int ServerMetrics::http_port() const {
   return instruments_->http != nullptr ? instruments_->http->port() : -1;
 }
 
-void ServerMetrics::AddGauge(const std::string& name, const std::string& help,
-                             std::function<double()> read) {
-  Must(instruments_->scraped.AddGauge(
-      name, help, [read = std::move(read)]() -> std::optional<double> { return read(); }));
+void ServerMetrics::AttachReplication(const Replicator& replicator) {
+  replicator_.store(&replicator, std::memory_order_release);
 }
 
 void ServerMetrics::Attach(const LinkPredictor& predictor, const KnowledgeGraphService& service) {

@@ -30,6 +30,10 @@
 //   grail_store_wal_truncated                      gauge: 1 if the store started past a
 //                                                  corrupted WAL (--truncate-corrupted-wal)
 //   grail_store_writable                           gauge: 0 while writes fail on a full disk
+//   grail_replication_applied_sequence, grail_replication_pending_chunks,
+//   grail_replication_published_chunks, grail_replication_publish_retries,
+//   grail_replication_skipped_chunks, grail_replication_connected
+//                                                  with --nats-url (AttachReplication)
 //   grail_build_info{version}                      gauge, always 1
 //   process_*                                      CPU, memory, file descriptors, start time
 //
@@ -46,6 +50,7 @@
 #include "server/graph_service.h"
 #include "server/inference_engine.h"
 #include "server/link_predictor.h"
+#include "server/replication.h"
 
 namespace grail {
 
@@ -84,9 +89,9 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   void OnAccess(absl::string_view method, absl::string_view outcome,
                 absl::string_view token_name) override;
 
-  // A gauge read at scrape time from `read` (which must stay callable while the endpoint
-  // serves).
-  void AddGauge(const std::string& name, const std::string& help, std::function<double()> read);
+  // From now on the replication gauges read `replicator`, which must outlive the metrics'
+  // HTTP endpoint.
+  void AttachReplication(const Replicator& replicator);
 
   // The store was opened past a corrupted write-ahead log, losing what followed it.
   void OnStoreRecoveredFromCorruption();
@@ -103,6 +108,7 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   std::unique_ptr<Instruments> instruments_;
   std::atomic<const LinkPredictor*> predictor_{nullptr};
   std::atomic<const KnowledgeGraphService*> service_{nullptr};
+  std::atomic<const Replicator*> replicator_{nullptr};
 };
 
 }  // namespace grail

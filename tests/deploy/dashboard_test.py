@@ -178,6 +178,8 @@ class DashboardTest(unittest.TestCase):
             # scheduling: refusals by limit, work dropped by deadline/cancellation, load
             "grail_rejected_calls_total", "grail_dropped_calls_total",
             "grail_dropped_subgraphs_total", "grail_calls_in_flight", "grail_pending_subgraphs",
+            # replication: how far each replica is behind the stream
+            "grail_replication_pending_chunks", "grail_replication_applied_sequence",
         }
         self.assertEqual(wanted - used, set())
         self.assertTrue(any('code!="OK"' in e.replace(" ", "") for e in self.exprs),
