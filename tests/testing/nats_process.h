@@ -14,13 +14,13 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_text.h"
 #include "gtest/gtest.h"
 
 namespace grail {
@@ -98,12 +98,7 @@ class NatsProcess {
   }
 
   std::string url() const { return absl::StrCat("nats://127.0.0.1:", port_); }
-  std::string Log() const {
-    std::ifstream in(log_path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
+  std::string Log() const { return ReadFileText(log_path_, "log").value_or(""); }
 
  private:
   std::string dir_;
