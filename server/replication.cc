@@ -255,6 +255,16 @@ absl::Status Replicator::ResetConsumer(uint64_t next) {
   return absl::OkStatus();
 }
 
+uint64_t Replicator::StreamFirstSequence() {
+  jsStreamInfo* info = nullptr;
+  if (js_GetStreamInfo(&info, nats_->js, options_.stream.c_str(), nullptr, nullptr) != NATS_OK) {
+    return 0;  // unknown: treated as not trimmed, and the consumer is reset as usual
+  }
+  const uint64_t first = info->State.FirstSeq;
+  jsStreamInfo_Destroy(info);
+  return first;
+}
+
 void Replicator::ApplyLoop() {
   Clock::time_point last_complaint;
   while (!stopping_) {
@@ -296,8 +306,24 @@ void Replicator::ApplyLoop() {
     }
     for (int i = 0; i < list.Count && !stopping_; ++i) {
       if (!ApplyEntry(list.Msgs[i])) {
-        // A gap: re-read from the entry after the last one applied.
-        const absl::Status reset = ResetConsumer(store_.Snapshot()->sequence() + 1);
+        // A gap: re-read from the entry after the last one applied, unless the stream no
+        // longer holds it (trimmed while this replica was behind): then no order of reads
+        // can make this replica whole, and it stops applying rather than skip chunks.
+        const uint64_t next = store_.Snapshot()->sequence() + 1;
+        if (const uint64_t first = StreamFirstSequence(); first > next) {
+          Log("replication_stalled",
+              absl::StrCat("stream ", options_.stream, " starts at sequence ", first, ": chunks ",
+                           next, "..", first - 1,
+                           " were trimmed before this replica applied them. It serves its "
+                           "graph as of sequence ",
+                           next - 1,
+                           " and applies nothing more; bootstrap it from a checkpoint of "
+                           "another replica (deploy/README.md, \"Replication\")"));
+          absl::MutexLock lock(&mu_);
+          stats_.stalled = true;
+          break;
+        }
+        const absl::Status reset = ResetConsumer(next);
         if (!reset.ok()) Log("replication_error", reset.message());
         absl::MutexLock lock(&mu_);
         ++stats_.consumer_resets;
@@ -305,6 +331,15 @@ void Replicator::ApplyLoop() {
       }
     }
     natsMsgList_Destroy(&list);
+    bool stalled;
+    {
+      absl::MutexLock lock(&mu_);
+      stalled = stats_.stalled;
+    }
+    if (stalled) {
+      while (!stopping_) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      return;
+    }
   }
 }
 

@@ -76,6 +76,9 @@ struct ReplicationStats {
   uint64_t skipped = 0;          // chunks every replica rejects (see above)
   uint64_t consumer_resets = 0;  // consumer restarted at the next sequence after a gap
   bool connected = false;        // connected to a NATS server now
+  // The stream was trimmed past what this replica had applied: it applies nothing more
+  // (it would have to skip chunks) and must be bootstrapped from a checkpoint.
+  bool stalled = false;
 };
 
 enum class ChunkOp { kAdd, kRemove };
@@ -116,6 +119,8 @@ class Replicator {
   // a pull subscription to it.
   absl::Status ResetConsumer(uint64_t next);
   void ApplyLoop();
+  // The stream's first sequence now (0 if NATS does not answer).
+  uint64_t StreamFirstSequence();
   // Applies one stream entry (retrying while the store fails for a reason that may pass);
   // false if it must be read again from the stream (a gap before it) or the loop stops.
   bool ApplyEntry(void* msg);

@@ -337,6 +337,10 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
                     [](const ReplicationStats& r) { return static_cast<double>(r.skipped); });
   replication_gauge("grail_replication_connected", "1 while connected to a NATS server.",
                     [](const ReplicationStats& r) { return r.connected ? 1.0 : 0.0; });
+  replication_gauge("grail_replication_stalled",
+                    "1 once the stream was trimmed past what this replica had applied: it "
+                    "applies nothing more and must be bootstrapped from a checkpoint.",
+                    [](const ReplicationStats& r) { return r.stalled ? 1.0 : 0.0; });
 
   Must(m.scraped.AddFamily(
       prometheus::MetricType::Gauge, "grail_model_info",

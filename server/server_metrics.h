@@ -32,7 +32,8 @@
 //   grail_store_writable                           gauge: 0 while writes fail on a full disk
 //   grail_replication_applied_sequence, grail_replication_pending_chunks,
 //   grail_replication_published_chunks, grail_replication_publish_retries,
-//   grail_replication_skipped_chunks, grail_replication_connected
+//   grail_replication_skipped_chunks, grail_replication_connected,
+//   grail_replication_stalled
 //                                                  with --nats-url (AttachReplication)
 //   grail_build_info{version}                      gauge, always 1
 //   process_*                                      CPU, memory, file descriptors, start time

@@ -310,6 +310,32 @@ TEST_F(ReplicationTest, ANewReplicaBootstrapsFromACheckpointOnceTheStreamIsTrimm
             grpc::StatusCode::FAILED_PRECONDITION);
 }
 
+TEST_F(ReplicationTest, AReplicaLeftBehindATrimmedStreamStopsApplyingRatherThanSkipChunks) {
+  ASSERT_TRUE(nats_.Start(dir_.path(), 1));
+  Replica& a = StartReplica("a", {"--nats-stream-max-chunks=10"});
+  Replica& b = StartReplica("b");
+  const uint64_t seen = RunWorkload(a, 0, 2);
+  kg::v1::GetStatsResponse stats;
+  ASSERT_TRUE(Stats(b, seen, &stats).ok());
+  // b sleeps while the stream moves on past what it holds.
+  b.process.Signal(SIGSTOP);
+  const uint64_t last = RunWorkload(a, 2, 12);
+  ASSERT_EQ(last, seen + 20);
+  b.process.Signal(SIGCONT);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (b.process.Log().find("replication_stalled") == std::string::npos &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_THAT(b.process.Log(), AllOf(HasSubstr("replication_stalled"),
+                                     HasSubstr(absl::StrCat("chunks ", seen + 1, ".."))));
+  // It still serves the graph it has, and says it is behind.
+  ASSERT_TRUE(Stats(b, 0, &stats).ok());
+  EXPECT_EQ(stats.graph_sequence(), seen);
+  const grpc::Status behind = Stats(b, last, &stats, std::chrono::milliseconds(300));
+  EXPECT_EQ(behind.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
 TEST_F(ReplicationTest, WritesGoOnWhenOneNodeOfAThreeNodeClusterDiesAndNoAckedWriteIsLost) {
   ASSERT_TRUE(nats_.Start(dir_.path(), 3));
   Replica& a = StartReplica("a", {"--nats-stream-replicas=3"});
