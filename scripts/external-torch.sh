@@ -65,7 +65,7 @@ multiarch=x86_64-linux-gnu
 model_packages=(libabsl-dev nlohmann-json3-dev zlib1g-dev)
 server_packages=(libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev
   protobuf-compiler librocksdb-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev
-  prometheus-cpp-dev pkgconf)
+  prometheus-cpp-dev libnats-dev pkgconf)
 # Never carried: the C library and the compiler's runtime belong to the build machine (a
 # newer glibc and libstdc++ run libraries built against Debian 12's).
 base_packages=(gcc-12-base libc6 libc6-dev libc-dev-bin libgcc-s1 libstdc++6 linux-libc-dev
