@@ -69,10 +69,6 @@ grpc::Status ValidateTriple(const kg::v1::Triple& t, absl::string_view where, ui
   return status;
 }
 
-NamedTriple ToNamed(const kg::v1::Triple& t) {
-  return NamedTriple{t.head(), t.relation(), t.tail()};
-}
-
 kg::v1::ScoredBy ToProto(ScoredBy scored_by) {
   switch (scored_by) {
     case ScoredBy::kGrail:

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "kg/v1/knowledge_graph.pb.h"
 #include "nats/nats.h"
+#include "server/request_parsing.h"
 
 namespace grail {
 namespace {
@@ -42,8 +43,6 @@ std::string NatsError(natsStatus s, jsErrCode code = static_cast<jsErrCode>(0)) 
   }
   return text;
 }
-
-NamedTriple ToNamed(const kg::v1::Triple& t) { return {t.head(), t.relation(), t.tail()}; }
 
 }  // namespace
 
@@ -101,8 +100,7 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(const ReplicationO
   if (absl::Status s = replicator->PrepareStream(); !s.ok()) return s;
   {
     absl::MutexLock lock(&replicator->mu_);
-    replicator->applied_ = store.Snapshot()->sequence();
-    replicator->stats_.applied = replicator->applied_;
+    replicator->stats_.applied = store.Snapshot()->sequence();
   }
   if (absl::Status s = replicator->ResetConsumer(store.Snapshot()->sequence() + 1); !s.ok()) {
     return s;
@@ -268,10 +266,6 @@ uint64_t Replicator::StreamFirstSequence() {
 void Replicator::ApplyLoop() {
   Clock::time_point last_complaint;
   while (!stopping_) {
-    {
-      absl::MutexLock lock(&mu_);
-      stats_.connected = natsConnection_Status(nats_->connection) == NATS_CONN_STATUS_CONNECTED;
-    }
     if (nats_->subscription == nullptr) {
       // A reset failed (NATS unreachable): try again.
       const absl::Status reset = ResetConsumer(store_.Snapshot()->sequence() + 1);
@@ -319,27 +313,17 @@ void Replicator::ApplyLoop() {
                            next - 1,
                            " and applies nothing more; bootstrap it from a checkpoint of "
                            "another replica (deploy/README.md, \"Replication\")"));
+          natsMsgList_Destroy(&list);
           absl::MutexLock lock(&mu_);
           stats_.stalled = true;
-          break;
+          return;  // the apply thread ends; the replica serves what it has
         }
         const absl::Status reset = ResetConsumer(next);
         if (!reset.ok()) Log("replication_error", reset.message());
-        absl::MutexLock lock(&mu_);
-        ++stats_.consumer_resets;
         break;
       }
     }
     natsMsgList_Destroy(&list);
-    bool stalled;
-    {
-      absl::MutexLock lock(&mu_);
-      stalled = stats_.stalled;
-    }
-    if (stalled) {
-      while (!stopping_) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      return;
-    }
   }
 }
 
@@ -423,7 +407,6 @@ bool Replicator::ApplyEntry(void* raw) {
   }
   natsMsg_Ack(msg, nullptr);
   absl::MutexLock lock(&mu_);
-  applied_ = sequence;
   stats_.applied = sequence;
   stats_.pending = pending;
   if (auto it = waiting_.find(message_id); it != waiting_.end() && !it->second.has_value()) {
@@ -508,19 +491,26 @@ absl::StatusOr<ChunkResult> Replicator::Append(ChunkOp op, const std::string& pa
   if (it != waiting_.end() && it->second.has_value()) return *std::move(it->second);
   return absl::UnavailableError(absl::StrCat(
       "the chunk is logged at stream sequence ", sequence, " but this replica has applied only ",
-      applied_, " so far; it will be applied (read with min_graph_sequence ", sequence, ")"));
+      stats_.applied, " so far; it will be applied (read with min_graph_sequence ", sequence, ")"));
 }
 
 bool Replicator::WaitCaughtUp(std::chrono::milliseconds timeout) {
   absl::MutexLock lock(&mu_);
-  const auto done = [this]()
-                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return applied_ >= last_at_start_; };
+  const auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stats_.applied >= last_at_start_;
+  };
   return mu_.AwaitWithTimeout(absl::Condition(&done), absl::FromChrono(timeout));
 }
 
 ReplicationStats Replicator::stats() const {
-  absl::MutexLock lock(&mu_);
-  return stats_;
+  ReplicationStats stats;
+  {
+    absl::MutexLock lock(&mu_);
+    stats = stats_;
+  }
+  // Read from the client library now (it is thread-safe), not kept up to date by hand.
+  stats.connected = natsConnection_Status(nats_->connection) == NATS_CONN_STATUS_CONNECTED;
+  return stats;
 }
 
 }  // namespace grail

@@ -74,7 +74,6 @@ struct ReplicationStats {
   uint64_t published = 0;        // chunks this replica published
   uint64_t publish_retries = 0;  // publishes retried (no acknowledgement in time)
   uint64_t skipped = 0;          // chunks every replica rejects (see above)
-  uint64_t consumer_resets = 0;  // consumer restarted at the next sequence after a gap
   bool connected = false;        // connected to a NATS server now
   // The stream was trimmed past what this replica had applied: it applies nothing more
   // (it would have to skip chunks) and must be bootstrapped from a checkpoint.
@@ -138,7 +137,6 @@ class Replicator {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::optional<absl::StatusOr<ChunkResult>>> waiting_
       ABSL_GUARDED_BY(mu_);
-  uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   const std::string id_prefix_;

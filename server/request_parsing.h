@@ -19,12 +19,19 @@
 #include "google/protobuf/message_lite.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_interceptor.h"
+#include "kg/v1/knowledge_graph.pb.h"
+#include "storage/triple_file.h"
 
 namespace grail {
 
 // Whether `bytes` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
 // above U+10FFFF).
 bool IsValidUtf8(absl::string_view bytes);
+
+// A request's triple as the store and the predictor take it.
+inline NamedTriple ToNamed(const kg::v1::Triple& t) {
+  return NamedTriple{t.head(), t.relation(), t.tail()};
+}
 
 // Parses `buffer` into `chunk`, an AddTriplesRequest or RemoveTriplesRequest. On failure,
 // INVALID_ARGUMENT saying why: for a name that is not valid UTF-8, which one, as
