@@ -156,7 +156,32 @@ std::optional<size_t> PathBatchBuilder::SelectForTargets(const PathNeighbourhood
     });
   }
   std::optional<size_t> others_begin;
-  if (within_limit) {
+  if (within_limit && spec.radius < 0) {
+    // Without the reach mask S is every entity within `length` hops of a target: the source
+    // first (as an isolated node when it lies beyond), then S in breadth-first order from it,
+    // then the rest of S, which no path within S reaches.
+    nodes_.push_back(q.source);
+    dist_.push_back(0);
+    local_[q.source] = 0;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const int64_t next = dist_[i] + 1;
+      ForEachNeighbour(spec, q, nodes_[i], [&](EntityId w) {
+        if (local_[w] < 0 && target_dist_[w] >= 0) {
+          local_[w] = static_cast<int32_t>(nodes_.size());
+          nodes_.push_back(w);
+          dist_.push_back(next);
+        }
+        return true;
+      });
+    }
+    for (EntityId w : target_reached_) {
+      if (local_[w] >= 0) continue;
+      local_[w] = static_cast<int32_t>(nodes_.size());
+      nodes_.push_back(w);
+      dist_.push_back(kUnreached);
+    }
+    others_begin = nodes_.size();
+  } else if (within_limit) {
     // S in breadth-first order from the source, which always comes first.
     nodes_.push_back(q.source);
     dist_.push_back(0);
@@ -213,7 +238,9 @@ absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const Path
   // Nodes from `others_begin` on are not in S of a query with targets (none otherwise).
   size_t others_begin = SIZE_MAX;
   std::optional<size_t> targeted;
-  if (!q.targets.empty() && spec.radius >= 0) targeted = SelectForTargets(spec, q);
+  if (!q.targets.empty() && (spec.radius >= 0 || spec.path_length > 0)) {
+    targeted = SelectForTargets(spec, q);
+  }
   if (targeted) {
     others_begin = *targeted;
     if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) > spec.max_nodes) {

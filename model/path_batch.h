@@ -109,6 +109,13 @@ struct PathBatch {
 // scores exactly, and on WN18RR it is a few dozen entities where the ball is thousands. When
 // d(h, T) > L the query is the source alone (every target has the far score). If the search
 // from the targets passes `max_nodes` (a hub among them), the query falls back to the ball.
+//
+// Without the reach mask (radius -1) every entity is updated at every layer, so the target's
+// state after L layers reads every entity within L hops of it, whatever its distance from the
+// source: S = {v : d(v, T) <= L}, every message edge between them, and the source (alone, its
+// boundary reaching no target, when it lies beyond). PNA needs nothing more: a node whose
+// state after layer l >= 1 matters lies within L - 1 hops of T, so its in-neighbours are in S.
+// That bounds ScoreTriplet by the targets' L-hop ball instead of the whole graph.
 inline constexpr int64_t kUnreached = int64_t{1} << 40;
 
 struct PathNeighbourhoodSpec {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -213,13 +214,15 @@ std::vector<std::vector<float>> AllScores(const PathModel& model, const GraphVie
   return all;
 }
 
-// A 3-layer model, sum (false) or PNA (true), on a long, thin random graph.
-class PathExactnessTest : public ::testing::TestWithParam<bool> {
+// A 3-layer model, sum or PNA aggregation, with or without the reach mask, on a long, thin
+// random graph.
+class PathExactnessTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {
  protected:
   void SetUp() override {
     config_.num_layers = 3;
     config_.dim = 8;
-    config_.pna = GetParam();
+    config_.pna = std::get<0>(GetParam());
+    config_.reach_mask = std::get<1>(GetParam());
     config_.pna_delta = 1.3;
     absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config_, Relations(3), 7);
     ASSERT_TRUE(model.ok()) << model.status();
@@ -238,6 +241,7 @@ TEST_P(PathExactnessTest, ScoringOnTheSourcesNeighbourhoodEqualsScoringOnTheWhol
   const PathConfig& config = config_;
   const PathModel& model = *model_;
   const StaticGraph& graph = graph_;
+  if (!config.reach_mask) GTEST_SKIP() << "without the reach mask a ranking is the whole graph";
   const std::vector<PathQuery> queries = {
       {0, 1, {}, std::nullopt}, {17, 4, {}, std::nullopt}, {42, 2, {}, std::nullopt}};
   const auto local = AllScores(model, graph, queries, config.radius());
@@ -257,8 +261,9 @@ TEST_P(PathExactnessTest, ScoringOnTheSourcesNeighbourhoodEqualsScoringOnTheWhol
 }
 
 // A query with targets (ScoreTriplet's) runs on the entities on a path of at most L facts from
-// the source to a target, and still scores each target exactly as the whole graph does:
-// near, far, several at once, and the source itself.
+// the source to a target (without the reach mask: within L facts of a target), and still
+// scores each target exactly as the whole graph does: near, far, several at once, and the
+// source itself.
 TEST_P(PathExactnessTest, AQueryWithTargetsScoresThemAsTheWholeGraphOnFewerEntities) {
   const PathModel& model = *model_;
   const StaticGraph& graph = graph_;
@@ -268,7 +273,9 @@ TEST_P(PathExactnessTest, AQueryWithTargetsScoresThemAsTheWholeGraphOnFewerEntit
   int queries = 0, smaller = 0;
   for (EntityId source : {0u, 17u, 42u}) {
     for (int32_t relation : {1, 4}) {
-      const auto whole = AllScores(model, graph, {{source, relation, {}, std::nullopt}}, 1000)[0];
+      const int whole_graph = config_.reach_mask ? 1000 : -1;
+      const auto whole =
+          AllScores(model, graph, {{source, relation, {}, std::nullopt}}, whole_graph)[0];
       PathBatch ball;
       ASSERT_TRUE(builder.Add(spec, {source, relation, {}, std::nullopt}, &ball).ok());
       const std::vector<std::vector<EntityId>> target_sets = {
@@ -293,8 +300,12 @@ TEST_P(PathExactnessTest, AQueryWithTargetsScoresThemAsTheWholeGraphOnFewerEntit
   EXPECT_EQ(smaller, queries);
 }
 
-INSTANTIATE_TEST_SUITE_P(SumAndPna, PathExactnessTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "Pna" : "Sum"; });
+INSTANTIATE_TEST_SUITE_P(SumAndPna, PathExactnessTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "Pna" : "Sum") +
+                                  (std::get<1>(info.param) ? "" : "Unmasked");
+                         });
 
 // Without the reach mask (NBFNet's own computation) a query covers every entity, and those
 // no path reaches are scored apart by their own surroundings rather than sharing one score.
