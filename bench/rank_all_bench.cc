@@ -5,6 +5,8 @@
 // neighbourhood, on the entities of paths of at most L facts to the tail (a query with
 // targets, model/path_batch.h), and GraIL on its enclosing subgraph.
 // Untrained models of the default configurations: the cost does not depend on the weights.
+// The path model also without the reach mask (`_unmasked`, NBFNet's own computation): a
+// ranking then covers the whole graph, a fact the entities within L hops of its tail.
 //
 // Graphs from $GRAIL_DATA_DIR (default ../shared/data): the full WN18RR training graph
 // (40.9k entities), FB15k-237's valid+test facts (14.5k entities, dense, hub-heavy) and
@@ -38,6 +40,7 @@ struct Workload {
   StaticGraph graph;
   std::vector<Triple> queries;  // (head, relation, -): rank every tail
   std::unique_ptr<PathModel> path;
+  std::unique_ptr<PathModel> path_unmasked;  // reach_mask = false
   std::unique_ptr<GrailModel> grail;
 };
 
@@ -63,15 +66,19 @@ Workload* Load(const std::string& name) {
   const std::vector<Triple> all = w->graph.Facts();
   while (w->queries.size() < 8) w->queries.push_back(all[random.Uniform(all.size())]);
   w->path = *PathModel::Create(PathConfig{}, w->indexed.relations.names(), 1);
+  PathConfig unmasked;
+  unmasked.reach_mask = false;
+  w->path_unmasked = *PathModel::Create(unmasked, w->indexed.relations.names(), 1);
   w->grail = *GrailModel::Create(GrailConfig{}, w->indexed.relations.names(), 1);
   return (*cache)[name] = std::move(w), (*cache)[name].get();
 }
 
-void BM_PathRankAll(benchmark::State& state, const std::string& name) {
+void BM_PathRankAll(benchmark::State& state, const std::string& name, bool masked) {
   Workload* w = Load(name);
   if (w == nullptr) return state.SkipWithError("data not found");
+  const PathModel& model = masked ? *w->path : *w->path_unmasked;
   SetComputeThreads(2);
-  PathBatchBuilder builder(w->graph, {}, w->path->num_relations(), w->path->config().radius());
+  PathBatchBuilder builder(w->graph, {}, model.num_relations(), model.config().radius());
   size_t next = 0;
   int64_t nodes = 0, edges = 0;
   for (auto _ : state) {
@@ -80,7 +87,7 @@ void BM_PathRankAll(benchmark::State& state, const std::string& name) {
     if (!builder.Add({q.head, static_cast<int32_t>(q.relation), {}, std::nullopt}, &batch).ok()) {
       return state.SkipWithError("neighbourhood failed");
     }
-    absl::StatusOr<PathScores> scores = w->path->Score(batch);
+    absl::StatusOr<PathScores> scores = model.Score(batch);
     if (!scores.ok()) return state.SkipWithError("forward failed");
     benchmark::DoNotOptimize(scores->far.data());
     nodes += batch.num_nodes();
@@ -130,13 +137,14 @@ void BM_GrailRankAll(benchmark::State& state, const std::string& name) {
 // One fact (head, relation, tail) of the graph per iteration, each of the 8 queries in turn.
 // With `forward` false, only the neighbourhood search: the part of a fact's cost before the
 // model runs.
-void BM_PathScoreFact(benchmark::State& state, const std::string& name, bool targeted,
-                      bool forward) {
+void BM_PathScoreFact(benchmark::State& state, const std::string& name, bool targeted, bool forward,
+                      bool masked) {
   Workload* w = Load(name);
   if (w == nullptr) return state.SkipWithError("data not found");
+  const PathModel& model = masked ? *w->path : *w->path_unmasked;
   SetComputeThreads(2);
   const RelationMap identity;
-  const PathNeighbourhoodSpec spec = w->path->Neighbourhood(&w->graph, &identity, 0);
+  const PathNeighbourhoodSpec spec = model.Neighbourhood(&w->graph, &identity, 0);
   PathBatchBuilder builder;
   size_t next = 0;
   int64_t nodes = 0, edges = 0;
@@ -148,7 +156,7 @@ void BM_PathScoreFact(benchmark::State& state, const std::string& name, bool tar
     const PathQuery query(f.head, static_cast<int32_t>(f.relation), {}, std::nullopt, targets);
     if (!builder.Add(spec, query, &batch).ok()) return state.SkipWithError("neighbourhood failed");
     if (forward) {
-      absl::StatusOr<PathScores> scores = w->path->Score(batch);
+      absl::StatusOr<PathScores> scores = model.Score(batch);
       if (!scores.ok()) return state.SkipWithError("forward failed");
       benchmark::DoNotOptimize(scores->Of(batch, 0, f.tail));
     }
@@ -180,19 +188,24 @@ void BM_GrailScoreFact(benchmark::State& state, const std::string& name) {
 
 void Register() {
   for (const auto& [name, file] : Graphs()) {
-    for (bool targeted : {false, true}) {
-      for (bool forward : {true, false}) {
-        const std::string label = absl::StrCat(forward ? "path_score_fact_" : "path_search_fact_",
-                                               targeted ? "paths/" : "ball/", name);
-        benchmark::RegisterBenchmark(label.c_str(), BM_PathScoreFact, name, targeted, forward)
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime();
+    for (bool masked : {true, false}) {
+      const char* suffix = masked ? "" : "_unmasked";
+      for (bool targeted : {false, true}) {
+        for (bool forward : {true, false}) {
+          const std::string label = absl::StrCat(forward ? "path_score_fact_" : "path_search_fact_",
+                                                 targeted ? "paths" : "ball", suffix, "/", name);
+          benchmark::RegisterBenchmark(label.c_str(), BM_PathScoreFact, name, targeted, forward,
+                                       masked)
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
+        }
       }
+      benchmark::RegisterBenchmark(absl::StrCat("path_rank_all", suffix, "/", name).c_str(),
+                                   BM_PathRankAll, name, masked)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
     benchmark::RegisterBenchmark(("grail_score_fact/" + name).c_str(), BM_GrailScoreFact, name)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark(("path_rank_all/" + name).c_str(), BM_PathRankAll, name)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     benchmark::RegisterBenchmark(("grail_rank_all/" + name).c_str(), BM_GrailRankAll, name)
