@@ -47,9 +47,9 @@ struct PathQuery {
   // of the graph (graph ids) touching the source.
   std::vector<EntityId> unlinked;
   std::optional<Triple> hidden_fact;
-  // The entities whose scores are wanted; empty: every entity (a ranking). With targets and
-  // a radius >= 0 the neighbourhood keeps only what their scores depend on (see
-  // PathNeighbourhoodSpec), and only the targets' scores are exact.
+  // The entities whose scores are wanted; empty: every entity (a ranking). With targets the
+  // neighbourhood keeps only what their scores depend on (see PathNeighbourhoodSpec), and
+  // only the targets' scores are exact.
   std::vector<EntityId> targets;
 };
 

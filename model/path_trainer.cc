@@ -100,7 +100,12 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   validation.sampled = false;
   validation.full_ranking = true;
   validation.scoring.batch_queries = options.batch_size;
-  PathBatchBuilder builder(graph, {}, num_relations, config.radius());
+  // A step reads each query's answer and negatives only, so its pass covers what their
+  // scores depend on (a query with targets, model/path_batch.h): the same loss and gradients
+  // as over the source's whole neighbourhood, on far fewer entities where paths are sparse.
+  const RelationMap identity;
+  const PathNeighbourhoodSpec neighbourhood = model->Neighbourhood(&graph, &identity, 0);
+  PathBatchBuilder builder;
   std::vector<uint32_t> order(positives.size());
   for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
@@ -136,7 +141,9 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         } else {
           query.hidden_fact = f;
         }
-        if (absl::Status s = builder.Add(query, &batch); !s.ok()) return s;
+        query.targets = negatives;
+        query.targets.push_back(answer);
+        if (absl::Status s = builder.Add(neighbourhood, query, &batch); !s.ok()) return s;
         const int64_t q = batch.num_queries() - 1;
         candidates = 1 + options.negatives;
         gather.push_back(batch.NodeOf(q, answer));
