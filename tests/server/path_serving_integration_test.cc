@@ -47,11 +47,16 @@ void ExpectClose(float served, float offline, const std::string& what) {
 
 class PathServingTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  // A 3-layer model with the reach mask (the default).
+  virtual PathConfig Config() const {
     PathConfig config;
     config.num_layers = 3;
     config.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, kRelations, 4);
+    return config;
+  }
+
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(Config(), kRelations, 4);
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_TRUE((*model)->Save(dir_.Sub("path.pt")).ok());
     model_ = *std::move(model);
@@ -242,6 +247,40 @@ TEST_F(PathServingTest, ReloadingSwitchesBetweenTheFamiliesWhileServing) {
   EXPECT_FALSE(refused.ok());
   EXPECT_THAT(refused.error_message(), HasSubstr("is a KGE model"));
   ExpectClose(Score({"c10", "r1", "c12"}).score(), Offline("c10", "r1", false).at("c12"), "c12");
+}
+
+// Without the reach mask (NBFNet's computation, with PNA) a ranking covers the whole ring and
+// scores every entity on its own surroundings; ScoreTriplet runs on the tail's 3-hop ball
+// only, and still gives each fact the ranking's score.
+class UnmaskedPathServingTest : public PathServingTest {
+ protected:
+  PathConfig Config() const override {
+    PathConfig config = PathServingTest::Config();
+    config.reach_mask = false;
+    config.pna = true;
+    return config;
+  }
+};
+
+TEST_F(UnmaskedPathServingTest, ScoreTripletReadsTheTailsBallAndEqualsTheWholeGraphRanking) {
+  const kg::v1::RankResponse ranking = RankTails("c20", "r2");
+  ASSERT_EQ(ranking.ranked_size(), 59);
+  EXPECT_EQ(ranking.candidates_shared_score(), 0u);
+  const std::map<std::string, float> offline = Offline("c20", "r2", false);
+  for (const kg::v1::RankedEntity& e : ranking.ranked()) {
+    ExpectClose(e.score(), offline.at(e.entity()), e.entity());
+  }
+  // Near and far tails (c40 is 10 hops along the ring): each fact on its tail's ball, a
+  // small part of the 60 entities, with the ranking's score.
+  for (int i : {0, 5, 30, 58}) {
+    const kg::v1::RankedEntity& e = ranking.ranked(i);
+    const kg::v1::ScoreTripletResponse served = Score({"c20", "r2", e.entity()});
+    ExpectClose(served.score(), e.score(), e.entity());
+    EXPECT_LT(served.subgraph_nodes(), 30u) << e.entity();
+  }
+  const kg::v1::ScoreTripletResponse far = Score({"c20", "r2", "c40"});
+  ExpectClose(far.score(), offline.at("c40"), "c40");
+  EXPECT_LT(far.subgraph_nodes(), 30u);
 }
 
 // A neighbourhood past --max-subgraph-nodes is refused naming the flag; the search stops at
