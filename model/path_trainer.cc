@@ -100,9 +100,10 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   validation.sampled = false;
   validation.full_ranking = true;
   validation.scoring.batch_queries = options.batch_size;
-  // A step reads each query's answer and negatives only, so its pass covers what their
-  // scores depend on (a query with targets, model/path_batch.h): the same loss and gradients
-  // as over the source's whole neighbourhood, on far fewer entities where paths are sparse.
+  // A step reads each query's answer and negatives only, so its pass may cover just what
+  // their scores depend on (a query with targets, model/path_batch.h): the same loss and
+  // gradients as over the source's whole neighbourhood, on far fewer entities where paths
+  // are sparse.
   const RelationMap identity;
   const PathNeighbourhoodSpec neighbourhood = model->Neighbourhood(&graph, &identity, 0);
   PathBatchBuilder builder;
@@ -141,8 +142,10 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         } else {
           query.hidden_fact = f;
         }
-        query.targets = negatives;
-        query.targets.push_back(answer);
+        if (options.candidates_only) {
+          query.targets = negatives;
+          query.targets.push_back(answer);
+        }
         if (absl::Status s = builder.Add(neighbourhood, query, &batch); !s.ok()) return s;
         const int64_t q = batch.num_queries() - 1;
         candidates = 1 + options.negatives;

@@ -47,6 +47,9 @@ struct PathTrainOptions {
   std::string device = "cpu";
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;         // continue from checkpoint_dir's checkpoint, if there is one
+  // A step's pass covers what its candidates' scores depend on (queries with targets,
+  // model/path_batch.h); false: each source's whole neighbourhood, the same result slower.
+  bool candidates_only = true;
 };
 
 // Trains on `train` (its vocabularies define the model's relations) and validates on

@@ -554,6 +554,28 @@ TEST_F(PathTrainingTest, LearnsAPathRuleAndRanksItsAnswerFirstOnAnUnseenGraph) {
   EXPECT_LT(EvaluateOnUnseenGraph(**untrained).full->hits_at_1, 0.3);
 }
 
+// A step that runs each query on its candidates' subgraph trains the model that running it on
+// the source's whole neighbourhood trains: the same losses and validation, up to summation
+// order. With and without the reach mask.
+TEST_F(PathTrainingTest, TrainingOnTheCandidatesSubgraphEqualsTrainingOnTheWholeNeighbourhood) {
+  for (bool reach_mask : {true, false}) {
+    std::vector<EpochReport> runs[2];
+    for (bool candidates_only : {true, false}) {
+      PathTrainOptions options = Options();
+      options.epochs = 1;
+      options.model.reach_mask = reach_mask;
+      options.candidates_only = candidates_only;
+      ASSERT_TRUE(TrainPath(train_, valid_, options, [&](const EpochReport& r) {
+                    runs[candidates_only].push_back(r);
+                  }).ok());
+    }
+    ASSERT_EQ(runs[0].size(), 1u);
+    ASSERT_EQ(runs[1].size(), 1u);
+    EXPECT_NEAR(runs[1][0].loss, runs[0][0].loss, 1e-4) << "reach mask " << reach_mask;
+    EXPECT_NEAR(*runs[1][0].valid_mrr, *runs[0][0].valid_mrr, 1e-3) << "reach mask " << reach_mask;
+  }
+}
+
 TEST_F(PathTrainingTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
   ScopedTempDir dir;
   PathTrainOptions straight = Options();
