@@ -45,12 +45,15 @@ def read(path):
 
 
 def expected_hits_of_50(rank, candidates, k=10, samples=50):
-    """NBFNet's estimator: P(fewer than k of `samples` uniform draws outrank the answer)."""
-    p = min(max((rank - 1) / candidates, 0.0), 1.0) if candidates > 0 else 0.0
+    """NBFNet's estimator: P(fewer than k of `samples` uniform draws outrank the answer); the
+    same as grail-eval's ExpectedHitsAmongSamples (model/ranking_metrics.cc)."""
+    if candidates <= 0:
+        return float(rank <= k)
+    p = min(max((rank - 1) / candidates, 0.0), 1.0)
     if p == 0:
         return 1.0
     if p == 1:
-        return 0.0
+        return float(samples < k)
     return min(1.0, sum(math.comb(samples, i) * p**i * (1 - p)**(samples - i) for i in range(k)))
 
 
@@ -72,19 +75,19 @@ def ball(source):
 
 
 workdir = tempfile.mkdtemp(prefix="reach_first_")
-ready = os.path.join(workdir, "ready.json")
+ready = os.path.join(workdir, "ready.json")  # the server writes it whole, by rename
+server_log = open(os.path.join(workdir, "server.log"), "w")
 server = subprocess.Popen(
     [os.path.join(args.bin, "grail-server"), "--model", args.model, "--data_dir",
      os.path.join(workdir, "db"), "--port", "0", "--metrics_port", "0", "--ready_file", ready,
      "--max_subgraph_nodes", "10000000", "--max_subgraph_edges", "100000000",
      "--max_rank_subgraphs", "10000000", "--max_rank_results", "10000000"],
-    stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "server.log"), "w"))
+    stdout=subprocess.DEVNULL, stderr=server_log)
 try:
     while not os.path.exists(ready):
         if server.poll() is not None:
             sys.exit(f"grail-server exited; see {workdir}/server.log")
         time.sleep(0.1)
-    time.sleep(0.1)
     port = json.load(open(ready))["port"]
     orders = ("by score", "reachable first")
     hits1, hits10, est50 = ([0, 0] for _ in range(3))
@@ -115,4 +118,5 @@ try:
 finally:
     server.terminate()
     server.wait()
+    server_log.close()
     shutil.rmtree(workdir, ignore_errors=True)
