@@ -84,6 +84,14 @@ constexpr char kForwardTail[] = R"(
   far_score = self.mlp(torch.cat([torch.zeros_like(query), query], 1))
   return node_score, far_score
 )";
+// With the reach feature: 1[d(h, v) <= L] beside the state; 0 for every entity beyond.
+constexpr char kForwardTailWithReach[] = R"(
+  reached = (node_dist <= $LAST).to(query.dtype).unsqueeze(1)
+  node_score = self.mlp(torch.cat([h$LAST, query.index_select(0, node_query), reached], 1))
+  unreached = torch.zeros([query.size(0), 1], dtype=query.dtype, device=query.device)
+  far_score = self.mlp(torch.cat([torch.zeros_like(query), query, unreached], 1))
+  return node_score, far_score
+)";
 
 std::string ModuleSource(const PathConfig& c) {
   std::string source;
@@ -103,7 +111,8 @@ std::string ModuleSource(const PathConfig& c) {
                                                                  {"$L", absl::StrCat(l)}}));
   }
   absl::StrAppend(&source,
-                  absl::StrReplaceAll(kForwardTail, {{"$LAST", absl::StrCat(c.num_layers)}}));
+                  absl::StrReplaceAll(c.reach_feature ? kForwardTailWithReach : kForwardTail,
+                                      {{"$LAST", absl::StrCat(c.num_layers)}}));
   return source;
 }
 
@@ -157,7 +166,8 @@ void RegisterParameters(const PathConfig& c, int64_t num_relations, torch::jit::
       add("norm_b" + s, torch::zeros({d}));
     }
   }
-  add("mlp_w1", LinearInit({2 * d, 2 * d}, 2 * d));
+  const int64_t mlp_in = 2 * d + (c.reach_feature ? 1 : 0);
+  add("mlp_w1", LinearInit({mlp_in, 2 * d}, mlp_in));
   add("mlp_b1", LinearInit({2 * d}, 2 * d));
   add("mlp_w2", LinearInit({2 * d, 1}, 2 * d));
   add("mlp_b2", LinearInit({1}, 2 * d));
@@ -174,6 +184,7 @@ void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& rel
   m.register_attribute("short_cut", c10::BoolType::get(), c.short_cut);
   m.register_attribute("pna_delta", c10::FloatType::get(), c.pna_delta);
   m.register_attribute("reach_mask", c10::BoolType::get(), c.reach_mask);
+  m.register_attribute("reach_feature", c10::BoolType::get(), c.reach_feature);
   m.register_attribute("num_message_relations", c10::IntType::get(),
                        static_cast<int64_t>(2 * relations.size()));
   c10::List<std::string> names;
@@ -291,6 +302,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
     c.short_cut = m.attr("short_cut").toBool();
     c.pna_delta = m.attr("pna_delta").toDouble();
     c.reach_mask = !m.hasattr("reach_mask") || m.attr("reach_mask").toBool();
+    c.reach_feature = m.hasattr("reach_feature") && m.attr("reach_feature").toBool();
     std::vector<std::string> relations = ArchiveRelations(m);
     absl::Status valid = ValidateConfig(c, relations.size());
     if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));

@@ -10,12 +10,15 @@
 //   a_v   = sum_e m_e + h_v^0                                      (sum; or PNA over them)
 //   h_v^l = ReLU(LayerNorm(W_l [h_v^(l-1), a_v] + b_l)) * 1[d(h, v) <= l] + h_v^(l-1)
 //           (the factor only with PathConfig::reach_mask, the default)
-//   s(h, q, v) = MLP([h_v^L, q])
+//   s(h, q, v) = MLP([h_v^L, q])     (MLP([h_v^L, q, 1[d(h, v) <= L]]) with reach_feature)
 // w_r(q) = W_r q + b_r (query-dependent relation vectors; or a free vector per relation).
 // The factor 1[d(h, v) <= l] keeps an entity that no path of length <= l reaches at the
 // semiring's zero, as the generalised Bellman-Ford iteration does; it makes the state of an
 // entity depend only on the graph within L hops of h (model/path_batch.h), and gives every
 // entity beyond L hops the same "far" score, MLP([0, q]).
+// Without the factor an entity no path reaches still gets a state of its own (from its own
+// surroundings: layer norm of the bias, passed on by its neighbours), a prior the same for
+// every source. PathConfig::reach_feature lets the MLP tell such an entity from a reached one.
 //
 // Like GrailModel there is one definition: a TorchScript module generated from a
 // PathConfig; trainer, evaluator and server use the same archive.
@@ -62,6 +65,12 @@ struct PathConfig {
   // gets a score of its own (from its own neighbourhood's structure and the query relation),
   // and a query runs over the whole graph.
   bool reach_mask = true;
+  // true: the scoring MLP also reads whether a path of at most L facts from the source
+  // reaches the entity (1[d(h, v) <= L]). Without the reach mask an unreached entity's state
+  // is a prior of its own surroundings, which can outrank every reached entity for every
+  // source; the bit lets training learn how far to trust that prior. With the mask it changes
+  // nothing an unreached entity's state does not already say. Archives without it: false.
+  bool reach_feature = false;
 
   // Hops of neighbourhood a query needs (model/path_batch.h); -1: the whole graph.
   int radius() const { return reach_mask ? num_layers + (pna ? 1 : 0) : -1; }

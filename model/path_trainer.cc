@@ -43,7 +43,8 @@ std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprin
   return absl::StrCat(data_fingerprint, "|layers=", c.num_layers, "|dim=", c.dim, "|pna=", c.pna,
                       "|dependent=", c.dependent, "|layer_norm=", c.layer_norm,
                       "|short_cut=", c.short_cut, "|reach_mask=", c.reach_mask,
-                      "|batch=", o.batch_size, "|negatives=", o.negatives, "|lr=", o.learning_rate,
+                      "|reach_feature=", c.reach_feature, "|batch=", o.batch_size,
+                      "|negatives=", o.negatives, "|lr=", o.learning_rate,
                       "|temperature=", o.adversarial_temperature,
                       "|remove_one_hop=", o.remove_one_hop, "|seed=", o.seed);
 }

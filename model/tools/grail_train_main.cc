@@ -75,6 +75,10 @@ ABSL_FLAG(bool, reach_mask, true,
           "one score, so a query touches only its source's neighbourhood (false: every entity "
           "is updated at every layer and scored on its own, as NBFNet does; a query then runs "
           "over the whole graph)");
+ABSL_FLAG(bool, reach_feature, false,
+          "path family: the scoring MLP also reads whether a path of the model's length from "
+          "the query's source reaches the entity, so an unreached entity's own prior cannot "
+          "outrank reached ones unless training says so (meant for --reach-mask=false)");
 ABSL_FLAG(double, adversarial_temperature, 0,
           "path family: self-adversarial weighting of the negatives at this temperature (0: "
           "uniform weights)");
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
       "         the reference code's schedule: [--eval-every-steps 455] [--select-metric auc_roc]\n"
       "         [--clip 0] [--dropout-off-after-eval] [--fixed-negatives]\n"
       "  path:  [--layers 6] [--pna] [--negatives 32] [--adversarial-temperature T]\n"
+      "         [--reach-mask=false [--reach-feature]]\n"
       "         [--checkpoint-dir DIR [--resume]]");
   grail::ParseCommandLine(argc, argv);
   grail::KeepFreedMemoryForReuse();
@@ -196,6 +201,7 @@ int main(int argc, char** argv) {
     options.model.pna = absl::GetFlag(FLAGS_pna);
     options.model.dependent = !absl::GetFlag(FLAGS_free_relations);
     options.model.reach_mask = absl::GetFlag(FLAGS_reach_mask);
+    options.model.reach_feature = absl::GetFlag(FLAGS_reach_feature);
     options.epochs = epochs;
     options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32);
     options.negatives = absl::GetFlag(FLAGS_negatives);

@@ -214,15 +214,16 @@ std::vector<std::vector<float>> AllScores(const PathModel& model, const GraphVie
   return all;
 }
 
-// A 3-layer model, sum or PNA aggregation, with or without the reach mask, on a long, thin
-// random graph.
-class PathExactnessTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {
+// A 3-layer model, sum or PNA aggregation, with or without the reach mask, with or without
+// the reach feature, on a long, thin random graph.
+class PathExactnessTest : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {
  protected:
   void SetUp() override {
     config_.num_layers = 3;
     config_.dim = 8;
     config_.pna = std::get<0>(GetParam());
     config_.reach_mask = std::get<1>(GetParam());
+    config_.reach_feature = std::get<2>(GetParam());
     config_.pna_delta = 1.3;
     absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config_, Relations(3), 7);
     ASSERT_TRUE(model.ok()) << model.status();
@@ -301,10 +302,12 @@ TEST_P(PathExactnessTest, AQueryWithTargetsScoresThemAsTheWholeGraphOnFewerEntit
 }
 
 INSTANTIATE_TEST_SUITE_P(SumAndPna, PathExactnessTest,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Bool()),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) ? "Pna" : "Sum") +
-                                  (std::get<1>(info.param) ? "" : "Unmasked");
+                                  (std::get<1>(info.param) ? "" : "Unmasked") +
+                                  (std::get<2>(info.param) ? "ReachFeature" : "");
                          });
 
 // Without the reach mask (NBFNet's own computation) a query covers every entity, and those
@@ -341,6 +344,48 @@ TEST(PathModelTest, WithoutTheReachMaskEveryEntityIsInTheQueryAndScoredOnItsOwn)
   ScopedTempDir dir;
   ASSERT_TRUE((*model)->Save(dir.Sub("m.pt")).ok());
   EXPECT_FALSE((*PathModel::Load(dir.Sub("m.pt")))->config().reach_mask);
+}
+
+// The reach feature is the scoring MLP's one input that says whether a path of at most L facts
+// from the source reaches an entity: marking one unreached entity as reached changes its score
+// and nobody else's. Without the feature (and the mask) the distance is read nowhere.
+TEST(PathModelTest, TheReachFeatureScoresAnEntityByWhetherTheSourceReachesIt) {
+  const StaticGraph graph = RandomGraph(60, 70, 3, 11);
+  for (bool feature : {true, false}) {
+    PathConfig config;
+    config.num_layers = 2;
+    config.dim = 8;
+    config.reach_mask = false;
+    config.reach_feature = feature;
+    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, Relations(3), 5);
+    ASSERT_TRUE(model.ok()) << model.status();
+    PathBatchBuilder builder(graph, {}, 3, config.radius());
+    PathBatch batch;
+    ASSERT_TRUE(builder.Add({0, 1, {}, std::nullopt}, &batch).ok());
+    int64_t far_node = -1;
+    for (int64_t i = 0; i < batch.num_nodes() && far_node < 0; ++i) {
+      if (batch.node_dist[i] > config.num_layers) far_node = i;
+    }
+    ASSERT_GE(far_node, 0) << "the graph must leave an entity beyond 2 hops of the source";
+    PathBatch marked = batch;
+    marked.node_dist[far_node] = 1;
+    const PathScores before = *(*model)->Score(batch);
+    const PathScores after = *(*model)->Score(marked);
+    for (int64_t i = 0; i < batch.num_nodes(); ++i) {
+      if (i == far_node && feature) {
+        EXPECT_GT(std::fabs(after.node[i] - before.node[i]), 1e-4) << "node " << i;
+      } else {
+        EXPECT_FLOAT_EQ(after.node[i], before.node[i]) << "node " << i << " feature " << feature;
+      }
+    }
+    // The archive keeps the choice.
+    ScopedTempDir dir;
+    ASSERT_TRUE((*model)->Save(dir.Sub("m.pt")).ok());
+    absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(dir.Sub("m.pt"));
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ((*loaded)->config().reach_feature, feature);
+    EXPECT_FLOAT_EQ((*(*loaded)->Score(marked)).node[far_node], after.node[far_node]);
+  }
 }
 
 TEST(PathModelTest, QueriesBatchedTogetherScoreAsEachAlone) {
@@ -556,14 +601,15 @@ TEST_F(PathTrainingTest, LearnsAPathRuleAndRanksItsAnswerFirstOnAnUnseenGraph) {
 
 // A step that runs each query on its candidates' subgraph trains the model that running it on
 // the source's whole neighbourhood trains: the same losses and validation, up to summation
-// order. With and without the reach mask.
+// order. With and without the reach mask, and without it but with the reach feature.
 TEST_F(PathTrainingTest, TrainingOnTheCandidatesSubgraphEqualsTrainingOnTheWholeNeighbourhood) {
-  for (bool reach_mask : {true, false}) {
+  for (auto [reach_mask, reach_feature] : {std::pair{true, false}, {false, false}, {false, true}}) {
     std::vector<EpochReport> runs[2];
     for (bool candidates_only : {true, false}) {
       PathTrainOptions options = Options();
       options.epochs = 1;
       options.model.reach_mask = reach_mask;
+      options.model.reach_feature = reach_feature;
       options.candidates_only = candidates_only;
       ASSERT_TRUE(TrainPath(train_, valid_, options, [&](const EpochReport& r) {
                     runs[candidates_only].push_back(r);
@@ -571,8 +617,10 @@ TEST_F(PathTrainingTest, TrainingOnTheCandidatesSubgraphEqualsTrainingOnTheWhole
     }
     ASSERT_EQ(runs[0].size(), 1u);
     ASSERT_EQ(runs[1].size(), 1u);
-    EXPECT_NEAR(runs[1][0].loss, runs[0][0].loss, 1e-4) << "reach mask " << reach_mask;
-    EXPECT_NEAR(*runs[1][0].valid_mrr, *runs[0][0].valid_mrr, 1e-3) << "reach mask " << reach_mask;
+    EXPECT_NEAR(runs[1][0].loss, runs[0][0].loss, 1e-4)
+        << "reach mask " << reach_mask << " feature " << reach_feature;
+    EXPECT_NEAR(*runs[1][0].valid_mrr, *runs[0][0].valid_mrr, 1e-3)
+        << "reach mask " << reach_mask << " feature " << reach_feature;
   }
 }
 

@@ -260,27 +260,46 @@ class UnmaskedPathServingTest : public PathServingTest {
     config.pna = true;
     return config;
   }
+
+  // Near and far tails (c40 is 10 hops along the ring): each fact on its tail's ball, a
+  // small part of the 60 entities, with the ranking's score.
+  void ExpectScoreTripletOnTheTailsBallEqualsTheWholeGraphRanking() {
+    const kg::v1::RankResponse ranking = RankTails("c20", "r2");
+    ASSERT_EQ(ranking.ranked_size(), 59);
+    EXPECT_EQ(ranking.candidates_shared_score(), 0u);
+    const std::map<std::string, float> offline = Offline("c20", "r2", false);
+    for (const kg::v1::RankedEntity& e : ranking.ranked()) {
+      ExpectClose(e.score(), offline.at(e.entity()), e.entity());
+    }
+    for (int i : {0, 5, 30, 58}) {
+      const kg::v1::RankedEntity& e = ranking.ranked(i);
+      const kg::v1::ScoreTripletResponse served = Score({"c20", "r2", e.entity()});
+      ExpectClose(served.score(), e.score(), e.entity());
+      EXPECT_LT(served.subgraph_nodes(), 30u) << e.entity();
+    }
+    const kg::v1::ScoreTripletResponse far = Score({"c20", "r2", "c40"});
+    ExpectClose(far.score(), offline.at("c40"), "c40");
+    EXPECT_LT(far.subgraph_nodes(), 30u);
+  }
 };
 
 TEST_F(UnmaskedPathServingTest, ScoreTripletReadsTheTailsBallAndEqualsTheWholeGraphRanking) {
-  const kg::v1::RankResponse ranking = RankTails("c20", "r2");
-  ASSERT_EQ(ranking.ranked_size(), 59);
-  EXPECT_EQ(ranking.candidates_shared_score(), 0u);
-  const std::map<std::string, float> offline = Offline("c20", "r2", false);
-  for (const kg::v1::RankedEntity& e : ranking.ranked()) {
-    ExpectClose(e.score(), offline.at(e.entity()), e.entity());
+  ExpectScoreTripletOnTheTailsBallEqualsTheWholeGraphRanking();
+}
+
+// With the reach feature the score also reads whether the head reaches the tail within 3
+// facts; the tail's ball still decides it (a shortest path of at most 3 facts lies in it).
+class ReachFeaturePathServingTest : public UnmaskedPathServingTest {
+ protected:
+  PathConfig Config() const override {
+    PathConfig config = UnmaskedPathServingTest::Config();
+    config.reach_feature = true;
+    return config;
   }
-  // Near and far tails (c40 is 10 hops along the ring): each fact on its tail's ball, a
-  // small part of the 60 entities, with the ranking's score.
-  for (int i : {0, 5, 30, 58}) {
-    const kg::v1::RankedEntity& e = ranking.ranked(i);
-    const kg::v1::ScoreTripletResponse served = Score({"c20", "r2", e.entity()});
-    ExpectClose(served.score(), e.score(), e.entity());
-    EXPECT_LT(served.subgraph_nodes(), 30u) << e.entity();
-  }
-  const kg::v1::ScoreTripletResponse far = Score({"c20", "r2", "c40"});
-  ExpectClose(far.score(), offline.at("c40"), "c40");
-  EXPECT_LT(far.subgraph_nodes(), 30u);
+};
+
+TEST_F(ReachFeaturePathServingTest, ScoreTripletOfNearAndFarTailsEqualsTheWholeGraphRanking) {
+  ExpectScoreTripletOnTheTailsBallEqualsTheWholeGraphRanking();
 }
 
 // A neighbourhood past --max-subgraph-nodes is refused naming the flag; the search stops at
