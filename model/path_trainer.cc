@@ -2,11 +2,13 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -31,6 +33,7 @@ absl::Status ValidateOptions(const PathTrainOptions& o) {
     return absl::InvalidArgumentError("the adversarial temperature must be >= 0");
   }
   if (o.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
+  if (o.detached_walks < 0) return absl::InvalidArgumentError("detached walks must be >= 0");
   if (o.resume && o.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("resume needs a checkpoint directory");
   }
@@ -40,16 +43,57 @@ absl::Status ValidateOptions(const PathTrainOptions& o) {
 // What identifies a run: a checkpoint of another run must not be resumed.
 std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprint) {
   const PathConfig& c = o.model;
-  return absl::StrCat(data_fingerprint, "|layers=", c.num_layers, "|dim=", c.dim, "|pna=", c.pna,
-                      "|dependent=", c.dependent, "|layer_norm=", c.layer_norm,
-                      "|short_cut=", c.short_cut, "|reach_mask=", c.reach_mask,
-                      "|reach_feature=", c.reach_feature, "|batch=", o.batch_size,
-                      "|negatives=", o.negatives, "|lr=", o.learning_rate,
-                      "|temperature=", o.adversarial_temperature,
-                      "|remove_one_hop=", o.remove_one_hop, "|seed=", o.seed);
+  return absl::StrCat(
+      data_fingerprint, "|layers=", c.num_layers, "|dim=", c.dim, "|pna=", c.pna,
+      "|dependent=", c.dependent, "|layer_norm=", c.layer_norm, "|short_cut=", c.short_cut,
+      "|reach_mask=", c.reach_mask, "|reach_feature=", c.reach_feature, "|batch=", o.batch_size,
+      "|negatives=", o.negatives, "|lr=", o.learning_rate,
+      "|temperature=", o.adversarial_temperature, "|remove_one_hop=", o.remove_one_hop,
+      "|seed=", o.seed,
+      // Absent when off, so checkpoints from before the option still resume.
+      o.detached_walks > 0 ? absl::StrCat("|detached_walks=", o.detached_walks) : std::string());
 }
 
 }  // namespace
+
+std::vector<Triple> DetachedWalkCopies(const StaticGraph& graph, int copies_per_relation,
+                                       uint64_t seed) {
+  std::vector<std::vector<Triple>> by_relation(graph.num_relations());
+  for (const Triple& t : graph.Facts()) by_relation[t.relation].push_back(t);
+  SeededRandom random(seed);
+  std::vector<Triple> copies;
+  EntityId next = graph.num_entities();
+  for (const std::vector<Triple>& facts : by_relation) {
+    if (facts.empty()) continue;
+    for (int k = 0; k < copies_per_relation; ++k) {
+      std::vector<Triple> walk = {facts[random.Uniform(facts.size())]};
+      std::vector<EntityId> entities = {walk[0].head, walk[0].tail};
+      for (int step = 1; step < 1 + k % 3; ++step) {
+        const EntityId e = entities[random.Uniform(entities.size())];
+        const absl::Span<const Neighbor> out = graph.OutEdges(e), in = graph.InEdges(e);
+        const uint64_t pick = random.Uniform(out.size() + in.size());  // e has walk[0] or more
+        const Triple t = pick < out.size() ? Triple{e, out[pick].relation, out[pick].entity}
+                                           : Triple{in[pick - out.size()].entity,
+                                                    in[pick - out.size()].relation, e};
+        if (std::find(walk.begin(), walk.end(), t) != walk.end()) continue;
+        walk.push_back(t);
+        for (EntityId v : {t.head, t.tail}) {
+          if (std::find(entities.begin(), entities.end(), v) == entities.end()) {
+            entities.push_back(v);
+          }
+        }
+      }
+      // entities[i] becomes next + i: the copy shares no entity with the graph or other copies.
+      auto fresh = [&](EntityId v) {
+        return next + static_cast<EntityId>(std::find(entities.begin(), entities.end(), v) -
+                                            entities.begin());
+      };
+      for (const Triple& t : walk) copies.push_back({fresh(t.head), t.relation, fresh(t.tail)});
+      next += static_cast<EntityId>(entities.size());
+    }
+  }
+  return copies;
+}
 
 double MeanLogDegree(const IndexedTriples& graph) {
   std::vector<uint32_t> degree(graph.entities.size(), 0);
@@ -75,6 +119,22 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
     if (t.head != t.tail) positives.push_back(t);
   }
   const std::vector<Triple> valid_facts = ValidationFacts(train, graph, valid);
+  // What a step passes messages over and draws negatives from: the graph, plus any detached
+  // copies (entities numbered after the graph's, so the positives and validation are as given).
+  std::optional<StaticGraph> with_copies;
+  if (options.detached_walks > 0) {
+    std::vector<Triple> facts = graph.Facts();
+    const size_t original = facts.size();
+    const std::vector<Triple> copies =
+        DetachedWalkCopies(graph, options.detached_walks, options.seed ^ 0x64657461636865ULL);
+    facts.insert(facts.end(), copies.begin(), copies.end());
+    EntityId entities = graph.num_entities();
+    for (size_t i = original; i < facts.size(); ++i) {
+      entities = std::max({entities, facts[i].head + 1, facts[i].tail + 1});
+    }
+    with_copies.emplace(entities, facts);
+  }
+  const StaticGraph& message_graph = with_copies ? *with_copies : graph;
 
   PathConfig config = options.model;
   config.pna_delta = MeanLogDegree(train);
@@ -106,7 +166,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   // gradients as over the source's whole neighbourhood, on far fewer entities where paths
   // are sparse.
   const RelationMap identity;
-  const PathNeighbourhoodSpec neighbourhood = model->Neighbourhood(&graph, &identity, 0);
+  const PathNeighbourhoodSpec neighbourhood = model->Neighbourhood(&message_graph, &identity, 0);
   PathBatchBuilder builder;
   std::vector<uint32_t> order(positives.size());
   for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
@@ -131,8 +191,9 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         query.source = tail ? f.head : f.tail;
         query.relation = tail ? f.relation : f.relation + num_relations;
         const EntityId answer = tail ? f.tail : f.head;
-        std::vector<EntityId> negatives = SampleNonAnswers(
-            graph, query.source, f.relation, !tail, answer, options.negatives, negative_random);
+        std::vector<EntityId> negatives =
+            SampleNonAnswers(message_graph, query.source, f.relation, !tail, answer,
+                             options.negatives, negative_random);
         if (negatives.empty()) continue;  // every entity answers: nothing to contrast
         for (size_t k = negatives.size(); k < static_cast<size_t>(options.negatives); ++k) {
           negatives.push_back(negatives[k % negatives.size()]);  // rare: few non-answers

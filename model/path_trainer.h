@@ -9,7 +9,9 @@
 // weighting, softmax(score / temperature) over them (no gradient through the weights); the
 // answer weighs 1; the mean over queries. Adam. The predicted fact is never a message edge
 // of its own query: with `remove_one_hop` every fact between the source and the answer or a
-// negative is left out (either direction, any relation), otherwise the fact itself.
+// negative is left out (either direction, any relation), otherwise the fact itself. With
+// `detached_walks`, small detached copies of the graph's walks (DetachedWalkCopies) join the
+// message graph and the pool of negatives; they are never queried.
 //
 // Validation: filtered MRR against every entity on `valid`, after every `eval_every`
 // epochs; the best model on it is the one returned.
@@ -29,6 +31,7 @@
 #include "absl/types/span.h"
 #include "model/path_model.h"
 #include "model/trainer.h"
+#include "storage/static_graph.h"
 #include "storage/triple_file.h"
 
 namespace grail {
@@ -50,6 +53,9 @@ struct PathTrainOptions {
   // A step's pass covers what its candidates' scores depend on (queries with targets,
   // model/path_batch.h); false: each source's whole neighbourhood, the same result slower.
   bool candidates_only = true;
+  // > 0: this many detached walk copies per relation (DetachedWalkCopies) join the message
+  // graph, their entities drawn as negatives only; validation stays on `train` as given.
+  int detached_walks = 0;
 };
 
 // Trains on `train` (its vocabularies define the model's relations) and validates on
@@ -62,6 +68,17 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
     const PathTrainOptions& options,
     const std::function<void(const EpochReport&)>& on_epoch = nullptr,
     const std::function<void(const StepReport&)>& on_step = nullptr);
+
+// Small components no training query reaches, copied from `graph`: for each relation with
+// facts and k = 0 .. copies_per_relation - 1, a walk of up to 1 + k % 3 facts that starts at
+// a uniformly drawn fact of the relation and grows by a uniformly drawn fact incident to a
+// uniformly drawn entity already in it, copied onto fresh entities numbered from
+// graph.num_entities() (a fact drawn twice is copied once). Without the reach mask every
+// entity is scored on its own surroundings; a test graph may hold small components that the
+// training graph lacks, and an unreached entity in a state training never saw can outrank
+// every answer. As negatives these copies show the model such states. Deterministic in seed.
+std::vector<Triple> DetachedWalkCopies(const StaticGraph& graph, int copies_per_relation,
+                                       uint64_t seed);
 
 // PNA's delta for `graph`: the mean over entities of log(degree + 1), degree counting every
 // fact in either direction.

@@ -79,6 +79,11 @@ ABSL_FLAG(bool, reach_feature, false,
           "path family: the scoring MLP also reads whether a path of the model's length from "
           "the query's source reaches the entity, so an unreached entity's own prior cannot "
           "outrank reached ones unless training says so (meant for --reach-mask=false)");
+ABSL_FLAG(int, detached_walks, 0,
+          "path family: add this many detached copies of short walks (components of 2 to 4 "
+          "entities) per relation to the message graph, their entities drawn as negatives only, "
+          "so that a model without the reach mask sees entities no query reaches in small "
+          "components (meant for --reach-mask=false; 0: none)");
 ABSL_FLAG(double, adversarial_temperature, 0,
           "path family: self-adversarial weighting of the negatives at this temperature (0: "
           "uniform weights)");
@@ -105,7 +110,7 @@ int main(int argc, char** argv) {
       "         the reference code's schedule: [--eval-every-steps 455] [--select-metric auc_roc]\n"
       "         [--clip 0] [--dropout-off-after-eval] [--fixed-negatives]\n"
       "  path:  [--layers 6] [--pna] [--negatives 32] [--adversarial-temperature T]\n"
-      "         [--reach-mask=false [--reach-feature]]\n"
+      "         [--reach-mask=false [--reach-feature] [--detached-walks N]]\n"
       "         [--checkpoint-dir DIR [--resume]]");
   grail::ParseCommandLine(argc, argv);
   grail::KeepFreedMemoryForReuse();
@@ -208,6 +213,7 @@ int main(int argc, char** argv) {
     options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3);
     options.adversarial_temperature = absl::GetFlag(FLAGS_adversarial_temperature);
     options.remove_one_hop = absl::GetFlag(FLAGS_remove_one_hop);
+    options.detached_walks = absl::GetFlag(FLAGS_detached_walks);
     options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
     options.seed = absl::GetFlag(FLAGS_seed);
     options.threads = absl::GetFlag(FLAGS_threads);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -522,6 +523,74 @@ TEST(PathEvaluationTest, FullRankingIsTheFilteredRankAmongEveryEntity) {
   EXPECT_THAT(result->ToJson(), HasSubstr("\"full_mrr\":"));
 }
 
+// Each copy is a component of its own on fresh entities, of 2 to 4 entities, and shaped like
+// the graph: what a copied entity has in the copy (relation and direction of each fact) some
+// entity of the graph has. Every relation starts as many copies, and walks grow past one fact.
+TEST(DetachedWalkCopiesTest, AreSmallComponentsOfFreshEntitiesShapedLikeTheGraph) {
+  // Chain()'s entities take distinct roles, so a copy that turned a fact round would show.
+  const StaticGraph graph = Chain();
+  const EntityId n = graph.num_entities();
+  constexpr int kCopies = 30;
+  const std::vector<Triple> copies = DetachedWalkCopies(graph, kCopies, 11);
+  EXPECT_EQ(copies, DetachedWalkCopies(graph, kCopies, 11));
+  EXPECT_NE(copies, DetachedWalkCopies(graph, kCopies, 12));
+  ASSERT_FALSE(copies.empty());
+
+  // Components by union-find over the copies' entities.
+  EntityId end = n;
+  for (const Triple& t : copies) {
+    ASSERT_GE(std::min(t.head, t.tail), n) << "a copy reuses an entity of the graph";
+    end = std::max({end, t.head + 1, t.tail + 1});
+  }
+  std::vector<EntityId> parent(end);
+  for (EntityId e = 0; e < end; ++e) parent[e] = e;
+  auto find = [&](EntityId e) {
+    while (parent[e] != e) e = parent[e] = parent[parent[e]];
+    return e;
+  };
+  for (const Triple& t : copies) parent[find(t.head)] = find(t.tail);
+  std::map<EntityId, std::set<EntityId>> components;
+  for (const Triple& t : copies) {
+    components[find(t.head)].insert(t.head);
+    components[find(t.tail)].insert(t.tail);
+  }
+  EXPECT_EQ(components.size(), kCopies * graph.num_relations());
+  size_t largest = 0;
+  for (const auto& [root, members] : components) {
+    EXPECT_GE(members.size(), 2u);
+    EXPECT_LE(members.size(), 4u);
+    largest = std::max(largest, members.size());
+  }
+  EXPECT_GT(largest, 2u);
+  EXPECT_EQ(end - n, [&] {
+    size_t total = 0;
+    for (const auto& [root, members] : components) total += members.size();
+    return total;
+  }()) << "fresh entities are numbered without gaps";
+
+  // (relation, is head) of each fact an entity takes part in.
+  auto roles = [](absl::Span<const Triple> facts, EntityId e) {
+    std::set<std::pair<RelationId, bool>> r;
+    for (const Triple& t : facts) {
+      if (t.head == e) r.insert({t.relation, true});
+      if (t.tail == e) r.insert({t.relation, false});
+    }
+    return r;
+  };
+  const std::vector<Triple> facts = graph.Facts();
+  std::vector<std::set<std::pair<RelationId, bool>>> graph_roles;
+  for (EntityId e = 0; e < n; ++e) graph_roles.push_back(roles(facts, e));
+  for (EntityId v = n; v < end; ++v) {
+    const std::set<std::pair<RelationId, bool>> copied = roles(copies, v);
+    EXPECT_TRUE(std::any_of(graph_roles.begin(), graph_roles.end(),
+                            [&](const auto& original) {
+                              return std::includes(original.begin(), original.end(), copied.begin(),
+                                                   copied.end());
+                            }))
+        << "entity " << v << " of the copies has roles no entity of the graph has";
+  }
+}
+
 class PathTrainingTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -599,17 +668,52 @@ TEST_F(PathTrainingTest, LearnsAPathRuleAndRanksItsAnswerFirstOnAnUnseenGraph) {
   EXPECT_LT(EvaluateOnUnseenGraph(**untrained).full->hits_at_1, 0.3);
 }
 
+// The copies change what a step sees (their entities are drawn as negatives), so a run with
+// them trains another model, and its checkpoint is another run's.
+TEST_F(PathTrainingTest, DetachedWalksChangeTrainingAndAreTheCheckpointsRun) {
+  ScopedTempDir dir;
+  PathTrainOptions without = Options();
+  without.epochs = 1;
+  without.model.reach_mask = false;
+  without.checkpoint_dir = dir.Sub("run");
+  std::vector<EpochReport> runs[2];
+  ASSERT_TRUE(
+      TrainPath(train_, valid_, without, [&](const EpochReport& r) { runs[0].push_back(r); }).ok());
+  PathTrainOptions with = without;
+  with.checkpoint_dir.clear();
+  with.detached_walks = 4;
+  ASSERT_TRUE(
+      TrainPath(train_, valid_, with, [&](const EpochReport& r) { runs[1].push_back(r); }).ok());
+  ASSERT_EQ(runs[0].size(), 1u);
+  ASSERT_EQ(runs[1].size(), 1u);
+  EXPECT_NE(runs[0][0].loss, runs[1][0].loss);
+
+  with.checkpoint_dir = dir.Sub("run");
+  with.resume = true;
+  with.epochs = 2;
+  absl::StatusOr<std::unique_ptr<PathModel>> refused = TrainPath(train_, valid_, with);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("another run"));
+
+  with.detached_walks = -1;
+  with.resume = false;
+  with.checkpoint_dir.clear();
+  EXPECT_EQ(TrainPath(train_, valid_, with).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // A step that runs each query on its candidates' subgraph trains the model that running it on
 // the source's whole neighbourhood trains: the same losses and validation, up to summation
 // order. With and without the reach mask, and without it but with the reach feature.
 TEST_F(PathTrainingTest, TrainingOnTheCandidatesSubgraphEqualsTrainingOnTheWholeNeighbourhood) {
-  for (auto [reach_mask, reach_feature] : {std::pair{true, false}, {false, false}, {false, true}}) {
+  for (auto [reach_mask, reach_feature, detached_walks] :
+       {std::tuple{true, false, 0}, {false, false, 0}, {false, true, 0}, {false, true, 3}}) {
     std::vector<EpochReport> runs[2];
     for (bool candidates_only : {true, false}) {
       PathTrainOptions options = Options();
       options.epochs = 1;
       options.model.reach_mask = reach_mask;
       options.model.reach_feature = reach_feature;
+      options.detached_walks = detached_walks;
       options.candidates_only = candidates_only;
       ASSERT_TRUE(TrainPath(train_, valid_, options, [&](const EpochReport& r) {
                     runs[candidates_only].push_back(r);
@@ -618,9 +722,11 @@ TEST_F(PathTrainingTest, TrainingOnTheCandidatesSubgraphEqualsTrainingOnTheWhole
     ASSERT_EQ(runs[0].size(), 1u);
     ASSERT_EQ(runs[1].size(), 1u);
     EXPECT_NEAR(runs[1][0].loss, runs[0][0].loss, 1e-4)
-        << "reach mask " << reach_mask << " feature " << reach_feature;
+        << "reach mask " << reach_mask << " feature " << reach_feature << " walks "
+        << detached_walks;
     EXPECT_NEAR(*runs[1][0].valid_mrr, *runs[0][0].valid_mrr, 1e-3)
-        << "reach mask " << reach_mask << " feature " << reach_feature;
+        << "reach mask " << reach_mask << " feature " << reach_feature << " walks "
+        << detached_walks;
   }
 }
 
