@@ -123,15 +123,12 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   // copies (entities numbered after the graph's, so the positives and validation are as given).
   std::optional<StaticGraph> with_copies;
   if (options.detached_walks > 0) {
-    std::vector<Triple> facts = graph.Facts();
-    const size_t original = facts.size();
     const std::vector<Triple> copies =
         DetachedWalkCopies(graph, options.detached_walks, options.seed ^ 0x64657461636865ULL);
-    facts.insert(facts.end(), copies.begin(), copies.end());
     EntityId entities = graph.num_entities();
-    for (size_t i = original; i < facts.size(); ++i) {
-      entities = std::max({entities, facts[i].head + 1, facts[i].tail + 1});
-    }
+    for (const Triple& t : copies) entities = std::max({entities, t.head + 1, t.tail + 1});
+    std::vector<Triple> facts = train.triples;  // repeats collapse in StaticGraph, as in `graph`
+    facts.insert(facts.end(), copies.begin(), copies.end());
     with_copies.emplace(entities, facts);
   }
   const StaticGraph& message_graph = with_copies ? *with_copies : graph;
