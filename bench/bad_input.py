@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(binary("x")), "..", "python"))
 import grpc  # noqa: E402
 from kg.v1 import knowledge_graph_pb2 as pb  # noqa: E402
 from kg.v1 import knowledge_graph_pb2_grpc as pbg  # noqa: E402
+from server_process import ServerProcess  # noqa: E402
 
 out = os.path.abspath(args.out)
 shutil.rmtree(out, ignore_errors=True)
@@ -49,25 +50,12 @@ if not os.path.exists(model):
 relation = "_hypernym"
 
 
-class Server:
+class Server(ServerProcess):
     def __init__(self, *flags, store="store", log="server.log", env=None):
-        self.ready = os.path.join(out, log + ".ready")
-        self.log = os.path.join(out, log)
-        self.proc = subprocess.Popen(
-            [binary("grail-server"), "--model", model, "--data-dir", os.path.join(out, store),
-             "--port", "0", "--metrics-port", "0", "--ready-file", self.ready, *flags],
-            stderr=open(self.log, "w"), env=env)
-        for _ in range(600):
-            if os.path.exists(self.ready) and os.path.getsize(self.ready):
-                ready = json.load(open(self.ready))
-                self.port, self.metrics_port = ready["port"], ready["metrics_port"]
-                self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-                self.stub = pbg.KnowledgeGraphStub(self.channel)
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError(open(self.log).read())
-            time.sleep(0.05)
-        raise RuntimeError("no start")
+        super().__init__(args.bin, model, os.path.join(out, store), *flags,
+                         log=os.path.join(out, log), env=env)
+        self.channel = grpc.insecure_channel(self.target)
+        self.stub = pbg.KnowledgeGraphStub(self.channel)
 
     def raw(self, method, payload, stream=False):
         if stream:
@@ -102,8 +90,7 @@ class Server:
 
     def stop(self):
         self.channel.close()
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait()
+        return super().stop()
 
 
 def triple(h, t, r=relation):
@@ -169,7 +156,7 @@ code, details = server.raw("ScoreTriplet", pb.ScoreTripletRequest(
     triple=triple("x" * (70 << 20), "a")).SerializeToString())
 row("request over --max-message-bytes", code == grpc.StatusCode.RESOURCE_EXHAUSTED,
     f"{code.name}: {details[:60]}")
-log_ok = all(json.loads(line) is not None for line in open(server.log) if line.strip())
+log_ok = all(json.loads(line) is not None for line in open(server.log_path) if line.strip())
 row("the log stays one JSON object per line", log_ok, "every line parses")
 server.stop()
 
@@ -217,7 +204,8 @@ for flag in ["--max-request-triples=-1", "--max-chunk-facts=-1", "--max-name-byt
 env = dict(os.environ, GRAIL_MAX_BATCH_SIZ="3")
 server = Server(log="env.log", env=env)
 server.stop()
-warned = any('"GRAIL_MAX_BATCH_SIZ"' in line and '"warning"' in line for line in open(server.log))
+warned = any('"GRAIL_MAX_BATCH_SIZ"' in line and '"warning"' in line
+             for line in open(server.log_path))
 row("misspelt GRAIL_MAX_BATCH_SIZ", warned, "logged as a warning naming it")
 slow = subprocess.Popen([binary("grail-server"), "--model", model, "--data-dir",
                          os.path.join(out, "store"), "--port", "0", "--metrics-port", "-1",
@@ -238,8 +226,7 @@ server = Server(store="wal", log="wal.log")
 for i in range(40):
     list(server.stub.AddTriples(iter([pb.AddTriplesRequest(triples=[triple(f"c{i}", f"d{i}")])])))
 acknowledged = server.facts()
-server.proc.send_signal(signal.SIGKILL)
-server.proc.wait()
+server.kill()
 wal = max((os.path.join(out, "wal", f) for f in os.listdir(os.path.join(out, "wal"))
            if f.endswith(".log")), key=os.path.getsize)
 blob = bytearray(open(wal, "rb").read())

@@ -16,10 +16,11 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
+
+from server_process import ServerProcess
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--rounds", type=int, default=500)
@@ -48,20 +49,12 @@ shutil.rmtree(store, ignore_errors=True)
 
 
 def start():
-    ready = os.path.join(out, "ready.json")
-    if os.path.exists(ready):
-        os.remove(ready)
-    log = open(os.path.join(out, "server.log"), "a")
-    server = subprocess.Popen([binary("grail-server"), "--model", model, "--data-dir", store,
-                               "--port", "0", "--metrics-port", "-1", "--warmup-batches", "0",
-                               "--ready-file", ready], stderr=log)
-    for _ in range(600):
-        if os.path.exists(ready) and os.path.getsize(ready) > 0:
-            return server, json.load(open(ready))["port"]
-        if server.poll() is not None:
-            sys.exit(f"the server exited with {server.returncode}; see {out}/server.log")
-        time.sleep(0.05)
-    sys.exit("the server did not start")
+    try:
+        server = ServerProcess(args.bin, model, store, "--warmup-batches", "0",
+                               log=os.path.join(out, "server.log"), append=True, metrics=False)
+    except RuntimeError as e:
+        sys.exit(str(e))
+    return server, server.port
 
 
 def missing(port, path):
@@ -103,8 +96,7 @@ for round_ in range(args.rounds):
                                  str(round_ * 2 + k)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL) for k in range(2)]
     time.sleep(rng.uniform(0.05, 0.6))
-    server.send_signal(signal.SIGKILL)
-    server.wait()
+    server.kill()
     output = ingest.communicate()[0]
     for reader in readers:  # they only made load; without a server they would retry on
         reader.kill()
@@ -134,7 +126,6 @@ for round_ in range(args.rounds):
 
 totals["lost"] += missing(port, previous)
 totals["lost_in_final_check_of_all_rounds"] = missing(port, acked_all)
-server.send_signal(signal.SIGTERM)
-server.wait()
+server.stop()
 print(json.dumps(totals))
 sys.exit(1 if totals["lost"] or totals["lost_in_final_check_of_all_rounds"] else 0)

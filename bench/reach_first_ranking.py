@@ -18,14 +18,11 @@ same for every query of the relation).
 """
 import argparse
 import collections
-import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 parser = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,6 +34,7 @@ parser.add_argument("--bin", default="build/bin")
 args = parser.parse_args()
 sys.path.insert(0, os.path.join(os.path.abspath(args.bin), "..", "python"))
 from grail_kg import Client  # noqa: E402
+from server_process import ServerProcess  # noqa: E402
 
 
 def read(path):
@@ -75,24 +73,15 @@ def ball(source):
 
 
 workdir = tempfile.mkdtemp(prefix="reach_first_")
-ready = os.path.join(workdir, "ready.json")  # the server writes it whole, by rename
-server_log = open(os.path.join(workdir, "server.log"), "w")
-server = subprocess.Popen(
-    [os.path.join(args.bin, "grail-server"), "--model", args.model, "--data_dir",
-     os.path.join(workdir, "db"), "--port", "0", "--metrics_port", "0", "--ready_file", ready,
-     "--max_subgraph_nodes", "10000000", "--max_subgraph_edges", "100000000",
-     "--max_rank_subgraphs", "10000000", "--max_rank_results", "10000000"],
-    stdout=subprocess.DEVNULL, stderr=server_log)
+server = ServerProcess(args.bin, args.model, os.path.join(workdir, "db"),
+                       "--max-subgraph-nodes", "10000000", "--max-subgraph-edges", "100000000",
+                       "--max-rank-subgraphs", "10000000", "--max-rank-results", "10000000",
+                       log=os.path.join(workdir, "server.log"), metrics=False)
 try:
-    while not os.path.exists(ready):
-        if server.poll() is not None:
-            sys.exit(f"grail-server exited; see {workdir}/server.log")
-        time.sleep(0.1)
-    port = json.load(open(ready))["port"]
     orders = ("by score", "reachable first")
     hits1, hits10, est50 = ([0, 0] for _ in range(3))
     beyond, beaters = 0, collections.Counter()
-    with Client(f"localhost:{port}", timeout=600) as kg:
+    with Client(server.target, timeout=600) as kg:
         for _ in kg.add_triples(graph, chunk=10000):
             pass
         for h, r, t in test:
@@ -116,7 +105,5 @@ try:
     print("unreachable entities that outrank the answer most often (entity, queries):",
           beaters.most_common(5))
 finally:
-    server.terminate()
-    server.wait()
-    server_log.close()
+    server.stop()
     shutil.rmtree(workdir, ignore_errors=True)

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT / "build" / "python"))
 import grpc  # noqa: E402
 from kg.v1 import knowledge_graph_pb2 as pb  # noqa: E402
 from kg.v1 import knowledge_graph_pb2_grpc as pb_grpc  # noqa: E402
+from server_process import ServerProcess  # noqa: E402
 
 
 def log(*args):
@@ -82,31 +83,15 @@ class Nats:
         self.log.close()
 
 
-class Server:
-    def __init__(self, args, work, name, nats=None, extra=()):
-        home = work / name
-        home.mkdir(parents=True, exist_ok=True)
-        self.ready = home / "ready.json"
-        self.log = open(home / "server.log", "w")
-        cmd = [str(args.bin / "grail-server"), f"--model={args.model}",
-               f"--data-dir={home / 'store'}", "--host=127.0.0.1", "--port=0",
-               "--metrics-port=-1", f"--ready-file={self.ready}", *extra]
-        if nats is not None:
-            cmd += [f"--nats-url={nats.url}", "--nats-stream=graph", f"--replica-name={name}"]
-        self.started = time.monotonic()
-        self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 600
-        while not self.ready.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{name} did not start: {home / 'server.log'}")
-            time.sleep(0.02)
-        self.seconds_to_ready = time.monotonic() - self.started
-        self.target = f"127.0.0.1:{json.loads(self.ready.read_text())['port']}"
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait()
-        self.log.close()
+def server(args, work, name, nats=None):
+    """A replica `name` (with NATS) or a lone server, in its own directory under `work`."""
+    home = work / name
+    home.mkdir(parents=True, exist_ok=True)
+    flags = []
+    if nats is not None:
+        flags = ["--nats-url", nats.url, "--nats-stream", "graph", "--replica-name", name]
+    return ServerProcess(args.bin, args.model, home / "store", *flags, log=home / "server.log",
+                         metrics=False)
 
 
 def client(args, *cmd):
@@ -120,7 +105,7 @@ def ingest(args, work, replicas, chunk):
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     nats = Nats(work) if replicas else None
-    servers = [Server(args, work, f"r{i}", nats) for i in range(max(1, replicas))]
+    servers = [server(args, work, f"r{i}", nats) for i in range(max(1, replicas))]
     try:
         report = client(args, "--target", servers[0].target, "add", str(args.facts),
                         "--chunk", str(chunk))
@@ -141,8 +126,8 @@ def lag_and_reads(args, work):
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     nats = Nats(work)
-    a = Server(args, work, "a", nats)
-    b = Server(args, work, "b", nats)
+    a = server(args, work, "a", nats)
+    b = server(args, work, "b", nats)
     servers = [a, b]
     results = {}
     try:
@@ -183,7 +168,7 @@ def lag_and_reads(args, work):
         log("lag", results["lag"])
 
         # Catch-up: a new replica from an empty directory through the whole stream.
-        c = Server(args, work, "c", nats)
+        c = server(args, work, "c", nats)
         servers.append(c)
         stats = client(args, "--target", c.target, "stats")
         results["catch_up"] = {"seconds_to_serving": c.seconds_to_ready,

@@ -36,12 +36,13 @@ gives GraIL the same (one epoch on the v1 splits), to compare the families on eq
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("GRAIL_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -93,25 +94,13 @@ class Sampler:
         return {"max_rss_mb": round(self.max_rss_mb, 1), "max_threads": self.max_threads}
 
 
-class Server:
+class Server(ServerProcess):
+    """grail-server on a fresh store (removed again by stop), logging to STORE.log."""
+
     def __init__(self, bin_dir, model, store, extra_flags=()):
-        self.bin_dir, self.store = Path(bin_dir), Path(store)
+        self.store = Path(store)
         subprocess.run(["rm", "-rf", str(self.store)], check=True)
-        ready = Path(str(self.store) + ".ready")
-        ready.unlink(missing_ok=True)
-        self.log_file = open(str(self.store) + ".log", "w")
-        self.proc = subprocess.Popen(
-            [str(self.bin_dir / "grail-server"), "--model", str(model), "--data-dir",
-             str(self.store), "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0",
-             "--ready-file", str(ready), *extra_flags],
-            stdout=subprocess.DEVNULL, stderr=self.log_file)
-        for _ in range(1200):
-            if ready.exists() and ready.stat().st_size > 0:
-                break
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"grail-server exited: see {self.store}.log")
-            time.sleep(0.1)
-        self.port = json.loads(ready.read_text())["port"]
+        super().__init__(bin_dir, model, self.store, *extra_flags, log=f"{self.store}.log")
 
     def client(self, *args, timeout=None, check=True):
         cmd = [str(NEW_BIN / "grail-client"), "--target", f"127.0.0.1:{self.port}", "--json",
@@ -125,14 +114,9 @@ class Server:
         return proc_status(self.proc.pid)
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log_file.close()
+        code = super().stop()
         subprocess.run(["rm", "-rf", str(self.store)], check=True)
+        return code
 
 
 def load_summary(result):
