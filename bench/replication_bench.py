@@ -19,7 +19,8 @@ On this machine, with a real nats-server (JetStream on disk) and real grail-serv
     bench/replication_bench.py [--bin build/bin] [--model M.pt] [--out out/replication]
 Facts: ../shared/data/WN18RR/train.txt (86,835); lag chunks from its valid+test facts. Model:
 --model, else one trained here on WN18RR_v1 for 1 epoch (the cost of a forward does not
-depend on the weights). Results: OUT/results.json and a table on stdout.
+depend on the weights), served with --allow-unknown-relations (WN18RR_v1 has 9 of the 11
+relations; reads ask only for those 9). Results: OUT/results.json and a table on stdout.
 """
 
 import argparse
@@ -90,8 +91,8 @@ def server(args, work, name, nats=None):
     flags = []
     if nats is not None:
         flags = ["--nats-url", nats.url, "--nats-stream", "graph", "--replica-name", name]
-    return ServerProcess(args.bin, args.model, home / "store", *flags, log=home / "server.log",
-                         metrics=False)
+    return ServerProcess(args.bin, args.model, home / "store", *flags, *args.server_flags,
+                         log=home / "server.log", metrics=False)
 
 
 def client(args, *cmd):
@@ -178,7 +179,8 @@ def lag_and_reads(args, work):
         # Reads: the same load against 1, 2 and 3 replicas at once.
         queries = work / "queries.txt"
         queries.write_text("".join(
-            l for l in (DATA / "WN18RR" / "test.txt").read_text().splitlines(True)[:2000]))
+            [l for l in (DATA / "WN18RR" / "test.txt").read_text().splitlines(True)
+             if args.known_relations is None or l.split("\t")[1] in args.known_relations][:2000]))
         results["reads"] = {}
         for n in (1, 2, 3):
             procs = [subprocess.Popen(
@@ -214,11 +216,16 @@ def main():
     parser.add_argument("--concurrency", type=int, default=12, help="read callers in all")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    args.server_flags, args.known_relations = [], None
     if args.model is None:
+        # WN18RR_v1 holds 9 of WN18RR's 11 relations: the facts of the other two are stored
+        # (and replicated) but not scored, and the reads ask only for the 9.
+        train = DATA / "WN18RR_v1" / "train.txt"
+        args.server_flags = ["--allow-unknown-relations"]
+        args.known_relations = {l.split("\t")[1] for l in train.read_text().splitlines() if l}
         args.model = args.out / "model.pt"
         if not args.model.exists():
-            subprocess.run([str(args.bin / "grail-train"), "--train",
-                            str(DATA / "WN18RR_v1" / "train.txt"), "--valid",
+            subprocess.run([str(args.bin / "grail-train"), "--train", str(train), "--valid",
                             str(DATA / "WN18RR_v1" / "valid.txt"), "--out", str(args.model),
                             "--epochs", "1", "--seed", "0"], check=True,
                            stderr=subprocess.DEVNULL)
