@@ -6,7 +6,8 @@
 #
 #   bench/reproduce.sh [--splits "WN18RR_v1 fb237_v1"] [--seeds "0 1 2"] [--epochs 50]
 #                      [--out out/repro] [--threads 2] [--jobs 1] [--runs 5]
-#                      [--transductive] [-- extra grail-train flags]
+#                      [--transductive] [--checkpoint-every-steps N]
+#                      [-- extra grail-train flags]
 #
 # --transductive: the paper's appendix protocol instead (Tables "Transductive results"): the
 # same model, tested with <split>/train.txt as the graph and <split>/test.txt as the facts.
@@ -25,7 +26,10 @@
 # Resumable: a (split, seed) whose result file exists is skipped, a model whose training
 # finished is evaluated without training it again, and an unfinished training resumes from
 # the checkpoint of its last finished epoch (either family), so an interrupted run continues
-# where it stopped. bench/reproduction_table.py turns the results into the table in
+# where it stopped. --checkpoint-every-steps N (path family) checkpoints every N steps within
+# an epoch as well, so a run killed in a long epoch (fb237_v4 on 2 cores: hours) loses at most N
+# steps; it does not change the model, so it is not part of the run's name.
+# bench/reproduction_table.py turns the results into the table in
 # docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +41,7 @@ threads=2
 parallel=1
 runs=5
 transductive=0
+within=()
 data=${GRAIL_DATA_DIR:-../shared/data}
 extra=()
 while (($#)); do
@@ -49,6 +54,7 @@ while (($#)); do
     --jobs) parallel=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --transductive) transductive=1; shift ;;
+    --checkpoint-every-steps) within=(--checkpoint-every-steps "$2"); shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -72,7 +78,8 @@ run_one() {
     # log is appended to, so the epoch lines stay complete).
     "$bin/grail-train" --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
       --out "$out/$name.pt" --epochs "$epochs" --seed "$seed" --threads "$threads" \
-      --checkpoint-dir "$out/$name.checkpoint" --resume ${extra[@]+"${extra[@]}"} \
+      --checkpoint-dir "$out/$name.checkpoint" --resume ${within[@]+"${within[@]}"} \
+      ${extra[@]+"${extra[@]}"} \
       2>> "$out/$name.train.log"
   fi
   trained=$(date +%s)

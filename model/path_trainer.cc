@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,12 @@ absl::Status ValidateOptions(const PathTrainOptions& o) {
   if (o.detached_walks < 0) return absl::InvalidArgumentError("detached walks must be >= 0");
   if (o.resume && o.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("resume needs a checkpoint directory");
+  }
+  if (o.checkpoint_every_steps < 0) {
+    return absl::InvalidArgumentError("checkpoint_every_steps must be >= 0");
+  }
+  if (o.checkpoint_every_steps > 0 && o.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("checkpoints within an epoch need a checkpoint directory");
   }
   return absl::OkStatus();
 }
@@ -166,16 +173,19 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   const PathNeighbourhoodSpec neighbourhood = model->Neighbourhood(&message_graph, &identity, 0);
   PathBatchBuilder builder;
   std::vector<uint32_t> order(positives.size());
+  EpochProgress resumed = run.position().within;  // of the first epoch this call runs
   for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
-    const auto start = std::chrono::steady_clock::now();
+    EpochProgress progress = std::exchange(resumed, EpochProgress{});
+    const auto start = std::chrono::steady_clock::now() -
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(progress.seconds));
+    const SeededRandom order_at_start = run.order_random();
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     run.order_random().Shuffle(order);
-    double total_loss = 0;
-    int64_t seen = 0, steps = 0;
     double step_loss = 0;
     PathBatch batch;
     std::vector<int64_t> gather;
-    for (size_t begin = 0; begin < order.size(); begin += options.batch_size) {
+    for (size_t begin = progress.next; begin < order.size(); begin += options.batch_size) {
       const size_t end = std::min(order.size(), begin + options.batch_size);
       const size_t tails = begin + (end - begin + 1) / 2;  // the first half asks for tails
       batch.Clear();
@@ -238,29 +248,37 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         optimizer.step();
         const int64_t queries = batch.num_queries();
         step_loss = loss.item<double>();
-        total_loss += step_loss * static_cast<double>(queries);
-        seen += queries;
-        ++steps;
+        progress.loss += step_loss * static_cast<double>(queries);
+        progress.seen += queries;
+        ++progress.steps;
+        progress.next = static_cast<int64_t>(end);
       } catch (const c10::Error& e) {
         return absl::InternalError(
             absl::StrCat("training step failed: ", e.what_without_backtrace()));
       } catch (const std::exception& e) {  // the TorchScript interpreter's errors
         return absl::InternalError(absl::StrCat("training step failed: ", e.what()));
       }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (options.checkpoint_every_steps > 0 && end < order.size() &&
+          progress.steps % options.checkpoint_every_steps == 0) {
+        progress.seconds = seconds;
+        if (absl::Status s = run.CheckpointWithin(progress, order_at_start); !s.ok()) return s;
+      }
       if (on_step) {
         StepReport step;
         step.epoch = epoch;
-        step.positives_done = seen;
+        step.positives_done = progress.seen;
         step.positives_total = static_cast<int64_t>(positives.size());
-        step.steps_done = steps;
+        step.steps_done = progress.steps;
         step.loss = step_loss;
-        step.seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        step.seconds = seconds;
         on_step(step);
       }
     }
     absl::StatusOr<EpochReport> report = run.EndEpoch(
-        epoch, options.epochs, options.eval_every, steps, seen, total_loss, valid_facts.size(),
+        epoch, options.epochs, options.eval_every, progress.steps, progress.seen, progress.loss,
+        valid_facts.size(),
         [&] { return EvaluatePath(*model, graph, {}, valid_facts, validation); }, start);
     if (!report.ok()) return report.status();
     if (on_epoch) on_epoch(*report);

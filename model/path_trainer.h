@@ -19,7 +19,10 @@
 // Checkpoints: with `checkpoint_dir`, every epoch ends by writing the parameters, Adam's
 // state, the best model so far with its metric, the generators' state and the epoch, and a
 // run with `resume` continues from them: N epochs then a resume to M give the model M epochs
-// straight give (same seed, same thread count).
+// straight give (same seed, same thread count). With `checkpoint_every_steps` as well, every
+// that many steps of an epoch write one too, with how far the epoch got, so a run killed in a
+// long epoch loses at most that many steps: resumed, it trains the model a run never stopped
+// trains, and reports the epoch's loss and seconds whole.
 #ifndef GRAIL_MODEL_PATH_TRAINER_H_
 #define GRAIL_MODEL_PATH_TRAINER_H_
 
@@ -48,8 +51,9 @@ struct PathTrainOptions {
   uint64_t seed = 0;
   int threads = 2;
   std::string device = "cpu";
-  std::string checkpoint_dir;  // empty: no checkpoints
-  bool resume = false;         // continue from checkpoint_dir's checkpoint, if there is one
+  std::string checkpoint_dir;      // empty: no checkpoints
+  bool resume = false;             // continue from checkpoint_dir's checkpoint, if there is one
+  int checkpoint_every_steps = 0;  // > 0: a checkpoint within each epoch every N steps
   // A step's pass covers what its candidates' scores depend on (queries with targets,
   // model/path_batch.h); false: each source's whole neighbourhood, the same result slower.
   bool candidates_only = true;

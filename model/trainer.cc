@@ -317,7 +317,7 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
         return s;
       }
     }
-    done = {epoch, done.steps + steps};
+    done = {epoch, done.steps + steps, {}};
     if (!options.checkpoint_dir.empty()) {
       if (absl::Status s = checkpoint.Write(done, run_key, parameters, optimizer, best,
                                             order_random, negative_random);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
 
@@ -29,8 +30,11 @@ void RestoreGenerator(const Json& words, SeededRandom& random) {
 
 }  // namespace
 
-std::string TrainingCheckpoint::File(const std::string& name, int epoch) const {
-  return absl::StrCat(dir_, "/", name, "-", epoch, ".pt");
+std::string TrainingCheckpoint::File(const std::string& name, const TrainingPosition& at) const {
+  if (at.within.next > 0) {
+    return absl::StrCat(dir_, "/", name, "-", at.epoch, "-step", at.within.steps, ".pt");
+  }
+  return absl::StrCat(dir_, "/", name, "-", at.epoch, ".pt");
 }
 
 absl::Status TrainingCheckpoint::Write(const TrainingPosition& at, const std::string& run_key,
@@ -38,31 +42,37 @@ absl::Status TrainingCheckpoint::Write(const TrainingPosition& at, const std::st
                                        torch::optim::Optimizer& optimizer, const BestModel& best,
                                        const SeededRandom& order_random,
                                        const SeededRandom& negative_random) const {
-  const int epoch = at.epoch;
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir_, ": ", ec.message()));
   try {
-    torch::save(parameters, File("parameters", epoch));
-    torch::save(optimizer, File("optimizer", epoch));
-    torch::save(best.tensors(), File("best", epoch));
+    torch::save(parameters, File("parameters", at));
+    torch::save(optimizer, File("optimizer", at));
+    torch::save(best.tensors(), File("best", at));
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     torch::Tensor rng;
     {
       std::lock_guard<std::mutex> lock(generator.mutex());
       rng = generator.get_state();
     }
-    torch::save(rng, File("torch-rng", epoch));
+    torch::save(rng, File("torch-rng", at));
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat("cannot write a checkpoint to ", dir_, ": ", e.what_without_backtrace()));
   }
-  const Json state = {{"run", run_key},
-                      {"epoch", epoch},
-                      {"steps", at.steps},
-                      {"best_metric", best.metric()},
-                      {"order_random", GeneratorState(order_random)},
-                      {"negative_random", GeneratorState(negative_random)}};
+  Json state = {{"run", run_key},
+                {"epoch", at.epoch},
+                {"steps", at.steps},
+                {"best_metric", best.metric()},
+                {"order_random", GeneratorState(order_random)},
+                {"negative_random", GeneratorState(negative_random)}};
+  if (at.within.next > 0) {
+    state["within"] = {{"next", at.within.next},
+                       {"steps", at.within.steps},
+                       {"seen", at.within.seen},
+                       {"loss", at.within.loss},
+                       {"seconds", at.within.seconds}};
+  }
   const std::string temporary = StatePath() + ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);
@@ -72,9 +82,20 @@ absl::Status TrainingCheckpoint::Write(const TrainingPosition& at, const std::st
   }
   std::filesystem::rename(temporary, StatePath(), ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot write ", StatePath()));
-  if (epoch > 1) {  // the previous epoch's files are no longer named by state.json
-    for (const char* name : kTensorFiles) std::filesystem::remove(File(name, epoch - 1), ec);
+  // Every other checkpoint's files (the previous one's, and any a crash left before its
+  // commit) are no longer named by state.json.
+  std::vector<std::filesystem::path> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (entry.path().extension() != ".pt") continue;
+    for (const char* name : kTensorFiles) {
+      if (absl::StartsWith(file, absl::StrCat(name, "-")) &&
+          entry.path().string() != File(name, at)) {
+        stale.push_back(entry.path());
+      }
+    }
   }
+  for (const std::filesystem::path& file : stale) std::filesystem::remove(file, ec);
   return absl::OkStatus();
 }
 
@@ -97,17 +118,34 @@ absl::StatusOr<TrainingPosition> TrainingCheckpoint::Restore(const std::string& 
         absl::StrCat(StatePath(), " is the checkpoint of another run (other data or options): ",
                      state.value("run", ""), " vs ", run_key));
   }
-  const int epoch = state.at("epoch").get<int>();
+  TrainingPosition at;
+  at.epoch = state.at("epoch").get<int>();
+  // Checkpoints written before steps were kept have none: only a step schedule needs them.
+  at.steps = state.value("steps", int64_t{0});
+  if (const auto within = state.find("within"); within != state.end()) {
+    try {
+      at.within.next = within->at("next").get<int64_t>();
+      at.within.steps = within->at("steps").get<int64_t>();
+      at.within.seen = within->at("seen").get<int64_t>();
+      at.within.loss = within->at("loss").get<double>();
+      at.within.seconds = within->at("seconds").get<double>();
+    } catch (const Json::exception&) {
+      at.within.next = 0;
+    }
+    if (at.within.next <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(StatePath(), " is damaged"));
+    }
+  }
   try {
     std::vector<torch::Tensor> saved, saved_best;
     torch::Tensor rng;
-    torch::load(saved, File("parameters", epoch));
-    torch::load(saved_best, File("best", epoch));
-    torch::load(optimizer, File("optimizer", epoch));
+    torch::load(saved, File("parameters", at));
+    torch::load(saved_best, File("best", at));
+    torch::load(optimizer, File("optimizer", at));
     // Checkpoints written before the generator was kept have no file of it: they resume with
     // the generator as the model's seed left it.
-    const bool has_rng = std::filesystem::exists(File("torch-rng", epoch));
-    if (has_rng) torch::load(rng, File("torch-rng", epoch));
+    const bool has_rng = std::filesystem::exists(File("torch-rng", at));
+    if (has_rng) torch::load(rng, File("torch-rng", at));
     if (saved.size() != parameters.size() || saved_best.size() != parameters.size()) {
       return absl::InvalidArgumentError("the checkpoint's parameters do not fit the model");
     }
@@ -131,8 +169,7 @@ absl::StatusOr<TrainingPosition> TrainingCheckpoint::Restore(const std::string& 
   RestoreGenerator(state.at("order_random"), order_random);
   RestoreGenerator(state.at("negative_random"), negative_random);
   best.set_metric(state.at("best_metric").get<double>());
-  // Checkpoints written before steps were kept have none: only a step schedule needs them.
-  return TrainingPosition{epoch, state.value("steps", int64_t{0})};
+  return at;
 }
 
 std::string TrainingDataFingerprint(const IndexedTriples& train, size_t valid_facts) {
@@ -196,6 +233,15 @@ absl::Status MrrTrainingRun::Resume() {
   return absl::OkStatus();
 }
 
+absl::Status MrrTrainingRun::CheckpointWithin(const EpochProgress& progress,
+                                              const SeededRandom& order_at_start) {
+  if (checkpoint_.dir().empty()) return absl::OkStatus();
+  TrainingPosition at = done_;
+  at.within = progress;
+  return checkpoint_.Write(at, run_key_, parameters_, optimizer_, best_, order_at_start,
+                           negative_random_);
+}
+
 absl::StatusOr<EpochReport> MrrTrainingRun::EndEpoch(
     int epoch, int epochs, int eval_every, int64_t steps, int64_t seen, double total_loss,
     size_t valid_facts, const std::function<absl::StatusOr<EvaluationResult>()>& validate,
@@ -214,7 +260,7 @@ absl::StatusOr<EpochReport> MrrTrainingRun::EndEpoch(
     report.valid_mrr = metric;
     report.best = best_.Offer(metric, epoch % eval_every == 0, parameters_);
   }
-  done_ = {epoch, done_.steps + steps};
+  done_ = {epoch, done_.steps + steps, {}};
   if (!checkpoint_.dir().empty()) {
     if (absl::Status s = checkpoint_.Write(done_, run_key_, parameters_, optimizer_, best_,
                                            order_random_, negative_random_);

@@ -3,8 +3,10 @@
 // state and the best parameters so far as `parameters-N.pt`, `optimizer-N.pt` and `best-N.pt`,
 // LibTorch's CPU generator (edge dropout) as `torch-rng-N.pt`, then `state.json` — written to a
 // temporary name and renamed, the commit point — naming N, the run's key and what the
-// trainer adds (its metric, its own generators). A crash between two commits leaves the
-// previous checkpoint whole; the previous epoch's files are removed after the commit.
+// trainer adds (its metric, its own generators). A trainer may also checkpoint within an
+// epoch, after step S of epoch N + 1 (files `<name>-N-stepS.pt`); state.json then adds how far
+// that epoch got. A crash between two commits leaves the previous checkpoint whole; the files
+// of every other checkpoint are removed after the commit.
 //
 // A checkpoint belongs to one run: Restore() refuses a state.json whose key differs from the
 // caller's (other data or options), rather than resuming a different run.
@@ -55,20 +57,33 @@ class BestModel {
   bool last_is_best_ = false;  // the off-schedule last epoch beat the scheduled best
 };
 
-// Where a run stands at a checkpoint: epochs finished, and training steps taken over the
-// whole run (a schedule that validates every N steps counts across epochs).
+// How far an epoch got: the next of its facts (in the epoch's order) to train on, and the
+// steps, facts or queries and summed loss and seconds so far.
+struct EpochProgress {
+  int64_t next = 0;  // 0: the epoch has not started
+  int64_t steps = 0;
+  int64_t seen = 0;
+  double loss = 0;
+  double seconds = 0;
+};
+
+// Where a run stands at a checkpoint: epochs finished, training steps taken over the whole
+// run at the end of them (a schedule that validates every N steps counts across epochs), and
+// how far the next epoch got (a checkpoint within it).
 struct TrainingPosition {
   int epoch = 0;
   int64_t steps = 0;
+  EpochProgress within;
 };
 
 class TrainingCheckpoint {
  public:
   explicit TrainingCheckpoint(std::string dir) : dir_(std::move(dir)) {}
 
-  // Writes the checkpoint at the end of epoch `at.epoch`: the position, the tensors, `best`
-  // with its metric, and the states of the trainer's two generators (the epochs' order and
-  // the negatives).
+  // Writes the checkpoint at `at` (the end of epoch `at.epoch`, or within the next one when
+  // `at.within.next` > 0): the position, the tensors, `best` with its metric, and the states
+  // of the trainer's two generators (the epochs' order and the negatives). Within an epoch,
+  // `order_random` is its state before the epoch drew its order, so a resume draws it again.
   absl::Status Write(const TrainingPosition& at, const std::string& run_key,
                      const std::vector<torch::Tensor>& parameters,
                      torch::optim::Optimizer& optimizer, const BestModel& best,
@@ -88,7 +103,7 @@ class TrainingCheckpoint {
   std::string StatePath() const { return dir_ + "/state.json"; }
 
  private:
-  std::string File(const std::string& name, int epoch) const;
+  std::string File(const std::string& name, const TrainingPosition& at) const;
 
   const std::string dir_;
 };
@@ -104,7 +119,8 @@ std::vector<Triple> ValidationFacts(const IndexedTriples& train, const StaticGra
 
 // A training run that keeps the best model on validation MRR (the path family's and the KGE
 // models' trainers): Adam over the parameters, the best model so far, the generators of the
-// epochs' order and of the negatives, and a checkpoint after every epoch.
+// epochs' order and of the negatives, and a checkpoint after every epoch (and within one, when
+// the trainer asks).
 class MrrTrainingRun {
  public:
   // `negative_salt` tells the family's negatives generator from the order's (both seeded by
@@ -113,7 +129,14 @@ class MrrTrainingRun {
                  uint64_t negative_salt, const std::string& checkpoint_dir, std::string run_key);
 
   // Continues from the last checkpoint (position() says where; epoch 0 if there is none).
+  // After a checkpoint within an epoch, order_random() is as that epoch began: the trainer
+  // draws the epoch's order again and continues from position().within.
   absl::Status Resume();
+
+  // Checkpoints within the epoch after position().epoch, which has got as far as `progress`
+  // and drew its order from `order_at_start` (order_random() as the epoch began). Nothing
+  // without a checkpoint directory.
+  absl::Status CheckpointWithin(const EpochProgress& progress, const SeededRandom& order_at_start);
 
   // Ends epoch `epoch` of `epochs`, which took `steps` steps over `seen` facts or queries
   // with a summed loss of `total_loss`: after every `eval_every` epochs and after the last,

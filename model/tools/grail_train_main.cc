@@ -92,6 +92,9 @@ ABSL_FLAG(bool, remove_one_hop, true,
           "out of its message graph (false: only the predicted fact)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "write a checkpoint after every epoch into this directory");
+ABSL_FLAG(int, checkpoint_every_steps, 0,
+          "path family: also checkpoint every N steps within an epoch (0: at epochs' ends only), "
+          "so a run killed in a long epoch resumes from its last N steps");
 ABSL_FLAG(bool, resume, false,
           "continue from the checkpoint in --checkpoint-dir (if it holds one); the run's data "
           "and options must be the checkpoint's");
@@ -111,7 +114,7 @@ int main(int argc, char** argv) {
       "         [--clip 0] [--dropout-off-after-eval] [--fixed-negatives]\n"
       "  path:  [--layers 6] [--pna] [--negatives 32] [--adversarial-temperature T]\n"
       "         [--reach-mask=false [--reach-feature] [--detached-walks N]]\n"
-      "         [--checkpoint-dir DIR [--resume]]");
+      "  either: [--checkpoint-dir DIR [--resume]]; path: [--checkpoint-every-steps N]");
   grail::ParseCommandLine(argc, argv);
   grail::KeepFreedMemoryForReuse();
   const std::string train_path = absl::GetFlag(FLAGS_train);
@@ -198,6 +201,10 @@ int main(int argc, char** argv) {
                  "--fixed-negatives and --node-features are options of the GraIL family\n");
     return 2;
   }
+  if (!path_family && absl::GetFlag(FLAGS_checkpoint_every_steps) != 0) {
+    std::fprintf(stderr, "--checkpoint-every-steps is an option of the path family\n");
+    return 2;
+  }
   absl::Status saved;
   if (path_family) {
     grail::PathTrainOptions options;
@@ -220,6 +227,7 @@ int main(int argc, char** argv) {
     options.device = absl::GetFlag(FLAGS_device);
     options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
     options.resume = absl::GetFlag(FLAGS_resume);
+    options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
     absl::StatusOr<std::unique_ptr<grail::PathModel>> model =
         grail::TrainPath(indexed, valid, options, report, step);
     if (!model.ok()) return fail(model.status());

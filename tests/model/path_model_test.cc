@@ -761,5 +761,64 @@ TEST_F(PathTrainingTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
   EXPECT_THAT(refused.status().message(), HasSubstr("another run"));
 }
 
+// A run killed within an epoch resumes from its last checkpoint within that epoch: it trains
+// the model a run never stopped trains, reports that epoch's loss whole, and its directory
+// keeps one checkpoint's files.
+TEST_F(PathTrainingTest, TrainingResumedFromWithinAnEpochEqualsTrainingStraight) {
+  std::vector<EpochReport> straight;
+  int64_t steps_per_epoch = 0;
+  absl::StatusOr<std::unique_ptr<PathModel>> reference = TrainPath(
+      train_, valid_, Options(), [&](const EpochReport& r) { straight.push_back(r); },
+      [&](const StepReport& s) { steps_per_epoch = std::max(steps_per_epoch, s.steps_done); });
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ASSERT_EQ(straight.size(), 4u);
+  ASSERT_GE(steps_per_epoch, 4);
+
+  ScopedTempDir dir;
+  PathTrainOptions options = Options();
+  options.checkpoint_dir = dir.Sub("run");
+  options.checkpoint_every_steps = 2;
+  options.resume = true;
+  // The process dies after step 3 of epoch 2: its last checkpoint is the one after step 2.
+  struct Killed {};
+  EXPECT_THROW(TrainPath(train_, valid_, options, nullptr,
+                         [](const StepReport& s) {
+                           if (s.epoch == 2 && s.steps_done == 3) throw Killed{};
+                         }),
+               Killed);
+  std::vector<EpochReport> resumed_epochs;
+  std::vector<std::pair<int, int64_t>> resumed_steps;
+  absl::StatusOr<std::unique_ptr<PathModel>> resumed = TrainPath(
+      train_, valid_, options, [&](const EpochReport& r) { resumed_epochs.push_back(r); },
+      [&](const StepReport& s) { resumed_steps.emplace_back(s.epoch, s.steps_done); });
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed_epochs.size(), 3u);
+  ASSERT_FALSE(resumed_steps.empty());
+  EXPECT_EQ(resumed_steps.front(), std::make_pair(2, int64_t{3}));  // step 3 is trained again
+  for (size_t i = 0; i < resumed_epochs.size(); ++i) {
+    EXPECT_EQ(resumed_epochs[i].epoch, straight[i + 1].epoch);
+    EXPECT_EQ(resumed_epochs[i].positives, straight[i + 1].positives);
+    EXPECT_DOUBLE_EQ(resumed_epochs[i].loss, straight[i + 1].loss) << "epoch " << i + 2;
+    EXPECT_EQ(resumed_epochs[i].valid_mrr, straight[i + 1].valid_mrr) << "epoch " << i + 2;
+  }
+  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
+  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
+  EXPECT_EQ(AllScores(**reference, graph, queries, 2), AllScores(**resumed, graph, queries, 2));
+
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.Sub("run"))) {
+    files.push_back(entry.path().filename().string());
+  }
+  EXPECT_THAT(files, UnorderedElementsAre("state.json", "parameters-4.pt", "optimizer-4.pt",
+                                          "best-4.pt", "torch-rng-4.pt"));
+
+  options.checkpoint_every_steps = -1;
+  EXPECT_EQ(TrainPath(train_, valid_, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.checkpoint_every_steps = 2;
+  options.checkpoint_dir.clear();
+  options.resume = false;
+  EXPECT_EQ(TrainPath(train_, valid_, options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace grail
