@@ -89,8 +89,9 @@ absl::Status TrainingCheckpoint::Write(const TrainingPosition& at, const std::st
     const std::string file = entry.path().filename().string();
     if (entry.path().extension() != ".pt") continue;
     for (const char* name : kTensorFiles) {
+      // By file name: the directory may be spelt with a trailing slash or "./".
       if (absl::StartsWith(file, absl::StrCat(name, "-")) &&
-          entry.path().string() != File(name, at)) {
+          file != std::filesystem::path(File(name, at)).filename().string()) {
         stale.push_back(entry.path());
       }
     }

@@ -776,7 +776,7 @@ TEST_F(PathTrainingTest, TrainingResumedFromWithinAnEpochEqualsTrainingStraight)
 
   ScopedTempDir dir;
   PathTrainOptions options = Options();
-  options.checkpoint_dir = dir.Sub("run");
+  options.checkpoint_dir = dir.Sub("run") + "/";  // as a user may type it
   options.checkpoint_every_steps = 2;
   options.resume = true;
   // The process dies after step 3 of epoch 2: its last checkpoint is the one after step 2.
