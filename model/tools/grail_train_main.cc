@@ -91,7 +91,8 @@ ABSL_FLAG(bool, remove_one_hop, true,
           "path family: leave every fact between a query's source and its answer or negatives "
           "out of its message graph (false: only the predicted fact)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
-          "write a checkpoint after every epoch into this directory");
+          "write a checkpoint after every epoch (and, with --checkpoint-every-steps, within one) "
+          "into this directory");
 ABSL_FLAG(int, checkpoint_every_steps, 0,
           "path family: also checkpoint every N steps within an epoch (0: at epochs' ends only), "
           "so a run killed in a long epoch resumes from its last N steps");
