@@ -1,0 +1,396 @@
+// grail::rspmm and grail::relational_graph: schemas, argument checks, the CPU registration
+// and autograd (the CUDA registration is model/ops/rspmm_cuda_ops.cc).
+#include "model/ops/rspmm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "model/ops/rspmm_internal.h"
+#include "model/ops/rspmm_kernel.h"
+
+namespace grail::ops {
+namespace {
+
+constexpr const char* kReductionNames[kNumReductions] = {"sum", "sum_sq", "max", "min"};
+
+// The position of each reduction in `reduce`'s list, -1 when absent.
+struct Reductions {
+  int slot[kNumReductions] = {-1, -1, -1, -1};
+  int count = 0;
+};
+
+Reductions ParseReductions(const std::string& reduce) {
+  Reductions r;
+  size_t begin = 0;
+  while (begin <= reduce.size()) {
+    size_t end = reduce.find(',', begin);
+    if (end == std::string::npos) end = reduce.size();
+    const std::string name = reduce.substr(begin, end - begin);
+    int kind = -1;
+    for (int k = 0; k < kNumReductions; ++k) {
+      if (name == kReductionNames[k]) kind = k;
+    }
+    TORCH_CHECK(kind >= 0, "rspmm: unknown reduction '", name, "' in reduce='", reduce,
+                "' (expected a comma-separated list of sum, sum_sq, max, min)");
+    TORCH_CHECK(r.slot[kind] < 0, "rspmm: reduction '", name, "' repeated in reduce='", reduce,
+                "'");
+    r.slot[kind] = r.count++;
+    begin = end + 1;
+  }
+  return r;
+}
+
+void CheckIndexTensor(const at::Tensor& t, const char* name, const at::Device& device) {
+  TORCH_CHECK(t.scalar_type() == at::kLong, "rspmm: ", name,
+              " must be int64 (as grail.relational_graph makes it), got ", t.scalar_type());
+  TORCH_CHECK(t.device() == device, "rspmm: ", name, " is on ", t.device(), ", h on ", device);
+}
+
+// Whether the graph's offsets and indices are in range: a bad one would read or write outside
+// the tensors. On the CPU every entry is checked (O(V + E), next to the O(E F) product).
+void CheckGraph(const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
+                int64_t num_nodes, int64_t num_relations) {
+  const int64_t V = num_nodes, E = edges.size(1), R = num_relations;
+  if (ptr.is_cpu()) {
+    const int64_t* p = ptr.data_ptr<int64_t>();
+    for (int row = 0; row < 2; ++row) {
+      const int64_t* q = p + row * (V + 1);
+      TORCH_CHECK(q[0] == 0 && q[V] == E, "rspmm: ptr[", row, "] must run from 0 to E = ", E,
+                  ", got ", q[0], " to ", q[V]);
+      for (int64_t v = 0; v < V; ++v) {
+        TORCH_CHECK(q[v] <= q[v + 1], "rspmm: ptr[", row, "] decreases at node ", v);
+      }
+    }
+    const int64_t* src = edges.data_ptr<int64_t>();
+    const int64_t* rel = src + E;
+    const int64_t* dst = src + 2 * E;
+    const int64_t* o = order.data_ptr<int64_t>();
+    for (int64_t e = 0; e < E; ++e) {
+      TORCH_CHECK(src[e] >= 0 && src[e] < V && dst[e] >= 0 && dst[e] < V, "rspmm: edge ", e,
+                  " joins nodes ", src[e], " and ", dst[e], ", outside h's ", V, " rows");
+      TORCH_CHECK(rel[e] >= 0 && rel[e] < R, "rspmm: edge ", e, " has relation ", rel[e],
+                  ", outside w's ", R, " rows");
+      TORCH_CHECK(o[e] >= 0 && o[e] < E, "rspmm: src_order[", e, "] = ", o[e],
+                  " is not an edge id");
+    }
+    return;
+  }
+  auto in_range = [](const at::Tensor& t, int64_t lo, int64_t hi) {
+    return t.numel() == 0 || (t.min().item<int64_t>() >= lo && t.max().item<int64_t>() < hi);
+  };
+  TORCH_CHECK(in_range(ptr.select(1, 0), 0, 1) && (ptr.select(1, V) == E).all().item<bool>() &&
+                  (V == 0 || (ptr.narrow(1, 1, V) >= ptr.narrow(1, 0, V)).all().item<bool>()),
+              "rspmm: ptr must run from 0 to E = ", E, " without decreasing");
+  TORCH_CHECK(in_range(edges.select(0, 0), 0, V) && in_range(edges.select(0, 2), 0, V),
+              "rspmm: an edge joins nodes outside h's ", V, " rows");
+  TORCH_CHECK(in_range(edges.select(0, 1), 0, R), "rspmm: an edge's relation is outside w's ", R,
+              " rows");
+  TORCH_CHECK(in_range(order, 0, E), "rspmm: src_order holds a value that is not an edge id");
+}
+
+void CheckInputs(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+                 const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order) {
+  TORCH_CHECK(h.dim() == 2, "rspmm: h must be [V, F], got ", h.sizes());
+  TORCH_CHECK(w.dim() == 2 && w.size(1) == h.size(1),
+              "rspmm: w must be [R, F] with h's F = ", h.size(1), ", got ", w.sizes());
+  TORCH_CHECK(init.sizes() == h.sizes(), "rspmm: init must have h's shape ", h.sizes(), ", got ",
+              init.sizes());
+  TORCH_CHECK(h.scalar_type() == at::kFloat || h.scalar_type() == at::kDouble,
+              "rspmm: h must be float or double, got ", h.scalar_type());
+  TORCH_CHECK(w.scalar_type() == h.scalar_type() && init.scalar_type() == h.scalar_type(),
+              "rspmm: h, w and init must share a dtype, got ", h.scalar_type(), ", ",
+              w.scalar_type(), ", ", init.scalar_type());
+  TORCH_CHECK(w.device() == h.device() && init.device() == h.device(),
+              "rspmm: h, w and init must be on one device, got ", h.device(), ", ", w.device(),
+              ", ", init.device());
+  CheckIndexTensor(ptr, "ptr", h.device());
+  CheckIndexTensor(edges, "edges", h.device());
+  CheckIndexTensor(order, "src_order", h.device());
+  TORCH_CHECK(ptr.dim() == 2 && ptr.size(0) == 2 && ptr.size(1) == h.size(0) + 1,
+              "rspmm: ptr must be [2, V + 1] for h's V = ", h.size(0), ", got ", ptr.sizes());
+  TORCH_CHECK(edges.dim() == 2 && edges.size(0) == 3, "rspmm: edges must be [3, E], got ",
+              edges.sizes());
+  TORCH_CHECK(order.dim() == 1 && order.size(0) == edges.size(1),
+              "rspmm: src_order must be [E] for edges' E = ", edges.size(1), ", got ",
+              order.sizes());
+  CheckGraph(ptr, edges, order, h.size(0), w.size(0));
+}
+
+RelationalCsr CsrOf(const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order) {
+  RelationalCsr g;
+  g.num_nodes = ptr.size(1) - 1;
+  g.num_edges = edges.size(1);
+  g.dst_ptr = ptr.data_ptr<int64_t>();
+  g.src_ptr = g.dst_ptr + g.num_nodes + 1;
+  g.src = edges.data_ptr<int64_t>();
+  g.rel = g.src + g.num_edges;
+  g.dst = g.src + 2 * g.num_edges;
+  g.src_order = order.data_ptr<int64_t>();
+  return g;
+}
+
+template <typename T>
+void RunForward(const RspmmKernels& kernels, const RspmmForwardArgs<T>& args) {
+  if constexpr (std::is_same_v<T, float>) {
+    kernels.forward_float(args);
+  } else {
+    kernels.forward_double(args);
+  }
+}
+
+template <typename T>
+void RunBackward(const RspmmKernels& kernels, const RspmmBackwardArgs<T>& args) {
+  if constexpr (std::is_same_v<T, float>) {
+    kernels.backward_float(args);
+  } else {
+    kernels.backward_double(args);
+  }
+}
+
+}  // namespace
+
+at::Tensor RspmmForwardWith(const RspmmKernels& kernels, const at::Tensor& h_in,
+                            const at::Tensor& w_in, const at::Tensor& init_in,
+                            const at::Tensor& ptr_in, const at::Tensor& edges_in,
+                            const at::Tensor& order_in, const std::string& reduce) {
+  const Reductions r = ParseReductions(reduce);
+  const at::Tensor h = h_in.contiguous(), w = w_in.contiguous(), init = init_in.contiguous();
+  const at::Tensor ptr = ptr_in.contiguous(), edges = edges_in.contiguous(),
+                   order = order_in.contiguous();
+  CheckInputs(h, w, init, ptr, edges, order);
+  const int64_t V = h.size(0), F = h.size(1);
+  at::Tensor out = at::empty({r.count, V, F}, h.options());
+  if (out.numel() == 0) return out;
+  AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "grail::rspmm", [&] {
+    RspmmForwardArgs<scalar_t> args;
+    args.graph = CsrOf(ptr, edges, order);
+    args.features = F;
+    args.h = h.data_ptr<scalar_t>();
+    args.w = w.data_ptr<scalar_t>();
+    args.init = init.data_ptr<scalar_t>();
+    for (int k = 0; k < kNumReductions; ++k) {
+      if (r.slot[k] >= 0) args.out[k] = out.select(0, r.slot[k]).data_ptr<scalar_t>();
+    }
+    RunForward(kernels, args);
+  });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardWith(
+    const RspmmKernels& kernels, const at::Tensor& grad_in, const at::Tensor& h_in,
+    const at::Tensor& w_in, const at::Tensor& init_in, const at::Tensor& out_in,
+    const at::Tensor& ptr_in, const at::Tensor& edges_in, const at::Tensor& order_in,
+    const std::string& reduce) {
+  const Reductions r = ParseReductions(reduce);
+  const at::Tensor h = h_in.contiguous(), w = w_in.contiguous(), init = init_in.contiguous();
+  const at::Tensor ptr = ptr_in.contiguous(), edges = edges_in.contiguous(),
+                   order = order_in.contiguous();
+  CheckInputs(h, w, init, ptr, edges, order);
+  const int64_t V = h.size(0), F = h.size(1);
+  const std::vector<int64_t> out_shape = {r.count, V, F};
+  TORCH_CHECK(grad_in.sizes() == out_shape && out_in.sizes() == out_shape,
+              "rspmm_backward: grad and out must be [K, V, F] = ", at::IntArrayRef(out_shape),
+              ", got ", grad_in.sizes(), " and ", out_in.sizes());
+  const at::Tensor grad = grad_in.to(h.options()).contiguous();
+  const at::Tensor out = out_in.to(h.options()).contiguous();
+  at::Tensor grad_h = at::zeros_like(h), grad_w = at::zeros_like(w),
+             grad_init = at::zeros_like(init);
+  if (V == 0 || F == 0) return {grad_h, grad_w, grad_init};
+  // Scratch for the tie shares of max and min (the CPU kernels hold their own).
+  const bool ties = !h.is_cpu() && (r.slot[kMax] >= 0 || r.slot[kMin] >= 0);
+  at::Tensor shares = ties ? at::empty({2, V, F}, h.options()) : at::Tensor();
+  AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "grail::rspmm_backward", [&] {
+    RspmmBackwardArgs<scalar_t> args;
+    args.graph = CsrOf(ptr, edges, order);
+    args.num_relations = w.size(0);
+    args.features = F;
+    args.h = h.data_ptr<scalar_t>();
+    args.w = w.data_ptr<scalar_t>();
+    args.init = init.data_ptr<scalar_t>();
+    for (int k = 0; k < kNumReductions; ++k) {
+      if (r.slot[k] < 0) continue;
+      args.out[k] = out.select(0, r.slot[k]).data_ptr<scalar_t>();
+      args.grad[k] = grad.select(0, r.slot[k]).data_ptr<scalar_t>();
+    }
+    if (ties) {
+      args.tie_share[kMax] = shares.select(0, 0).data_ptr<scalar_t>();
+      args.tie_share[kMin] = shares.select(0, 1).data_ptr<scalar_t>();
+    }
+    args.grad_h = grad_h.data_ptr<scalar_t>();
+    args.grad_w = grad_w.data_ptr<scalar_t>();
+    args.grad_init = grad_init.data_ptr<scalar_t>();
+    RunBackward(kernels, args);
+  });
+  return {grad_h, grad_w, grad_init};
+}
+
+namespace {
+
+constexpr RspmmKernels kCpuKernels = {&RspmmForwardCpu<float>, &RspmmForwardCpu<double>,
+                                      &RspmmBackwardCpu<float>, &RspmmBackwardCpu<double>};
+
+at::Tensor RspmmCpu(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+                    const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
+                    std::string reduce) {
+  return RspmmForwardWith(kCpuKernels, h, w, init, ptr, edges, order, reduce);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardCpuOp(
+    const at::Tensor& grad, const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+    const at::Tensor& out, const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
+    std::string reduce) {
+  return RspmmBackwardWith(kCpuKernels, grad, h, w, init, out, ptr, edges, order, reduce);
+}
+
+const auto& RspmmOp() {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("grail::rspmm", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                            const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                            std::string)>();
+  return op;
+}
+
+const auto& RspmmBackwardOp() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("grail::rspmm_backward", "")
+                             .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+                                 const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                 const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                 const at::Tensor&, const at::Tensor&, std::string)>();
+  return op;
+}
+
+class RspmmFunction : public torch::autograd::Function<RspmmFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h,
+                            const at::Tensor& w, const at::Tensor& init, const at::Tensor& ptr,
+                            const at::Tensor& edges, const at::Tensor& order,
+                            const std::string& reduce) {
+    at::Tensor out;
+    {
+      at::AutoDispatchBelowADInplaceOrView below;
+      out = RspmmOp().call(h, w, init, ptr, edges, order, reduce);
+    }
+    ctx->save_for_backward({h, w, init, out, ptr, edges, order});
+    ctx->saved_data["reduce"] = reduce;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list s = ctx->get_saved_variables();
+    at::Tensor grad = grads[0].defined() ? grads[0] : at::zeros_like(s[3]);
+    auto [grad_h, grad_w, grad_init] = RspmmBackwardOp().call(
+        grad, s[0], s[1], s[2], s[3], s[4], s[5], s[6], ctx->saved_data["reduce"].toStringRef());
+    return {grad_h, grad_w, grad_init, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor RspmmAutograd(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+                         const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
+                         std::string reduce) {
+  return RspmmFunction::apply(h, w, init, ptr, edges, order, reduce);
+}
+
+void CheckEdgeList(const at::Tensor& src, const at::Tensor& rel, const at::Tensor& dst,
+                   int64_t num_nodes) {
+  TORCH_CHECK(num_nodes >= 0, "relational_graph: num_nodes must be >= 0, got ", num_nodes);
+  for (const auto& [t, name] : {std::pair{&src, "src"}, {&rel, "rel"}, {&dst, "dst"}}) {
+    TORCH_CHECK(t->scalar_type() == at::kLong && t->dim() == 1, "relational_graph: ", name,
+                " must be a 1-D int64 tensor, got ", t->scalar_type(), " ", t->sizes());
+    TORCH_CHECK(t->size(0) == src.size(0), "relational_graph: src, rel and dst differ in length");
+    TORCH_CHECK(t->device() == src.device(), "relational_graph: src, rel and dst differ in device");
+  }
+  if (src.numel() == 0) return;
+  TORCH_CHECK(src.min().item<int64_t>() >= 0 && src.max().item<int64_t>() < num_nodes &&
+                  dst.min().item<int64_t>() >= 0 && dst.max().item<int64_t>() < num_nodes,
+              "relational_graph: an edge joins nodes outside [0, ", num_nodes, ")");
+  TORCH_CHECK(rel.min().item<int64_t>() >= 0, "relational_graph: a relation is negative");
+}
+
+// Counting sort on the CPU; sorts (stable) elsewhere.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RelationalGraphImpl(const at::Tensor& src_in,
+                                                                   const at::Tensor& rel_in,
+                                                                   const at::Tensor& dst_in,
+                                                                   int64_t num_nodes) {
+  const at::Tensor src = src_in.contiguous(), rel = rel_in.contiguous(), dst = dst_in.contiguous();
+  CheckEdgeList(src, rel, dst, num_nodes);
+  const int64_t V = num_nodes, E = src.size(0);
+  const at::TensorOptions options = src.options();
+  if (src.is_cpu()) {
+    at::Tensor ptr = at::empty({2, V + 1}, options), edges = at::empty({3, E}, options),
+               order = at::empty({E}, options);
+    BuildRelationalCsr(V, E, src.data_ptr<int64_t>(), rel.data_ptr<int64_t>(),
+                       dst.data_ptr<int64_t>(), edges.data_ptr<int64_t>(), ptr.data_ptr<int64_t>(),
+                       ptr.data_ptr<int64_t>() + V + 1, order.data_ptr<int64_t>());
+    return {ptr, edges, order};
+  }
+  const at::Tensor by_dst = std::get<1>(at::sort(dst, /*stable=*/true, 0, false));
+  const at::Tensor edges = at::stack({src, rel, dst}).index_select(1, by_dst);
+  const at::Tensor order = std::get<1>(at::sort(edges.select(0, 0), /*stable=*/true, 0, false));
+  auto offsets = [&](const at::Tensor& index) {
+    return at::cat({at::zeros({1}, options), at::bincount(index, {}, V).cumsum(0)});
+  };
+  const at::Tensor ptr = at::stack({offsets(dst), offsets(src)});
+  return {ptr, edges, order};
+}
+
+}  // namespace
+
+#ifdef GRAIL_WITH_CUDA
+void LinkRelationalCudaOps();  // model/ops/rspmm_cuda_ops.cc
+#endif
+
+void LinkRelationalOps() {
+#ifdef GRAIL_WITH_CUDA
+  LinkRelationalCudaOps();
+#endif
+}
+
+at::Tensor Rspmm(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+                 const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& src_order,
+                 const std::string& reduce) {
+  return RspmmOp().call(h, w, init, ptr, edges, src_order, reduce);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RelationalGraph(const at::Tensor& src,
+                                                               const at::Tensor& rel,
+                                                               const at::Tensor& dst,
+                                                               int64_t num_nodes) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("grail::relational_graph", "")
+          .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+              const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t)>();
+  return op.call(src, rel, dst, num_nodes);
+}
+
+}  // namespace grail::ops
+
+TORCH_LIBRARY(grail, m) {
+  m.def(
+      "rspmm(Tensor h, Tensor w, Tensor init, Tensor ptr, Tensor edges, Tensor src_order, "
+      "str reduce) -> Tensor");
+  m.def(
+      "rspmm_backward(Tensor grad, Tensor h, Tensor w, Tensor init, Tensor out, Tensor ptr, "
+      "Tensor edges, Tensor src_order, str reduce) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "relational_graph(Tensor src, Tensor rel, Tensor dst, int num_nodes) -> "
+      "(Tensor, Tensor, Tensor)",
+      &grail::ops::RelationalGraphImpl);
+}
+
+TORCH_LIBRARY_IMPL(grail, CPU, m) {
+  m.impl("rspmm", &grail::ops::RspmmCpu);
+  m.impl("rspmm_backward", &grail::ops::RspmmBackwardCpuOp);
+}
+
+TORCH_LIBRARY_IMPL(grail, Autograd, m) { m.impl("rspmm", &grail::ops::RspmmAutograd); }
