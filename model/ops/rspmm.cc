@@ -155,18 +155,19 @@ void RunBackward(const RspmmKernels& kernels, const RspmmBackwardArgs<T>& args) 
 
 }  // namespace
 
-at::Tensor RspmmForwardWith(const RspmmKernels& kernels, const at::Tensor& h_in,
-                            const at::Tensor& w_in, const at::Tensor& init_in,
-                            const at::Tensor& ptr_in, const at::Tensor& edges_in,
-                            const at::Tensor& order_in, const std::string& reduce) {
+std::vector<at::Tensor> RspmmForwardWith(const RspmmKernels& kernels, const at::Tensor& h_in,
+                                         const at::Tensor& w_in, const at::Tensor& init_in,
+                                         const at::Tensor& ptr_in, const at::Tensor& edges_in,
+                                         const at::Tensor& order_in, const std::string& reduce) {
   const Reductions r = ParseReductions(reduce);
   const at::Tensor h = h_in.contiguous(), w = w_in.contiguous(), init = init_in.contiguous();
   const at::Tensor ptr = ptr_in.contiguous(), edges = edges_in.contiguous(),
                    order = order_in.contiguous();
   CheckInputs(h, w, init, ptr, edges, order);
   const int64_t V = h.size(0), F = h.size(1);
-  at::Tensor out = at::empty({r.count, V, F}, h.options());
-  if (out.numel() == 0) return out;
+  std::vector<at::Tensor> out;
+  for (int k = 0; k < r.count; ++k) out.push_back(at::empty({V, F}, h.options()));
+  if (V * F == 0) return out;
   AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "grail::rspmm", [&] {
     RspmmForwardArgs<scalar_t> args;
     args.graph = CsrOf(ptr, edges, order);
@@ -175,7 +176,7 @@ at::Tensor RspmmForwardWith(const RspmmKernels& kernels, const at::Tensor& h_in,
     args.w = w.data_ptr<scalar_t>();
     args.init = init.data_ptr<scalar_t>();
     for (int k = 0; k < kNumReductions; ++k) {
-      if (r.slot[k] >= 0) args.out[k] = out.select(0, r.slot[k]).data_ptr<scalar_t>();
+      if (r.slot[k] >= 0) args.out[k] = out[r.slot[k]].data_ptr<scalar_t>();
     }
     RunForward(kernels, args);
   });
@@ -183,8 +184,8 @@ at::Tensor RspmmForwardWith(const RspmmKernels& kernels, const at::Tensor& h_in,
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardWith(
-    const RspmmKernels& kernels, const at::Tensor& grad_in, const at::Tensor& h_in,
-    const at::Tensor& w_in, const at::Tensor& init_in, const at::Tensor& out_in,
+    const RspmmKernels& kernels, at::TensorList grad_in, const at::Tensor& h_in,
+    const at::Tensor& w_in, const at::Tensor& init_in, at::TensorList out_in,
     const at::Tensor& ptr_in, const at::Tensor& edges_in, const at::Tensor& order_in,
     const std::string& reduce) {
   const Reductions r = ParseReductions(reduce);
@@ -193,17 +194,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardWith(
                    order = order_in.contiguous();
   CheckInputs(h, w, init, ptr, edges, order);
   const int64_t V = h.size(0), F = h.size(1);
-  const std::vector<int64_t> out_shape = {r.count, V, F};
-  TORCH_CHECK(grad_in.sizes() == out_shape && out_in.sizes() == out_shape,
-              "rspmm_backward: grad and out must be [K, V, F] = ", at::IntArrayRef(out_shape),
-              ", got ", grad_in.sizes(), " and ", out_in.sizes());
-  const at::Tensor grad = grad_in.to(h.options()).contiguous();
-  const at::Tensor out = out_in.to(h.options()).contiguous();
+  TORCH_CHECK(
+      static_cast<int>(grad_in.size()) == r.count && static_cast<int>(out_in.size()) == r.count,
+      "rspmm_backward: ", r.count, " reductions need as many gradients and outputs, got ",
+      grad_in.size(), " and ", out_in.size());
+  // An output the loss does not use has an empty gradient: its reduction drops out.
+  std::vector<at::Tensor> grad(r.count), out(r.count);
+  bool any = false;
+  for (int k = 0; k < r.count; ++k) {
+    TORCH_CHECK(out_in[k].sizes() == h.sizes(), "rspmm_backward: out[", k,
+                "] must be [V, F] = ", h.sizes(), ", got ", out_in[k].sizes());
+    out[k] = out_in[k].to(h.options()).contiguous();
+    if (!grad_in[k].defined() || grad_in[k].numel() == 0) continue;
+    TORCH_CHECK(grad_in[k].sizes() == h.sizes(), "rspmm_backward: grad[", k,
+                "] must be [V, F] = ", h.sizes(), ", got ", grad_in[k].sizes());
+    grad[k] = grad_in[k].to(h.options()).contiguous();
+    any = true;
+  }
   at::Tensor grad_h = at::zeros_like(h), grad_w = at::zeros_like(w),
              grad_init = at::zeros_like(init);
-  if (V == 0 || F == 0) return {grad_h, grad_w, grad_init};
+  if (V * F == 0 || !any) return {grad_h, grad_w, grad_init};
   // Scratch for the tie shares of max and min (the CPU kernels hold their own).
-  const bool ties = !h.is_cpu() && (r.slot[kMax] >= 0 || r.slot[kMin] >= 0);
+  const bool ties = !h.is_cpu() && ((r.slot[kMax] >= 0 && grad[r.slot[kMax]].defined()) ||
+                                    (r.slot[kMin] >= 0 && grad[r.slot[kMin]].defined()));
   at::Tensor shares = ties ? at::empty({2, V, F}, h.options()) : at::Tensor();
   AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "grail::rspmm_backward", [&] {
     RspmmBackwardArgs<scalar_t> args;
@@ -214,9 +227,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardWith(
     args.w = w.data_ptr<scalar_t>();
     args.init = init.data_ptr<scalar_t>();
     for (int k = 0; k < kNumReductions; ++k) {
-      if (r.slot[k] < 0) continue;
-      args.out[k] = out.select(0, r.slot[k]).data_ptr<scalar_t>();
-      args.grad[k] = grad.select(0, r.slot[k]).data_ptr<scalar_t>();
+      if (r.slot[k] < 0 || !grad[r.slot[k]].defined()) continue;
+      args.out[k] = out[r.slot[k]].data_ptr<scalar_t>();
+      args.grad[k] = grad[r.slot[k]].data_ptr<scalar_t>();
     }
     if (ties) {
       args.tie_share[kMax] = shares.select(0, 0).data_ptr<scalar_t>();
@@ -235,15 +248,15 @@ namespace {
 constexpr RspmmKernels kCpuKernels = {&RspmmForwardCpu<float>, &RspmmForwardCpu<double>,
                                       &RspmmBackwardCpu<float>, &RspmmBackwardCpu<double>};
 
-at::Tensor RspmmCpu(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
-                    const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
-                    std::string reduce) {
+std::vector<at::Tensor> RspmmCpu(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+                                 const at::Tensor& ptr, const at::Tensor& edges,
+                                 const at::Tensor& order, std::string reduce) {
   return RspmmForwardWith(kCpuKernels, h, w, init, ptr, edges, order, reduce);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardCpuOp(
-    const at::Tensor& grad, const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
-    const at::Tensor& out, const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
+    at::TensorList grad, const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+    at::TensorList out, const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
     std::string reduce) {
   return RspmmBackwardWith(kCpuKernels, grad, h, w, init, out, ptr, edges, order, reduce);
 }
@@ -252,9 +265,9 @@ const auto& RspmmOp() {
   static const auto op =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("grail::rspmm", "")
-          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                            const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                            std::string)>();
+          .typed<std::vector<at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                         const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                         std::string)>();
   return op;
 }
 
@@ -262,24 +275,27 @@ const auto& RspmmBackwardOp() {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("grail::rspmm_backward", "")
                              .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
-                                 const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                 const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                 at::TensorList, const at::Tensor&, const at::Tensor&,
+                                 const at::Tensor&, at::TensorList, const at::Tensor&,
                                  const at::Tensor&, const at::Tensor&, std::string)>();
   return op;
 }
 
 class RspmmFunction : public torch::autograd::Function<RspmmFunction> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h,
-                            const at::Tensor& w, const at::Tensor& init, const at::Tensor& ptr,
-                            const at::Tensor& edges, const at::Tensor& order,
-                            const std::string& reduce) {
-    at::Tensor out;
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& h, const at::Tensor& w,
+                                                const at::Tensor& init, const at::Tensor& ptr,
+                                                const at::Tensor& edges, const at::Tensor& order,
+                                                const std::string& reduce) {
+    std::vector<at::Tensor> out;
     {
       at::AutoDispatchBelowADInplaceOrView below;
       out = RspmmOp().call(h, w, init, ptr, edges, order, reduce);
     }
-    ctx->save_for_backward({h, w, init, out, ptr, edges, order});
+    std::vector<at::Tensor> saved = {h, w, init, ptr, edges, order};
+    saved.insert(saved.end(), out.begin(), out.end());
+    ctx->save_for_backward(saved);
     ctx->saved_data["reduce"] = reduce;
     return out;
   }
@@ -287,16 +303,19 @@ class RspmmFunction : public torch::autograd::Function<RspmmFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list s = ctx->get_saved_variables();
-    at::Tensor grad = grads[0].defined() ? grads[0] : at::zeros_like(s[3]);
+    const std::vector<at::Tensor> out(s.begin() + 6, s.end());
+    std::vector<at::Tensor> grad;
+    for (const at::Tensor& g : grads) grad.push_back(g.defined() ? g : at::empty({0}));
     auto [grad_h, grad_w, grad_init] = RspmmBackwardOp().call(
-        grad, s[0], s[1], s[2], s[3], s[4], s[5], s[6], ctx->saved_data["reduce"].toStringRef());
+        grad, s[0], s[1], s[2], out, s[3], s[4], s[5], ctx->saved_data["reduce"].toStringRef());
     return {grad_h, grad_w, grad_init, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
-at::Tensor RspmmAutograd(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
-                         const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
-                         std::string reduce) {
+std::vector<at::Tensor> RspmmAutograd(const at::Tensor& h, const at::Tensor& w,
+                                      const at::Tensor& init, const at::Tensor& ptr,
+                                      const at::Tensor& edges, const at::Tensor& order,
+                                      std::string reduce) {
   return RspmmFunction::apply(h, w, init, ptr, edges, order, reduce);
 }
 
@@ -355,9 +374,9 @@ void LinkRelationalOps() {
 #endif
 }
 
-at::Tensor Rspmm(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
-                 const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& src_order,
-                 const std::string& reduce) {
+std::vector<at::Tensor> Rspmm(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+                              const at::Tensor& ptr, const at::Tensor& edges,
+                              const at::Tensor& src_order, const std::string& reduce) {
   return RspmmOp().call(h, w, init, ptr, edges, src_order, reduce);
 }
 
@@ -378,9 +397,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RelationalGraph(const at::Tensor&
 TORCH_LIBRARY(grail, m) {
   m.def(
       "rspmm(Tensor h, Tensor w, Tensor init, Tensor ptr, Tensor edges, Tensor src_order, "
-      "str reduce) -> Tensor");
+      "str reduce) -> Tensor[]");
   m.def(
-      "rspmm_backward(Tensor grad, Tensor h, Tensor w, Tensor init, Tensor out, Tensor ptr, "
+      "rspmm_backward(Tensor[] grad, Tensor h, Tensor w, Tensor init, Tensor[] out, Tensor ptr, "
       "Tensor edges, Tensor src_order, str reduce) -> (Tensor, Tensor, Tensor)");
   m.def(
       "relational_graph(Tensor src, Tensor rel, Tensor dst, int num_nodes) -> "

@@ -3,10 +3,10 @@
 // archive runs: the trainer, the evaluator, the server, and Python after
 // torch.ops.load_library("libgrail_ops.so").
 //
-//   rspmm(h, w, init, ptr, edges, src_order, reduce) -> out      [K, V, F]
+//   rspmm(h, w, init, ptr, edges, src_order, reduce) -> [out_1, ..., out_K]    each [V, F]
 //
 // For each edge (u, r, v) the message is m = h[u] * w[r] (rows of F values, elementwise), and
-// out[k][v] reduces init[v] and the messages into v by the k-th reduction of `reduce`, a
+// out_k[v] reduces init[v] and the messages into v by the k-th reduction of `reduce`, a
 // comma-separated list of distinct names from:
 //   sum     init[v] + sum of m              sum_sq  init[v]^2 + sum of m^2
 //   max     max(init[v], every m)           min     min(init[v], every m)
@@ -32,6 +32,7 @@
 
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace grail::ops {
 
@@ -41,9 +42,9 @@ namespace grail::ops {
 void LinkRelationalOps();
 
 // The operators through the dispatcher (autograd included), for C++ callers.
-at::Tensor Rspmm(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
-                 const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& src_order,
-                 const std::string& reduce);
+std::vector<at::Tensor> Rspmm(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+                              const at::Tensor& ptr, const at::Tensor& edges,
+                              const at::Tensor& src_order, const std::string& reduce);
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RelationalGraph(const at::Tensor& src,
                                                                const at::Tensor& rel,
                                                                const at::Tensor& dst,

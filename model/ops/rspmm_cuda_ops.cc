@@ -7,6 +7,7 @@
 
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "model/ops/rspmm_internal.h"
 #include "model/ops/rspmm_kernel.h"
@@ -31,16 +32,16 @@ void Backward(const RspmmBackwardArgs<T>& args) {
 constexpr RspmmKernels kCudaKernels = {&Forward<float>, &Forward<double>, &Backward<float>,
                                        &Backward<double>};
 
-at::Tensor RspmmCuda(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
-                     const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
-                     std::string reduce) {
+std::vector<at::Tensor> RspmmCuda(const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+                                  const at::Tensor& ptr, const at::Tensor& edges,
+                                  const at::Tensor& order, std::string reduce) {
   const c10::cuda::CUDAGuard guard(h.device());
   return RspmmForwardWith(kCudaKernels, h, w, init, ptr, edges, order, reduce);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardCudaOp(
-    const at::Tensor& grad, const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
-    const at::Tensor& out, const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
+    at::TensorList grad, const at::Tensor& h, const at::Tensor& w, const at::Tensor& init,
+    at::TensorList out, const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
     std::string reduce) {
   const c10::cuda::CUDAGuard guard(h.device());
   return RspmmBackwardWith(kCudaKernels, grad, h, w, init, out, ptr, edges, order, reduce);

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "model/ops/rspmm_kernel.h"
 
@@ -21,12 +22,15 @@ struct RspmmKernels {
 };
 
 // Checks the arguments (throwing c10::Error naming the one at fault) and runs the kernels.
-at::Tensor RspmmForwardWith(const RspmmKernels& kernels, const at::Tensor& h, const at::Tensor& w,
-                            const at::Tensor& init, const at::Tensor& ptr, const at::Tensor& edges,
-                            const at::Tensor& src_order, const std::string& reduce);
+// One output per reduction of `reduce`, in its order. The backward takes the gradient of
+// each output (an empty tensor for an output the loss does not use) and the outputs.
+std::vector<at::Tensor> RspmmForwardWith(const RspmmKernels& kernels, const at::Tensor& h,
+                                         const at::Tensor& w, const at::Tensor& init,
+                                         const at::Tensor& ptr, const at::Tensor& edges,
+                                         const at::Tensor& src_order, const std::string& reduce);
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardWith(
-    const RspmmKernels& kernels, const at::Tensor& grad, const at::Tensor& h, const at::Tensor& w,
-    const at::Tensor& init, const at::Tensor& out, const at::Tensor& ptr, const at::Tensor& edges,
+    const RspmmKernels& kernels, at::TensorList grad, const at::Tensor& h, const at::Tensor& w,
+    const at::Tensor& init, at::TensorList out, const at::Tensor& ptr, const at::Tensor& edges,
     const at::Tensor& src_order, const std::string& reduce);
 
 }  // namespace grail::ops

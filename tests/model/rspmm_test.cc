@@ -61,7 +61,7 @@ torch::Tensor Reference(const torch::Tensor& h, const torch::Tensor& w, const to
 torch::Tensor Fused(const torch::Tensor& h, const torch::Tensor& w, const torch::Tensor& init,
                     const EdgeList& g, const std::string& reduce) {
   auto [ptr, edges, order] = RelationalGraph(g.src, g.rel, g.dst, g.nodes);
-  return Rspmm(h, w, init, ptr, edges, order, reduce);
+  return torch::stack(Rspmm(h, w, init, ptr, edges, order, reduce));
 }
 
 std::string Join(const std::vector<std::string>& names) {
