@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/data_dir.h"
 #include "common/seeded_random.h"
+#include "model/blas_kernels.h"
 #include "model/enclosing_subgraph.h"
 #include "model/grail_model.h"
 #include "model/negative_sampling.h"
@@ -110,6 +111,7 @@ void BM_TrainingStep(benchmark::State& state, const Workload* w) {
 }  // namespace grail
 
 int main(int argc, char** argv) {
+  grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
   grail::KeepFreedMemoryForReuse();
   static std::vector<std::unique_ptr<grail::Workload>> workloads;
   // GRAIL_BENCH_SPLITS="fb237_v2 fb237_v4" picks other benchmark graphs.

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/data_dir.h"
 #include "common/seeded_random.h"
+#include "model/blas_kernels.h"
 #include "model/enclosing_subgraph.h"
 #include "model/fact_scoring.h"
 #include "model/grail_model.h"
@@ -219,6 +220,7 @@ void Register() {
 }  // namespace grail
 
 int main(int argc, char** argv) {
+  grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
   grail::KeepFreedMemoryForReuse();
   grail::Register();
   benchmark::Initialize(&argc, argv);

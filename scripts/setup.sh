@@ -12,7 +12,7 @@ set -euo pipefail
 runtime_packages=(
   ca-certificates libgrpc++1.51 libprotobuf32 librocksdb7.8 libabsl20220623
   libmicrohttpd12 libprometheus-cpp-core1.0 libssl3 libtorch1.13 libopenblas0-openmp wordnet-base
-  libnats3.4
+  libnats3.4 libtcmalloc-minimal4
 )
 
 packages=(
@@ -29,6 +29,9 @@ packages=(
   # lands on netlib's reference BLAS, ~20x slower for our matmuls. The OpenMP flavour
   # matches LibTorch's libgomp.
   libtorch-dev libopenblas0-openmp zlib1g-dev
+  # the training and evaluation tools' allocator (gperftools' tcmalloc): glibc's heap
+  # fragments under their gigabytes of tensors per step
+  libtcmalloc-minimal4
   # the sanitizer build and the libFuzzer targets (scripts/test.sh, bench/fuzz.sh)
   clang libclang-rt-14-dev
   # tests and benchmarks; python3-yaml and yamllint check deploy/ (tests/deploy/)

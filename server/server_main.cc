@@ -38,6 +38,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
+#include "model/blas_kernels.h"
 #include "model/grail_model.h"
 #include "server/access_tokens.h"
 #include "server/graph_service.h"
@@ -626,6 +627,7 @@ int Run() {
 }  // namespace grail
 
 int main(int argc, char** argv) {
+  grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
   // Block the shutdown signals before any thread exists, so every thread inherits the mask
   // and only sigwait() in Run() receives them.
   sigset_t signals;

@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
+#include "model/blas_kernels.h"
 #include "model/kge_trainer.h"
 #include "model/tools/training_progress.h"
 #include "model/trainer.h"
@@ -61,6 +62,7 @@ int Fail(const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
   absl::SetProgramUsageMessage(
       "grail-kge-train --model transe|distmult|complex|rotate --train FILE --valid FILE\n"
       "  --out K.pt [--dim D] [--epochs N] [--seed S] [--threads T] [--entities-from FILE]\n"
