@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "model/subgraph_batch.h"
@@ -54,32 +55,52 @@ struct PathQuery {
 };
 
 struct PathBatch {
-  // Per node (nodes of query q are contiguous, the source first, then in breadth-first order).
+  // Per query node: each query's neighbourhood, contiguous, the source first, then in
+  // breadth-first order. Scores (PathScores::node) are per query node in this order.
   std::vector<int64_t> node_entity;  // graph entity id
   std::vector<int64_t> node_query;   // index of the query
   std::vector<int64_t> node_dist;    // hops from the query's source
-  // Per message edge.
+  // The graph the forward runs on, in one of two layouts:
+  //   disjoint (columns == 1): the disjoint union of the queries' neighbourhoods, a forward
+  //     node per query node; edge_src/edge_dst index query nodes, and edge_begin delimits
+  //     each query's edges;
+  //   shared (columns == B > 1): one graph for the whole batch, a forward node per distinct
+  //     entity of the neighbourhoods (shared_entity), every query a column of each node's
+  //     state; edge_src/edge_dst index those nodes, node_shared maps each query node to its
+  //     forward node, and edge_begin is empty. A query's columns are its own: an entity
+  //     outside its neighbourhood has state 0 there (distance kUnreached).
+  // Both give the same scores (PathBatchBuilder::Build picks the cheaper).
   std::vector<int64_t> edge_src, edge_dst;
   std::vector<int64_t> edge_relation;  // model relation id in [0, 2R)
+  int64_t columns = 1;
+  std::vector<int64_t> shared_entity;
+  std::vector<int64_t> node_shared;
   // Per query.
-  std::vector<int64_t> source_index;    // global node index of the source
+  std::vector<int64_t> source_index;    // query node index of the source
   std::vector<int64_t> query_relation;  // in [0, 2R)
   std::vector<int64_t> node_begin;      // nodes of query q: [node_begin[q], node_begin[q + 1])
-  std::vector<int64_t> edge_begin;      // edges of query q: [edge_begin[q], edge_begin[q + 1])
+  std::vector<int64_t> edge_begin;      // disjoint: edges of query q
 
   int64_t num_queries() const { return static_cast<int64_t>(source_index.size()); }
   int64_t num_nodes() const { return static_cast<int64_t>(node_entity.size()); }
   int64_t num_edges() const { return static_cast<int64_t>(edge_src.size()); }
+  bool shared() const { return columns > 1; }
+  // Nodes of the graph the forward runs on.
+  int64_t num_forward_nodes() const {
+    return shared() ? static_cast<int64_t>(shared_entity.size()) : num_nodes();
+  }
 
-  // Global node index of `entity` in query q's neighbourhood, or -1 if it lies beyond it.
+  // Query node index of `entity` in query q's neighbourhood, or -1 if it lies beyond it.
   int64_t NodeOf(int64_t q, EntityId entity) const;
 
   void Clear();
-  // Appends every query of `other` (its indices shifted past this batch's).
+  // Appends every query of `other` (its indices shifted past this batch's). Both batches
+  // must be disjoint (a batch of one query always is).
   void Append(const PathBatch& other);
   // Appends `one` (a batch of one query) unless this batch already holds the same query
   // over the same neighbourhood (same source, relation, entities, distances and edges: then
-  // its scores are the same), and returns the index of the query that answers it.
+  // its scores are the same), and returns the index of the query that answers it. Disjoint
+  // batches only.
   int64_t AppendOrShare(const PathBatch& one);
   // Heap bytes held, for admission control.
   size_t MemoryBytes() const;
@@ -118,6 +139,9 @@ struct PathBatch {
 // That bounds ScoreTriplet by the targets' L-hop ball instead of the whole graph.
 inline constexpr int64_t kUnreached = int64_t{1} << 40;
 
+// Which layout PathBatchBuilder::Build gives a batch of several queries.
+enum class PathLayout { kDisjoint, kCheaper, kShared };
+
 struct PathNeighbourhoodSpec {
   const GraphView* graph = nullptr;
   const RelationMap* relations = nullptr;
@@ -128,39 +152,96 @@ struct PathNeighbourhoodSpec {
   // reads every in-edge of a node (PNA).
   int path_length = 0;
   bool every_in_edge = false;
+  // The layouts the model's forward takes (PathBatch): kDisjoint only, or both, the cheaper
+  // chosen (kCheaper, or kShared to force it).
+  PathLayout layout = PathLayout::kDisjoint;
 };
+
+// The cost rule of PathBatchBuilder::Build, in units of one node's update (the combine step
+// and the layer norm of d values): a message costs kPathEdgeCost of it. A layout costs, per
+// layer, nodes + kPathEdgeCost * edges, times the columns. Measured with bench/path_layout:
+// see docs/BENCHMARKS.md ("One graph per batch").
+inline constexpr double kPathEdgeCost = 0.25;
 
 // Builds batches. Holds scratch sized to the largest graph it has seen, so keep one per
 // thread and reuse it.
 class PathBatchBuilder {
  public:
-  // A builder for any graph (the spec comes with each Add).
+  // A builder for any graph (the spec comes with each call).
   PathBatchBuilder() = default;
   // A builder bound to one graph and model.
   PathBatchBuilder(const GraphView& graph, const RelationMap& relations, int32_t num_relations,
                    int radius, int64_t max_nodes = 0);
 
-  // Appends query's neighbourhood to `batch`. Errors: INVALID_ARGUMENT for a source outside
-  // the graph or a relation outside [0, 2R); RESOURCE_EXHAUSTED when the neighbourhood
-  // exceeds max_nodes (the batch is left as it was).
+  // Appends query's neighbourhood to `batch` (disjoint), leaving out the facts the query
+  // leaves out. Errors: INVALID_ARGUMENT for a source outside the graph or a relation outside
+  // [0, 2R); RESOURCE_EXHAUSTED when the neighbourhood exceeds max_nodes (the batch is left
+  // as it was).
   absl::Status Add(const PathQuery& query, PathBatch* batch);
   absl::Status Add(const PathNeighbourhoodSpec& spec, const PathQuery& query, PathBatch* batch);
 
+  // Builds a batch of `queries` into `batch` (cleared first). A fact that any query of the
+  // batch leaves out is left out of every query's graph, as the path model's paper does for a
+  // training batch: with one graph shared by the batch that is the only consistent rule, and
+  // it costs each query at most the batch's few predicted facts. The layout is the cheaper by
+  // the cost rule (kPathEdgeCost): shared where the queries' neighbourhoods overlap (a whole
+  // graph per query without the reach mask), disjoint where they are far smaller than their
+  // union (a few dozen entities per query with targets); or as spec.layout forces it.
+  // Errors as Add's, naming the query; the batch is cleared on error.
+  absl::Status Build(const PathNeighbourhoodSpec& spec, absl::Span<const PathQuery> queries,
+                     PathBatch* batch);
+  absl::Status Build(absl::Span<const PathQuery> queries, PathBatch* batch);
+
  private:
+  // The facts a batch leaves out (PathQuery::unlinked and hidden_fact of each query), looked
+  // up only for facts that touch a query's source.
+  class LeftOut {
+   public:
+    void Clear(std::vector<uint8_t>& marks);
+    void Add(const PathQuery& q, std::vector<uint8_t>& marks);
+    bool Contains(const std::vector<uint8_t>& marks, EntityId a, RelationId r, EntityId b) const {
+      return (marks[a] || marks[b]) && Lookup(a, r, b);
+    }
+
+   private:
+    bool Lookup(EntityId a, RelationId r, EntityId b) const;
+    std::vector<EntityId> sources_;
+    absl::flat_hash_set<std::pair<EntityId, EntityId>> pairs_;  // (min, max)
+    absl::flat_hash_set<Triple> facts_;
+  };
+
   RelationMap bound_relations_;  // a copy: callers pass temporaries ({} for identity)
   PathNeighbourhoodSpec bound_;
-  std::vector<int32_t> local_;  // entity -> index within the current query's nodes, or -1
+  std::vector<int32_t> local_;         // entity -> index within the current node list, or -1
+  std::vector<uint8_t> source_marks_;  // entity -> whether a query of the batch starts there
   std::vector<EntityId> nodes_;
   std::vector<int64_t> dist_;
   // Queries with targets: entity -> hops from the nearest target (-1: farther than the path
   // length), and the entities set there.
   std::vector<int32_t> target_dist_;
   std::vector<EntityId> target_reached_;
+  LeftOut left_out_;
 
+  // Checks the query against the spec and sizes the scratch to the graph.
+  absl::Status Prepare(const PathNeighbourhoodSpec& spec, const PathQuery& q);
+  // Fills nodes_/dist_ (local_ set for them) with the query's neighbourhood; sets
+  // *others_begin to the first node not in S of a query with targets (SIZE_MAX otherwise).
+  absl::Status SelectNodes(const PathNeighbourhoodSpec& spec, const PathQuery& q,
+                           size_t* others_begin);
   // Fills nodes_/dist_ (local_ set for them) with S and, for PNA, its other in-neighbours;
   // returns the index of the first of those, or nullopt when the targets' search passes
   // max_nodes (nothing set then).
   std::optional<size_t> SelectForTargets(const PathNeighbourhoodSpec& spec, const PathQuery& q);
+  // Appends nodes_ as query `q`'s nodes.
+  void AppendNodes(const PathQuery& q, PathBatch* batch);
+  // Appends the message edges among nodes_ (local_ set), query `query`'s nodes, as its edges
+  // (disjoint; every earlier query's edges are appended already).
+  void AppendEdges(const PathNeighbourhoodSpec& spec, int64_t query, size_t others_begin,
+                   PathBatch* batch);
+  // Turns `batch` (its nodes appended, no edges) into the shared layout with every message
+  // edge among the union of its queries' nodes.
+  void Share(const PathNeighbourhoodSpec& spec, PathBatch* batch);
+  void ResetLocal();
 };
 
 }  // namespace grail

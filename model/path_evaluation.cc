@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
 namespace grail {
@@ -44,18 +45,17 @@ absl::Status RunPathQueries(
   absl::Mutex mu;
   absl::Status error;
   auto worker = [&] {
-    PathBatchBuilder builder(graph, relations, model.num_relations(), model.config().radius());
+    const PathNeighbourhoodSpec spec = model.Neighbourhood(&graph, &relations, 0);
+    PathBatchBuilder builder;
     PathBatch batch;
     for (int64_t b = next_batch++; b < num_batches; b = next_batch++) {
       {
         absl::MutexLock lock(&mu);
         if (!error.ok()) return;
       }
-      batch.Clear();
       const int64_t begin = b * batch_size;
       const int64_t end = std::min(n, begin + batch_size);
-      absl::Status status;
-      for (int64_t i = begin; i < end && status.ok(); ++i) status = builder.Add(queries[i], &batch);
+      const absl::Status status = builder.Build(spec, queries.subspan(begin, end - begin), &batch);
       absl::StatusOr<PathScores> scores =
           status.ok() ? model.Score(batch) : absl::StatusOr<PathScores>(status);
       if (!scores.ok()) {
@@ -73,6 +73,36 @@ absl::Status RunPathQueries(
   worker();
   for (std::thread& t : pool) t.join();
   return error;
+}
+
+absl::StatusOr<std::vector<float>> ScorePathFacts(const PathModel& model, const GraphView& graph,
+                                                  const RelationMap& relations,
+                                                  absl::Span<const Triple> facts,
+                                                  const PathScoringOptions& options) {
+  std::vector<PathQuery> queries;
+  queries.reserve(facts.size());
+  for (size_t i = 0; i < facts.size(); ++i) {
+    const Triple& f = facts[i];
+    const int32_t r = relations.empty()
+                          ? (static_cast<int32_t>(f.relation) < model.num_relations()
+                                 ? static_cast<int32_t>(f.relation)
+                                 : -1)
+                          : (f.relation < relations.size() ? relations[f.relation] : -1);
+    if (r < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fact ", i, ": relation id ", f.relation, " is unknown to the model"));
+    }
+    queries.emplace_back(f.head, r, std::vector<EntityId>{}, std::nullopt,
+                         std::vector<EntityId>{f.tail});
+  }
+  std::vector<float> scores(facts.size());
+  absl::Status status =
+      RunPathQueries(model, graph, relations, queries, options,
+                     [&](size_t i, const PathBatch& batch, int64_t q, const PathScores& s) {
+                       scores[i] = s.Of(batch, q, facts[i].tail);
+                     });
+  if (!status.ok()) return status;
+  return scores;
 }
 
 absl::StatusOr<EvaluationResult> EvaluatePath(const PathModel& model, const GraphView& graph,

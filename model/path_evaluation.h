@@ -31,6 +31,14 @@ absl::Status RunPathQueries(
     absl::Span<const PathQuery> queries, const PathScoringOptions& options,
     const std::function<void(size_t, const PathBatch&, int64_t, const PathScores&)>& read);
 
+// The score of each fact (h, r, t): t's for the query (h, r, ?), on the entities its score
+// depends on (a query with target t). Result i is facts[i]'s. Errors: INVALID_ARGUMENT for
+// a relation unknown to the model; the batches' errors.
+absl::StatusOr<std::vector<float>> ScorePathFacts(const PathModel& model, const GraphView& graph,
+                                                  const RelationMap& relations,
+                                                  absl::Span<const Triple> facts,
+                                                  const PathScoringOptions& options);
+
 struct PathEvaluationOptions : RankingEvaluationOptions {
   PathScoringOptions scoring;
 };

@@ -9,14 +9,147 @@
 #include "model/grail_model.h"
 #include "model/grail_module.h"
 #include "model/kge_module.h"
+#include "model/ops/rspmm.h"
 #include "model/path_module.h"
 #include "model/torch_util.h"
+#include "torch/csrc/jit/frontend/resolver.h"
+#include "torch/csrc/jit/frontend/sugared_value.h"
+#include "torch/version.h"  // TORCH_VERSION_MAJOR
 
 namespace grail {
 namespace {
 
-// The network in TorchScript, one line per equation of path_model.h. `$L` blocks are
-// expanded per layer, `$REACH` is l (1-based): the hops a path of this layer can have.
+// The network in TorchScript over the fused operator (model/ops/rspmm.h), one line per
+// equation of path_model.h. `$L` blocks are expanded per layer, `$REACH` is l (1-based):
+// the hops a path of this layer can have. States are [V, G * d]: V nodes of the batch's
+// graph, G columns (1 for a disjoint batch, B for a shared one; model/path_batch.h).
+constexpr char kFusedLayerHead[] = R"(
+def layer_$L(self, h: Tensor, boundary: Tensor, query: Tensor, node_dist: Tensor, ptr: Tensor,
+             edges: Tensor, order: Tensor, count: Tensor, coef: Tensor) -> Tensor:
+  d = self.dim
+  v = h.size(0)
+  b = query.size(0)
+  columns = h.size(1) // d
+)";
+// w_r(q) = W_r q + b_r for every query: [2R, B d] over shared columns, [B 2R, d] (one row per
+// query and relation) over a disjoint batch.
+constexpr char kFusedDependentRelation[] = R"(
+  relation = (torch.matmul(query, self.relation_w_$L) + self.relation_b_$L).view(b, self.num_message_relations, d)
+  if columns == b:
+    w = relation.transpose(0, 1).reshape(self.num_message_relations, columns * d)
+  else:
+    w = relation.reshape(b * self.num_message_relations, d)
+)";
+constexpr char kFusedFreeRelation[] = R"(
+  w = self.relation_$L.repeat(1, columns)
+)";
+constexpr char kFusedSumAggregation[] = R"(
+  update = ops.grail.rspmm(h, w, boundary, ptr, edges, order, "sum")[0]
+  out = torch.matmul(h.view(-1, d), self.combine_w_$L[:d]) + torch.matmul(update.view(-1, d), self.combine_w_$L[d:]) + self.combine_b_$L
+)";
+// The boundary takes part as every node's message to itself, as in the paper. The combine
+// step W [h, features, features * s, features / s] splits into the products of h and of the
+// features, then scales per node: coef holds (1, s, 1 / s) for each node.
+constexpr char kFusedPnaAggregation[] = R"(
+  aggregate = ops.grail.rspmm(h, w, boundary, ptr, edges, order, "sum,sum_sq,max,min")
+  mean = aggregate[0] / count
+  std = (aggregate[1] / count - mean * mean).clamp(min=1e-6).sqrt()
+  features = torch.stack([mean.view(v, columns, d), aggregate[2].view(v, columns, d), aggregate[3].view(v, columns, d), std.view(v, columns, d)], 2).view(-1, 4 * d)
+  weight = self.combine_w_$L[d:].view(3, 4 * d, d).permute(1, 0, 2).reshape(4 * d, 3 * d)
+  mixed = (torch.matmul(features, weight).view(v, columns, 3, d) * coef).sum(2).view(-1, d)
+  out = torch.matmul(h.view(-1, d), self.combine_w_$L[:d]) + mixed + self.combine_b_$L
+)";
+constexpr char kFusedLayerNorm[] = R"(
+  out = torch.layer_norm(out, [d], self.norm_w_$L, self.norm_b_$L, 1e-5)
+)";
+constexpr char kFusedLayerTail[] = R"(
+  out = $ACTIVATION
+  return ($OUT).view(v, columns * d)
+)";
+constexpr char kFusedMaskedActivation[] =
+    "torch.relu(out) * (node_dist <= $REACH).to(out.dtype).view(-1, 1)";
+
+constexpr char kFusedForwardHead[] = R"(
+def mlp(self, x: Tensor) -> Tensor:
+  hidden = torch.relu(torch.matmul(x, self.mlp_w1) + self.mlp_b1)
+  return (torch.matmul(hidden, self.mlp_w2) + self.mlp_b2).squeeze(1)
+
+def forward(self, edge_src: Tensor, edge_dst: Tensor, edge_relation: Tensor, node_dist: Tensor,
+            cell_query: Tensor, source_cell: Tensor, query_relation: Tensor) -> Tuple[Tensor, Tensor]:
+  query = self.query_embedding.index_select(0, query_relation)
+  d = self.dim
+  b = query.size(0)
+  v = node_dist.size(0)
+  columns = node_dist.size(1)
+  boundary = torch.zeros([v * columns, d], dtype=query.dtype, device=query.device).index_copy(0, source_cell, query).view(v, columns * d)
+)";
+// Over a disjoint batch an edge's relation row is its query's: query * 2R + r.
+constexpr char kFusedDependentEdges[] = R"(
+  if columns == b:
+    rel = edge_relation
+  else:
+    rel = cell_query.view(-1).index_select(0, edge_src) * self.num_message_relations + edge_relation
+)";
+constexpr char kFusedFreeEdges[] = R"(
+  rel = edge_relation
+)";
+constexpr char kFusedGraph[] = R"(
+  graph = ops.grail.relational_graph(edge_src, rel, edge_dst, v)
+  ptr = graph[0]
+  edges = graph[1]
+  order = graph[2]
+  count = (ptr[0, 1:] - ptr[0, :-1]).to(query.dtype).unsqueeze(1) + 1.0
+  scale = (torch.log(count) / self.pna_delta).unsqueeze(2)
+  coef = torch.cat([torch.ones_like(scale), scale, 1.0 / scale.clamp(min=0.01)], 2).unsqueeze(3)
+  h0 = boundary
+)";
+constexpr char kFusedForwardLayer[] = R"(
+  h$N = self.layer_$L(h$L, boundary, query, node_dist, ptr, edges, order, count, coef)
+)";
+// The scoring MLP's first layer split: the state's product per cell, the query's per query.
+constexpr char kFusedForwardTail[] = R"(
+  cells = cell_query.view(-1)
+  hidden = torch.matmul(h$LAST.view(-1, d), self.mlp_w1[:d]) + torch.matmul(query, self.mlp_w1[d:2 * d]).index_select(0, cells) + self.mlp_b1
+)";
+constexpr char kFusedReachFeature[] = R"(
+  hidden = hidden + (node_dist <= $LAST).to(query.dtype).view(-1, 1) * self.mlp_w1[2 * d]
+)";
+constexpr char kFusedScores[] = R"(
+  node_score = (torch.matmul(torch.relu(hidden), self.mlp_w2) + self.mlp_b2).squeeze(1)
+  far_score = self.mlp(torch.cat([torch.zeros_like(query), query$FAR_REACH], 1))
+  return node_score, far_score
+)";
+
+std::string FusedModuleSource(const PathConfig& c) {
+  std::string source;
+  for (int l = 0; l < c.num_layers; ++l) {
+    absl::StrAppend(
+        &source, kFusedLayerHead, c.dependent ? kFusedDependentRelation : kFusedFreeRelation,
+        c.pna ? kFusedPnaAggregation : kFusedSumAggregation, c.layer_norm ? kFusedLayerNorm : "",
+        absl::StrReplaceAll(kFusedLayerTail, {{"$ACTIVATION", c.reach_mask ? kFusedMaskedActivation
+                                                                           : "torch.relu(out)"}}));
+    source = absl::StrReplaceAll(source, {{"$L", absl::StrCat(l)},
+                                          {"$REACH", absl::StrCat(l + 1)},
+                                          {"$OUT", c.short_cut ? "out + h.view(-1, d)" : "out"}});
+  }
+  absl::StrAppend(&source, kFusedForwardHead, c.dependent ? kFusedDependentEdges : kFusedFreeEdges,
+                  kFusedGraph);
+  for (int l = 0; l < c.num_layers; ++l) {
+    absl::StrAppend(&source, absl::StrReplaceAll(kFusedForwardLayer, {{"$N", absl::StrCat(l + 1)},
+                                                                      {"$L", absl::StrCat(l)}}));
+  }
+  absl::StrAppend(&source, kFusedForwardTail, c.reach_feature ? kFusedReachFeature : "",
+                  absl::StrReplaceAll(
+                      kFusedScores,
+                      {{"$FAR_REACH", c.reach_feature ? ", torch.zeros_like(query[:, :1])" : ""}}));
+  // The tail's $LAST after the layers, the reach feature's too.
+  source = absl::StrReplaceAll(source, {{"$LAST", absl::StrCat(c.num_layers)}});
+  return source;
+}
+
+// The per-edge formulation (PathMessagePassing::kPerEdge): every message materialised, one
+// disjoint neighbourhood per query, as archives of format /1 computed. Kept as the reference
+// the fused one is tested and benchmarked against.
 constexpr char kLayerHead[] = R"(
 def layer_$L(self, h: Tensor, boundary: Tensor, query: Tensor, node_dist: Tensor, src: Tensor,
              dst: Tensor, rel: Tensor, edge_query: Tensor, in_count: Tensor) -> Tensor:
@@ -93,7 +226,7 @@ constexpr char kForwardTailWithReach[] = R"(
   return node_score, far_score
 )";
 
-std::string ModuleSource(const PathConfig& c) {
+std::string PerEdgeModuleSource(const PathConfig& c) {
   std::string source;
   for (int l = 0; l < c.num_layers; ++l) {
     absl::StrAppend(
@@ -122,7 +255,11 @@ void SilenceScatterReduceBetaWarning() {
   static std::once_flag once;
   std::call_once(once, [] {
     struct Silent : c10::WarningHandler {
+#if TORCH_VERSION_MAJOR >= 2
+      void process(const c10::Warning&) override {}
+#else
       void process(const c10::SourceLocation&, const std::string&, bool) override {}
+#endif
     } silent;
     c10::Warning::WarningHandlerGuard guard(&silent);
     torch::zeros({1}).scatter_reduce(0, torch::zeros({1}, torch::kInt64), torch::ones({1}), "amax");
@@ -139,7 +276,9 @@ absl::Status ValidateConfig(const PathConfig& c, size_t num_relations) {
     return absl::InvalidArgumentError(absl::StrCat("pna_delta must be > 0, got ", c.pna_delta));
   }
   if (num_relations == 0) return absl::InvalidArgumentError("the relation vocabulary is empty");
-  if (c.pna) SilenceScatterReduceBetaWarning();
+  if (c.pna && c.message_passing == PathMessagePassing::kPerEdge) {
+    SilenceScatterReduceBetaWarning();
+  }
   return absl::OkStatus();
 }
 
@@ -175,7 +314,10 @@ void RegisterParameters(const PathConfig& c, int64_t num_relations, torch::jit::
 
 void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& relations,
                         torch::jit::Module& m) {
-  m.register_attribute("format", c10::StringType::get(), std::string(kPathModelFormat));
+  m.register_attribute(
+      "format", c10::StringType::get(),
+      std::string(c.message_passing == PathMessagePassing::kFused ? kPathModelFormat
+                                                                  : kPathModelFormatPerEdge));
   m.register_attribute("num_layers", c10::IntType::get(), static_cast<int64_t>(c.num_layers));
   m.register_attribute("dim", c10::IntType::get(), static_cast<int64_t>(c.dim));
   m.register_attribute("pna", c10::BoolType::get(), c.pna);
@@ -193,19 +335,108 @@ void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& rel
   m.register_attribute("training_fingerprint", c10::StringType::get(), std::string());
 }
 
+// Resolves `ops.NAMESPACE.OP` in module source to the registered operator, as TorchScript's
+// own serialised code names custom operators (the default C++ resolver knows `torch` only).
+struct OperatorResolver : torch::jit::Resolver {
+  struct Ops : torch::jit::SugaredValue {
+    std::string kind() const override { return "ops"; }
+    std::shared_ptr<torch::jit::SugaredValue> attr(const torch::jit::SourceRange&,
+                                                   torch::jit::GraphFunction&,
+                                                   const std::string& field) override {
+      return std::make_shared<torch::jit::BuiltinModule>(field);
+    }
+  };
+  std::shared_ptr<torch::jit::SugaredValue> resolveValue(const std::string& name,
+                                                         torch::jit::GraphFunction&,
+                                                         const torch::jit::SourceRange&) override {
+    if (name == "torch") return std::make_shared<torch::jit::BuiltinModule>("aten");
+    if (name == "ops") return std::make_shared<Ops>();
+    return nullptr;
+  }
+  c10::TypePtr resolveType(const std::string&, const torch::jit::SourceRange&) override {
+    return nullptr;
+  }
+};
+
+// A module of `c` with `parameters` (those of RegisterParameters, by name and shape), on
+// `device`. Errors name the parameter that is missing or of another shape.
+absl::StatusOr<torch::jit::Module> BuildModule(const PathConfig& c,
+                                               const std::vector<std::string>& relations,
+                                               const torch::jit::Module* parameters,
+                                               const torch::Device& device) {
+  torch::jit::Module m("PathModel");
+  RegisterAttributes(c, relations, m);
+  RegisterParameters(c, static_cast<int64_t>(relations.size()), m);
+  if (parameters != nullptr) {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : m.named_parameters(/*recurse=*/false)) {
+      if (!parameters->hasattr(p.name) || !parameters->attr(p.name).isTensor()) {
+        return absl::InvalidArgumentError(absl::StrCat("it has no parameter ", p.name));
+      }
+      const torch::Tensor given = parameters->attr(p.name).toTensor();
+      if (given.sizes() != p.value.sizes()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("its parameter ", p.name, " has shape ", c10::str(given.sizes()),
+                         " where the config needs ", c10::str(p.value.sizes())));
+      }
+      p.value.copy_(given);
+    }
+  }
+  ops::LinkRelationalOps();
+  m.define(c.message_passing == PathMessagePassing::kFused ? FusedModuleSource(c)
+                                                           : PerEdgeModuleSource(c),
+           std::make_shared<OperatorResolver>());
+  m.to(device);
+  return m;
+}
+
 }  // namespace
 
 std::pair<torch::Tensor, torch::Tensor> PathForward(PathModule& path, const PathBatch& batch) {
   const torch::Device& device = path.device;
+  if (!path.fused) {
+    const auto out =
+        path.module
+            .forward({Int64Tensor(batch.node_query, device), Int64Tensor(batch.node_dist, device),
+                      Int64Tensor(batch.edge_src, device), Int64Tensor(batch.edge_dst, device),
+                      Int64Tensor(batch.edge_relation, device),
+                      Int64Tensor(batch.source_index, device),
+                      Int64Tensor(batch.query_relation, device)})
+            .toTuple();
+    return {out->elements()[0].toTensor(), out->elements()[1].toTensor()};
+  }
+  // Per cell (forward node, column): the query node's distance or kUnreached, and the query.
+  const int64_t nodes = batch.num_forward_nodes(), columns = batch.columns;
+  std::vector<int64_t> dist, cell_query, source_cell, node_cell;
+  if (!batch.shared()) {
+    dist = batch.node_dist;
+    cell_query = batch.node_query;
+    source_cell = batch.source_index;
+  } else {
+    dist.assign(nodes * columns, kUnreached);
+    cell_query.resize(nodes * columns);
+    for (int64_t i = 0; i < nodes * columns; ++i) cell_query[i] = i % columns;
+    node_cell.resize(batch.num_nodes());
+    for (int64_t i = 0; i < batch.num_nodes(); ++i) {
+      node_cell[i] = batch.node_shared[i] * columns + batch.node_query[i];
+      dist[node_cell[i]] = batch.node_dist[i];
+    }
+    for (int64_t q = 0; q < batch.num_queries(); ++q) {
+      source_cell.push_back(node_cell[batch.source_index[q]]);
+    }
+  }
   const auto out =
       path.module
-          .forward({Int64Tensor(batch.node_query, device), Int64Tensor(batch.node_dist, device),
-                    Int64Tensor(batch.edge_src, device), Int64Tensor(batch.edge_dst, device),
+          .forward({Int64Tensor(batch.edge_src, device), Int64Tensor(batch.edge_dst, device),
                     Int64Tensor(batch.edge_relation, device),
-                    Int64Tensor(batch.source_index, device),
-                    Int64Tensor(batch.query_relation, device)})
+                    Int64Tensor(dist, device).view({nodes, columns}),
+                    Int64Tensor(cell_query, device).view({nodes, columns}),
+                    Int64Tensor(source_cell, device), Int64Tensor(batch.query_relation, device)})
           .toTuple();
-  return {out->elements()[0].toTensor(), out->elements()[1].toTensor()};
+  torch::Tensor node = out->elements()[0].toTensor();
+  // Scores per query node, in the batch's order.
+  if (batch.shared()) node = node.index_select(0, Int64Tensor(node_cell, device));
+  return {node, out->elements()[1].toTensor()};
 }
 
 absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view device_name) {
@@ -220,7 +451,7 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
         std::make_unique<GrailModule>(GrailModule{*std::move(m), *device}), path, device_name);
     if (!grail.ok()) return grail.status();
     any.grail = *std::move(grail);
-  } else if (format == kPathModelFormat) {
+  } else if (format == kPathModelFormat || format == kPathModelFormatPerEdge) {
     absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::FromModule(
         std::make_unique<PathModule>(PathModule{*std::move(m), *device}), path, device_name);
     if (!model.ok()) return model.status();
@@ -261,12 +492,10 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Create(const PathConfig& c
   if (!device.ok()) return device.status();
   try {
     torch::manual_seed(seed);
-    torch::jit::Module m("PathModel");
-    RegisterAttributes(config, relations, m);
-    RegisterParameters(config, static_cast<int64_t>(relations.size()), m);
-    m.define(ModuleSource(config));
-    m.to(*device);
-    auto module = std::make_unique<PathModule>(PathModule{std::move(m), *device});
+    absl::StatusOr<torch::jit::Module> m = BuildModule(config, relations, nullptr, *device);
+    if (!m.ok()) return m.status();
+    auto module = std::make_unique<PathModule>(
+        PathModule{*std::move(m), *device, config.message_passing == PathMessagePassing::kFused});
     return std::unique_ptr<PathModel>(
         new PathModel(config, std::move(relations), std::string(device_name), std::move(module)));
   } catch (const std::exception& e) {
@@ -288,7 +517,8 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
                                                                  const std::string& path,
                                                                  absl::string_view device_name) {
   torch::jit::Module& m = module->module;
-  if (ArchiveFormat(m) != kPathModelFormat) {
+  const std::string format = ArchiveFormat(m);
+  if (format != kPathModelFormat && format != kPathModelFormatPerEdge) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not a ", kPathModelFormat, " archive (no or another 'format')"));
   }
@@ -309,8 +539,18 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
     // A NaN or Inf weight makes every score NaN and every ranking arbitrary: refuse it here
     // rather than serve it.
     if (absl::Status finite = CheckFiniteParameters(m, path); !finite.ok()) return finite;
-    m.eval();
     std::string fingerprint = m.attr("training_fingerprint").toStringRef();
+    if (format == kPathModelFormatPerEdge) {
+      // Written before the fused operator: the same network, rebuilt over the operator with
+      // the archive's parameters (it scores as it did, within float rounding).
+      absl::StatusOr<torch::jit::Module> rebuilt = BuildModule(c, relations, &m, module->device);
+      if (!rebuilt.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": ", rebuilt.status().message()));
+      }
+      module->module = *std::move(rebuilt);
+    }
+    module->fused = true;
+    module->module.eval();
     auto model = std::unique_ptr<PathModel>(
         new PathModel(c, std::move(relations), std::string(device_name), std::move(module)));
     model->fingerprint_ = std::move(fingerprint);

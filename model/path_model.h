@@ -43,9 +43,20 @@
 
 namespace grail {
 
-inline constexpr char kPathModelFormat[] = "grail-kg-path-model/1";
+// Archives of the fused formulation; /1 archives (the per-edge one) load rebuilt as /2.
+inline constexpr char kPathModelFormat[] = "grail-kg-path-model/2";
+inline constexpr char kPathModelFormatPerEdge[] = "grail-kg-path-model/1";
 
 enum class ModelFamily { kGrail, kPath, kKge, kFused };
+
+// How a layer passes its messages.
+//   kFused: the fused operator (model/ops/rspmm.h): no per-edge tensor, forward or backward,
+//     and either batch layout (model/path_batch.h), one graph shared by a batch included.
+//     What every model is created as, and what Load() turns every archive into.
+//   kPerEdge: every message materialised (index_select, index_add, scatter_reduce) over one
+//     disjoint neighbourhood per query: how archives of format /1 compute. The reference the
+//     fused formulation is tested and benchmarked against; Create() only.
+enum class PathMessagePassing { kFused, kPerEdge };
 
 struct PathConfig {
   int num_layers = 6;
@@ -71,6 +82,7 @@ struct PathConfig {
   // source; the bit lets training learn how far to trust that prior. With the mask it changes
   // nothing an unreached entity's state does not already say. Archives without it: false.
   bool reach_feature = false;
+  PathMessagePassing message_passing = PathMessagePassing::kFused;
 
   // Hops of neighbourhood a query needs (model/path_batch.h); -1: the whole graph.
   int radius() const { return reach_mask ? num_layers + (pna ? 1 : 0) : -1; }
@@ -122,8 +134,15 @@ class PathModel {
   // and for queries with targets its path length and aggregation.
   PathNeighbourhoodSpec Neighbourhood(const GraphView* graph, const RelationMap* relations,
                                       int64_t max_nodes) const {
-    return {graph,     relations,          num_relations(), config_.radius(),
-            max_nodes, config_.num_layers, config_.pna};
+    return {graph,
+            relations,
+            num_relations(),
+            config_.radius(),
+            max_nodes,
+            config_.num_layers,
+            config_.pna,
+            config_.message_passing == PathMessagePassing::kFused ? PathLayout::kCheaper
+                                                                  : PathLayout::kDisjoint};
   }
 
   // One forward over every query of `batch`, in inference mode. Errors: INVALID_ARGUMENT for

@@ -14,6 +14,9 @@ namespace grail {
 struct PathModule {
   torch::jit::Module module;
   torch::Device device;
+  // Whether the module is the fused formulation (PathMessagePassing::kFused), whose forward
+  // takes either batch layout; otherwise the per-edge one, disjoint batches only.
+  bool fused = true;
 };
 
 // forward() over a batch: the score of every node for its query, and every query's far score.

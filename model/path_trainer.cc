@@ -35,6 +35,7 @@ absl::Status ValidateOptions(const PathTrainOptions& o) {
   }
   if (o.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
   if (o.detached_walks < 0) return absl::InvalidArgumentError("detached walks must be >= 0");
+  if (o.max_steps < 0) return absl::InvalidArgumentError("max_steps must be >= 0");
   if (o.resume && o.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("resume needs a checkpoint directory");
   }
@@ -184,13 +185,14 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
     run.order_random().Shuffle(order);
     double step_loss = 0;
     PathBatch batch;
+    std::vector<PathQuery> queries;
+    std::vector<std::vector<EntityId>> candidate_lists;  // per query: the answer, then negatives
     std::vector<int64_t> gather;
     for (size_t begin = progress.next; begin < order.size(); begin += options.batch_size) {
       const size_t end = std::min(order.size(), begin + options.batch_size);
       const size_t tails = begin + (end - begin + 1) / 2;  // the first half asks for tails
-      batch.Clear();
-      gather.clear();
-      int64_t candidates = 0;
+      queries.clear();
+      candidate_lists.clear();
       for (size_t i = begin; i < end; ++i) {
         const Triple& f = positives[order[i]];
         const bool tail = i < tails;
@@ -205,6 +207,8 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         for (size_t k = negatives.size(); k < static_cast<size_t>(options.negatives); ++k) {
           negatives.push_back(negatives[k % negatives.size()]);  // rare: few non-answers
         }
+        std::vector<EntityId> candidates = {answer};
+        candidates.insert(candidates.end(), negatives.begin(), negatives.end());
         if (options.remove_one_hop) {
           query.unlinked = negatives;
           query.unlinked.push_back(answer);
@@ -215,14 +219,17 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
           query.targets = negatives;
           query.targets.push_back(answer);
         }
-        if (absl::Status s = builder.Add(neighbourhood, query, &batch); !s.ok()) return s;
-        const int64_t q = batch.num_queries() - 1;
-        candidates = 1 + options.negatives;
-        gather.push_back(batch.NodeOf(q, answer));
-        for (EntityId e : negatives) gather.push_back(batch.NodeOf(q, e));
+        queries.push_back(std::move(query));
+        candidate_lists.push_back(std::move(candidates));
+      }
+      if (queries.empty()) continue;
+      if (absl::Status s = builder.Build(neighbourhood, queries, &batch); !s.ok()) return s;
+      const int64_t candidates = 1 + options.negatives;
+      gather.clear();
+      for (int64_t q = 0; q < batch.num_queries(); ++q) {
+        for (EntityId e : candidate_lists[q]) gather.push_back(batch.NodeOf(q, e));
       }
       // Entities beyond a query's neighbourhood read its far score, after all node scores.
-      if (batch.num_queries() == 0) continue;
       for (size_t k = 0; k < gather.size(); ++k) {
         if (gather[k] < 0) gather[k] = batch.num_nodes() + static_cast<int64_t>(k) / candidates;
       }
@@ -264,6 +271,17 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
           progress.steps % options.checkpoint_every_steps == 0) {
         progress.seconds = seconds;
         if (absl::Status s = run.CheckpointWithin(progress, order_at_start); !s.ok()) return s;
+      }
+      if (options.max_steps > 0 && progress.steps >= options.max_steps) {
+        if (on_epoch) {
+          EpochReport report;
+          report.epoch = epoch;
+          report.positives = progress.seen;
+          report.loss = progress.loss / static_cast<double>(std::max<int64_t>(1, progress.seen));
+          report.seconds = seconds;
+          on_epoch(report);
+        }
+        return model;
       }
       if (on_step) {
         StepReport step;

@@ -9,7 +9,9 @@
 // weighting, softmax(score / temperature) over them (no gradient through the weights); the
 // answer weighs 1; the mean over queries. Adam. The predicted fact is never a message edge
 // of its own query: with `remove_one_hop` every fact between the source and the answer or a
-// negative is left out (either direction, any relation), otherwise the fact itself. With
+// negative is left out (either direction, any relation), otherwise the fact itself. A step's
+// queries share one message graph (PathBatchBuilder::Build): a fact one query of the step
+// leaves out is left out for every query of it, as the path model's paper trains. With
 // `detached_walks`, small detached copies of the graph's walks (DetachedWalkCopies) join the
 // message graph and the pool of negatives; they are never queried.
 //
@@ -60,6 +62,9 @@ struct PathTrainOptions {
   // > 0: this many detached walk copies per relation (DetachedWalkCopies) join the message
   // graph, their entities drawn as negatives only; validation stays on `train` as given.
   int detached_walks = 0;
+  // > 0: the run stops after this many steps, reports the epoch so far (no validation) and
+  // returns the model as it is: for measuring a step (bench/path_training.sh).
+  int64_t max_steps = 0;
 };
 
 // Trains on `train` (its vocabularies define the model's relations) and validates on

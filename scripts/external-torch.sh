@@ -7,7 +7,7 @@
 #
 #   scripts/external-torch.sh prepare [--server] [--deps DIR]
 #       On a Debian 12 machine with apt (this project's own): downloads the Debian packages
-#       the build needs besides LibTorch (Abseil, nlohmann-json, zlib; with --server also
+#       the build needs besides LibTorch (Abseil, nlohmann-json, zlib, tcmalloc; with --server also
 #       gRPC, protobuf with its compilers, RocksDB, OpenSSL, prometheus-cpp, cpp-httplib,
 #       libmicrohttpd) and their runtime libraries with `apt-get download`, and unpacks
 #       them with `dpkg -x` into DIR/root (default: .external-deps/, git-ignored). Copy
@@ -62,7 +62,7 @@ multiarch=x86_64-linux-gnu
 
 # What the model library and the tools build against besides LibTorch, and what the service
 # adds (the -dev packages of scripts/setup.sh's "service" group).
-model_packages=(libabsl-dev nlohmann-json3-dev zlib1g-dev)
+model_packages=(libabsl-dev nlohmann-json3-dev zlib1g-dev libtcmalloc-minimal4)
 server_packages=(libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev
   protobuf-compiler librocksdb-dev libcpp-httplib-dev libmicrohttpd-dev libssl-dev
   prometheus-cpp-dev libnats-dev pkgconf)
@@ -179,7 +179,7 @@ build() {
     -DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_LIBRARY_ARCHITECTURE=$multiarch \
     -DCMAKE_BUILD_RPATH="$libs" -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
     "${extra[@]}" "${cmake_args[@]}"
-  local targets=(grail-train grail-kge-train grail-fuse grail-eval)
+  local targets=(grail-train grail-kge-train grail-fuse grail-eval grail_ops_python)
   ((server)) && targets+=(grail-server grail-client)
   cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
   echo "external-torch: built ${targets[*]} in $build_dir/bin against $torch_dir"

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
 #include "common/json.h"
+#include "model/blas_kernels.h"
 #include "model/evaluation.h"
 #include "model/fact_scoring.h"
 #include "model/fused_model.h"
@@ -95,6 +96,7 @@ int ScoreOnly(const grail::IndexedTriples& indexed, const std::vector<grail::Tri
 }  // namespace
 
 int main(int argc, char** argv) {
+  grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
   absl::SetProgramUsageMessage(
       "grail-eval --model MODEL.pt --graph FILE --test FILE [--seed S] [--negatives 49]\n"
       "  [--runs N]");
@@ -180,9 +182,23 @@ int main(int argc, char** argv) {
       if (h && r && v) known.push_back({*h, *r, *v});
     }
   }
+  if (path_model && absl::GetFlag(FLAGS_score_only)) {
+    grail::SetComputeThreads(1);
+    grail::PathScoringOptions options;
+    options.threads = absl::GetFlag(FLAGS_threads);
+    options.batch_queries = absl::GetFlag(FLAGS_batch_queries);
+    return ScoreOnly(indexed, test, [&]() -> absl::StatusOr<grail::FusedScores> {
+      absl::StatusOr<std::vector<float>> scores =
+          grail::ScorePathFacts(*path_model, graph, relations, test, options);
+      if (!scores.ok()) return scores.status();
+      grail::FusedScores out;
+      out.score = *std::move(scores);
+      return out;
+    });
+  }
   if (path_model || kge_model) {
     if (absl::GetFlag(FLAGS_score_only)) {
-      std::fprintf(stderr, "--score-only is for GraIL and fused models\n");
+      std::fprintf(stderr, "--score-only is for GraIL, path and fused models\n");
       return 2;
     }
     grail::SetComputeThreads(path_model ? 1 : absl::GetFlag(FLAGS_threads));

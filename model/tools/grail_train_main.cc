@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "common/command_line.h"
+#include "model/blas_kernels.h"
 #include "model/kge_model.h"
 #include "model/path_trainer.h"
 #include "model/tools/training_progress.h"
@@ -101,11 +102,19 @@ ABSL_FLAG(bool, resume, false,
           "and options must be the checkpoint's");
 ABSL_FLAG(std::string, plot, "",
           "after training, draw loss and valid AUC-PR per epoch into this PNG (gnuplot)");
+ABSL_FLAG(int64_t, max_steps, 0,
+          "path family: stop after this many training steps, without validation, and write the "
+          "model as it is (0: train every epoch); for measuring a step");
+ABSL_FLAG(std::string, message_passing, "fused",
+          "path family: fused (the fused operator, one graph per batch where cheaper) or "
+          "per-edge (every message materialised, one graph per query: the formulation before "
+          "the operator, for comparison)");
 ABSL_FLAG(bool, progress, true,
           "on a terminal, a progress bar with steps/s and ETA within each epoch (plain epoch "
           "lines when stderr is not a terminal)");
 
 int main(int argc, char** argv) {
+  grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
   absl::SetProgramUsageMessage(
       "grail-train --train FILE --valid FILE --out MODEL.pt [--family grail|path] [--epochs N]\n"
       "  [--seed S] [--threads T]\n"
@@ -202,8 +211,12 @@ int main(int argc, char** argv) {
                  "--fixed-negatives and --node-features are options of the GraIL family\n");
     return 2;
   }
-  if (!path_family && absl::GetFlag(FLAGS_checkpoint_every_steps) != 0) {
-    std::fprintf(stderr, "--checkpoint-every-steps is an option of the path family\n");
+  if (!path_family &&
+      (absl::GetFlag(FLAGS_checkpoint_every_steps) != 0 || absl::GetFlag(FLAGS_max_steps) != 0 ||
+       absl::GetFlag(FLAGS_message_passing) != "fused")) {
+    std::fprintf(stderr,
+                 "--checkpoint-every-steps, --max-steps and --message-passing are options of the "
+                 "path family\n");
     return 2;
   }
   absl::Status saved;
@@ -229,6 +242,16 @@ int main(int argc, char** argv) {
     options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
     options.resume = absl::GetFlag(FLAGS_resume);
     options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+    options.max_steps = absl::GetFlag(FLAGS_max_steps);
+    const std::string message_passing = absl::GetFlag(FLAGS_message_passing);
+    if (message_passing != "fused" && message_passing != "per-edge") {
+      std::fprintf(stderr, "--message-passing must be fused or per-edge, got '%s'\n",
+                   message_passing.c_str());
+      return 2;
+    }
+    options.model.message_passing = message_passing == "fused"
+                                        ? grail::PathMessagePassing::kFused
+                                        : grail::PathMessagePassing::kPerEdge;
     absl::StatusOr<std::unique_ptr<grail::PathModel>> model =
         grail::TrainPath(indexed, valid, options, report, step);
     if (!model.ok()) return fail(model.status());
