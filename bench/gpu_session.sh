@@ -10,6 +10,18 @@
 #       epoch, Debian's LibTorch 1.13). Carry both folders: carry=[".external-deps/debs",
 #       ".gpu-carry"].
 #
+#   bench/gpu_session.sh fused OUT          (there; the fused operator's call)
+#       Builds against python3's torch with the CUDA kernels of grail::rspmm, then, as the
+#       call's time allows (each step bounded, most important first):
+#       ops.json       the operator on CUDA against its CPU kernels (parity, forward and
+#                      backward) and its speed on fb237_v4 at batch 64 (bench/gpu_ops_check.py);
+#       path_parity.json  a path archive trained here on the CPU (Debian's LibTorch), scored
+#                      on cuda and on cpu there: every fb237_v1_ind test fact's score;
+#       fused.log      one fb237_v4 path epoch on cuda at batch 64 (NBFNet's FB configuration),
+#                      and served RankTails over every entity of the dense FB15k-237 graph with
+#                      --device cuda and --device cpu (grail-client load, p50/p99);
+#       rank_all_{cuda,cpu}.json  those latencies.
+#
 #   bench/gpu_session.sh check OUT          (there, first call)
 #       Builds against python3's torch (build-torch/), then:
 #       parity.json  the CPU-exported archive on cuda: every fb237_v1_ind test fact's score
@@ -55,7 +67,87 @@ build() {
   step python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)'
   step nproc
-  step scripts/external-torch.sh build --server --torch "$torch" --jobs "$(nproc)"
+  step scripts/external-torch.sh build --server --torch "$torch" --jobs "$(nproc)" \
+    -- ${GPU_SESSION_CUDA_ARCH:+-DCMAKE_CUDA_ARCHITECTURES=$GPU_SESSION_CUDA_ARCH}
+}
+
+# Runs a step only while at least $1 seconds of the call's $budget are left.
+within() {
+  local need=$1
+  shift
+  if ((SECONDS + need > budget)); then
+    echo "SKIPPED (${need} s needed, $((budget - SECONDS)) s left): $*" >> "$log"
+    return 1
+  fi
+  step "$@"
+}
+
+# Serves the CPU-trained path model on the dense FB graph with --device $1 and times
+# RankTails over every entity.
+serve_rank_all() {
+  local device=$1 out=$2 model=$carry/models/path_fb237_v1_cpu.pt
+  local dir=/tmp/gpu_session_serve_$device
+  rm -rf "$dir" "$dir.ready"
+  "$bin/grail-server" --model "$model" --data-dir "$dir" --host 127.0.0.1 --port 0 \
+    --metrics-port -1 --ready-file "$dir.ready" --device "$device" --allow-unknown-relations \
+    2> "$out/serve_$device.log" &
+  local server=$!
+  for _ in $(seq 600); do [[ -s $dir.ready ]] && break; sleep 0.1; done
+  local port
+  port=$(sed 's/.*"port":\([0-9]*\).*/\1/' "$dir.ready")
+  local client=("$bin/grail-client" --target "127.0.0.1:$port" --json)
+  step "${client[@]}" add "$data/FB15k-237_validtest/graph.txt" --chunk 5000
+  echo "\$ rank-all load --device $device" >> "$log"
+  timeout 120 "${client[@]}" load --triples "$data/FB15k-237_validtest/graph.txt" --seed 1 \
+    --method rank-tails --candidates-per-request 0 --concurrency 1 --requests 40 --warmup 4 \
+    > "$out/rank_all_$device.json" 2>> "$log" || echo "FAILED: rank-all load $device" >> "$log"
+  kill -TERM "$server" 2> /dev/null
+  wait "$server"
+  echo "server --device $device exited $?" >> "$log"
+}
+
+fused() {
+  local out=$1
+  log=$out/fused.log
+  budget=${GPU_SESSION_BUDGET:-480}
+  GPU_SESSION_CUDA_ARCH=${GPU_SESSION_CUDA_ARCH-90} build
+  echo "build done at ${SECONDS} s" >> "$log"
+  echo "\$ gpu_ops_check.py" >> "$log"
+  timeout 150 python3 bench/gpu_ops_check.py --device "$device" \
+    --ops-library build-torch/lib/libgrail_ops.so --graph "$data/fb237_v4/train.txt" \
+    2>> "$log" | tail -n 1 > "$out/ops.json" &
+  local ops=$!
+  # Path parity: the CPU-trained archive scored there on cpu and on the device.
+  local model=$carry/models/path_fb237_v1_cpu.pt scores=/tmp/gpu_session_path
+  mkdir -p "$scores"
+  for d in cpu "$device"; do
+    within 30 timeout 120 "$bin/grail-eval" --model "$model" \
+      --graph "$data/fb237_v1_ind/train.txt" --test "$data/fb237_v1_ind/test.txt" \
+      --device "$d" --score-only --scores-out "$scores/$d.tsv"
+  done
+  python3 - "$scores" "$device" > "$out/path_parity.json" 2>> "$log" << 'EOF'
+import json, sys
+folder, device = sys.argv[1:3]
+def scores(d):
+    return {tuple(l.split("\t")[:3]): float(l.split("\t")[3])
+            for l in open(f"{folder}/{d}.tsv") if l.strip()}
+cpu, other = scores("cpu"), scores(device)
+scale = max(abs(v) for v in cpu.values())
+worst = max(abs(other[k] - v) for k, v in cpu.items()) / scale
+print(json.dumps({"facts": len(cpu), "same_facts": set(cpu) == set(other),
+                  "max_relative_difference": worst, "within_1e-5": worst <= 1e-5}))
+EOF
+  wait "$ops"
+  # One fb237_v4 epoch at NBFNet's batch on the device (the target: <= 60 s on one H100).
+  within 90 timeout $((budget - SECONDS - 60)) "$bin/grail-train" --family path \
+    --train "$data/fb237_v4/train.txt" --valid "$data/fb237_v4/valid.txt" \
+    --out /tmp/gpu_session_v4.pt --pna --reach-mask=false --batch-size 64 \
+    --adversarial-temperature 0.5 --epochs 1 --seed 0 --device "$device" --noprogress
+  local d
+  for d in "$device" cpu; do
+    if ((SECONDS + 40 < budget)); then serve_rank_all "$d" "$out"; fi
+  done
+  echo "fused done at ${SECONDS} s" >> "$log"
 }
 
 prepare() {
@@ -68,8 +160,18 @@ prepare() {
       cp "$shared/$d"/*.txt "$data/$d/"
     done
   done
-  build/bin/grail-train --train "$data/fb237_v1/train.txt" --valid "$data/fb237_v1/valid.txt" \
-    --out "$carry/models/grail_fb237_v1_cpu.pt" --epochs 1 --seed 0 --noprogress
+  mkdir -p "$data/FB15k-237_validtest"
+  cp "$shared/FB15k-237_validtest/graph.txt" "$data/FB15k-237_validtest/"
+  [[ -s $carry/models/grail_fb237_v1_cpu.pt ]] ||
+    build/bin/grail-train --train "$data/fb237_v1/train.txt" --valid "$data/fb237_v1/valid.txt" \
+      --out "$carry/models/grail_fb237_v1_cpu.pt" --epochs 1 --seed 0 --noprogress
+  # A path model in NBFNet's FB configuration, a few steps (parity needs weights, not skill).
+  build/bin/grail-train --family path --train "$data/fb237_v1/train.txt" \
+    --valid "$data/fb237_v1/valid.txt" --out "$carry/models/path_fb237_v1_cpu.pt" --pna \
+    --reach-mask=false --batch-size 64 --adversarial-temperature 0.5 --max-steps 20 --seed 0 \
+    --noprogress
+  # Text compresses 5x: what travels stays under the call's 64 MiB with the packages.
+  tar -cJf "$carry/data.tar.xz" -C "$carry" data && rm -rf "$data"
   du -sh .external-deps/debs "$carry"
 }
 
@@ -145,10 +247,11 @@ reproduce() {
 command=${1:-}
 case $command in
 prepare) prepare ;;
-check | epochs | reproduce)
+check | epochs | reproduce | fused)
   [[ -n ${2:-} ]] || { echo "usage: bench/gpu_session.sh $command OUT ..." >&2; exit 2; }
   mkdir -p "$2"
   shift
+  [[ -d $data ]] || tar -xJf "$carry/data.tar.xz" -C "$carry"
   "$command" "$@"
   ;;
 *)
