@@ -63,6 +63,8 @@ step() {
 }
 
 build() {
+  # nvcc for the CUDA kernels (CUDA's usual place when it is not on the PATH).
+  command -v nvcc > /dev/null || export PATH=/usr/local/cuda/bin:$PATH
   local torch=${GPU_SESSION_TORCH:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
   step python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)'
