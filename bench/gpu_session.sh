@@ -69,7 +69,8 @@ build() {
   step python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)'
   step nproc
-  step scripts/external-torch.sh build --server --torch "$torch" --jobs "$(nproc)" \
+  step env EXTERNAL_TORCH_KEEP_GOING=1 \
+    scripts/external-torch.sh build --server --torch "$torch" --jobs "$(nproc)" \
     -- ${GPU_SESSION_CUDA_ARCH:+-DCMAKE_CUDA_ARCHITECTURES=$GPU_SESSION_CUDA_ARCH}
 }
 

@@ -181,7 +181,11 @@ build() {
     "${extra[@]}" "${cmake_args[@]}"
   local targets=(grail-train grail-kge-train grail-fuse grail-eval grail_ops_python)
   ((server)) && targets+=(grail-server grail-client)
-  cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
+  # EXTERNAL_TORCH_KEEP_GOING=1: build every target that compiles, and report every error at
+  # once (a first build on a new LibTorch, where a call's time is short).
+  local keep_going=()
+  [[ ${EXTERNAL_TORCH_KEEP_GOING:-0} == 1 ]] && keep_going=(-- -k 0)
+  cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}" "${keep_going[@]}"
   echo "external-torch: built ${targets[*]} in $build_dir/bin against $torch_dir"
 }
 
