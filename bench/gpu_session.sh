@@ -116,7 +116,7 @@ fused() {
   GPU_SESSION_CUDA_ARCH=${GPU_SESSION_CUDA_ARCH-90} build
   echo "build done at ${SECONDS} s" >> "$log"
   echo "\$ gpu_ops_check.py" >> "$log"
-  timeout 150 python3 bench/gpu_ops_check.py --device "$device" \
+  timeout 240 python3 bench/gpu_ops_check.py --device "$device" \
     --ops-library build-torch/lib/libgrail_ops.so --graph "$data/fb237_v4/train.txt" \
     2>> "$log" | tail -n 1 > "$out/ops.json" &
   local ops=$!

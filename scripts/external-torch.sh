@@ -100,6 +100,13 @@ unpack() {
       ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$root$target")" "$link"
     fi
   done < <(find "$root" -type l -print0)
+  # Some packages' CMake files name their own files by absolute path (Snappy's, which
+  # RocksDB's config loads: /usr/lib/.../libsnappy.so.1.1.9): those too must point inside the
+  # folder, or configuring fails where the build machine has no such file.
+  local file
+  while IFS= read -r -d '' file; do
+    sed -i "s|\"/usr/|\"$root/usr/|g" "$file"
+  done < <(grep -rlZ '"/usr/' --include='*.cmake' "$root/usr" 2> /dev/null || true)
   rm -rf "$root/usr/share/doc" "$root/usr/share/man"
 }
 
