@@ -69,8 +69,10 @@ build() {
   step python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)'
   step nproc
+  local server=(--server)
+  [[ ${GPU_SESSION_SERVER:-1} == 0 ]] && server=()
   step env EXTERNAL_TORCH_KEEP_GOING=1 \
-    scripts/external-torch.sh build --server --torch "$torch" --jobs "$(nproc)" \
+    scripts/external-torch.sh build "${server[@]}" --torch "$torch" --jobs "$(nproc)" \
     -- ${GPU_SESSION_CUDA_ARCH:+-DCMAKE_CUDA_ARCHITECTURES=$GPU_SESSION_CUDA_ARCH}
 }
 
@@ -148,7 +150,7 @@ EOF
     --adversarial-temperature 0.5 --epochs 1 --seed 0 --device "$device" --noprogress
   local d
   for d in "$device" cpu; do
-    if ((SECONDS + 40 < budget)); then serve_rank_all "$d" "$out"; fi
+    if [[ -x $bin/grail-server ]] && ((SECONDS + 40 < budget)); then serve_rank_all "$d" "$out"; fi
   done
   echo "fused done at ${SECONDS} s" >> "$log"
 }

@@ -249,21 +249,20 @@ std::string PerEdgeModuleSource(const PathConfig& c) {
   return source;
 }
 
-// LibTorch 1.13 warns once per process that scatter_reduce (PNA's max and min) is in beta, on
-// stderr and outside our log format. Spend that warning on a dummy call with a silent handler.
+// LibTorch 1.13 warns once per process that scatter_reduce (PNA's max and min in the per-edge
+// formulation) is in beta, on stderr and outside our log format. Spend that warning on a
+// dummy call with a silent handler. (LibTorch 2 no longer warns.)
 void SilenceScatterReduceBetaWarning() {
+#if TORCH_VERSION_MAJOR < 2
   static std::once_flag once;
   std::call_once(once, [] {
     struct Silent : c10::WarningHandler {
-#if TORCH_VERSION_MAJOR >= 2
-      void process(const c10::Warning&) override {}
-#else
       void process(const c10::SourceLocation&, const std::string&, bool) override {}
-#endif
     } silent;
     c10::Warning::WarningHandlerGuard guard(&silent);
     torch::zeros({1}).scatter_reduce(0, torch::zeros({1}, torch::kInt64), torch::ones({1}), "amax");
   });
+#endif
 }
 
 absl::Status ValidateConfig(const PathConfig& c, size_t num_relations) {
