@@ -236,7 +236,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       try {
         auto [node, far] = PathForward(path, batch);
         torch::Tensor logits = torch::cat({node, far})
-                                   .index_select(0, torch::tensor(gather, torch::kInt64))
+                                   .index_select(0, torch::tensor(gather, torch::kInt64).to(node.device()))
                                    .view({-1, candidates});
         torch::Tensor target = torch::zeros_like(logits);
         target.select(1, 0).fill_(1);
