@@ -42,6 +42,25 @@ constexpr int64_t kInnerBlock = 256;    // columns reduced together within a row
 constexpr int kSumBit = 1 << kSum, kSumSqBit = 1 << kSumSq, kMaxBit = 1 << kMax,
               kMinBit = 1 << kMin;
 
+// The reductions a kernel computes: kMask when the kernel is specialised for them (the sum
+// and all four, what the path model asks for: the branches fold away and the loops
+// vectorise as written), else read from which outputs (forward) or gradients (backward) are
+// given, for any other combination.
+template <int kMask, typename T>
+int MaskOf(const RspmmForwardArgs<T>& a) {
+  if constexpr (kMask != 0) return kMask;
+  int mask = 0;
+  for (int k = 0; k < kNumReductions; ++k) mask |= a.out[k] != nullptr ? 1 << k : 0;
+  return mask;
+}
+template <int kMask, typename T>
+int MaskOf(const RspmmBackwardArgs<T>& a) {
+  if constexpr (kMask != 0) return kMask;
+  int mask = 0;
+  for (int k = 0; k < kNumReductions; ++k) mask |= a.grad[k] != nullptr ? 1 << k : 0;
+  return mask;
+}
+
 // Bounds of `parts` ranges of rows [0, V) of about equal cost ptr[v + 1] - ptr[v] + 1.
 std::vector<int64_t> BalancedRowSplits(const int64_t* ptr, int64_t num_rows, int64_t parts) {
   std::vector<int64_t> bounds(parts + 1, num_rows);
@@ -91,6 +110,7 @@ GRAIL_VECTOR_CLONES void ForwardRows(const RspmmForwardArgs<T>& a, int64_t row_b
                                      int64_t row_end, int64_t c_begin, int64_t c_end) {
   const RelationalCsr& g = a.graph;
   const int64_t F = a.features;
+  const int mask = MaskOf<kMask>(a);
   for (int64_t v = row_begin; v < row_end; ++v) {
     // Columns in blocks whose accumulators stay in L1; the row's source rows stay in L2
     // from one block to the next.
@@ -98,16 +118,16 @@ GRAIL_VECTOR_CLONES void ForwardRows(const RspmmForwardArgs<T>& a, int64_t row_b
       const int64_t n = std::min(kInnerBlock, c_end - c0);
       const int64_t row = v * F + c0;
       const T* __restrict init = a.init + row;
-      T* __restrict s = kMask & kSumBit ? a.out[kSum] + row : nullptr;
-      T* __restrict q = kMask & kSumSqBit ? a.out[kSumSq] + row : nullptr;
-      T* __restrict hi = kMask & kMaxBit ? a.out[kMax] + row : nullptr;
-      T* __restrict lo = kMask & kMinBit ? a.out[kMin] + row : nullptr;
+      T* __restrict s = mask & kSumBit ? a.out[kSum] + row : nullptr;
+      T* __restrict q = mask & kSumSqBit ? a.out[kSumSq] + row : nullptr;
+      T* __restrict hi = mask & kMaxBit ? a.out[kMax] + row : nullptr;
+      T* __restrict lo = mask & kMinBit ? a.out[kMin] + row : nullptr;
       GRAIL_NO_ALIAS
       for (int64_t f = 0; f < n; ++f) {
-        if constexpr ((kMask & kSumBit) != 0) s[f] = init[f];
-        if constexpr ((kMask & kSumSqBit) != 0) q[f] = init[f] * init[f];
-        if constexpr ((kMask & kMaxBit) != 0) hi[f] = init[f];
-        if constexpr ((kMask & kMinBit) != 0) lo[f] = init[f];
+        if ((mask & kSumBit) != 0) s[f] = init[f];
+        if ((mask & kSumSqBit) != 0) q[f] = init[f] * init[f];
+        if ((mask & kMaxBit) != 0) hi[f] = init[f];
+        if ((mask & kMinBit) != 0) lo[f] = init[f];
       }
       for (int64_t e = g.dst_ptr[v]; e < g.dst_ptr[v + 1]; ++e) {
         const T* __restrict hu = a.h + g.src[e] * F + c0;
@@ -115,10 +135,10 @@ GRAIL_VECTOR_CLONES void ForwardRows(const RspmmForwardArgs<T>& a, int64_t row_b
         GRAIL_NO_ALIAS
         for (int64_t f = 0; f < n; ++f) {
           const T m = hu[f] * wr[f];
-          if constexpr ((kMask & kSumBit) != 0) s[f] += m;
-          if constexpr ((kMask & kSumSqBit) != 0) q[f] += m * m;
-          if constexpr ((kMask & kMaxBit) != 0) hi[f] = m > hi[f] ? m : hi[f];
-          if constexpr ((kMask & kMinBit) != 0) lo[f] = m < lo[f] ? m : lo[f];
+          if ((mask & kSumBit) != 0) s[f] += m;
+          if ((mask & kSumSqBit) != 0) q[f] += m * m;
+          if ((mask & kMaxBit) != 0) hi[f] = m > hi[f] ? m : hi[f];
+          if ((mask & kMinBit) != 0) lo[f] = m < lo[f] ? m : lo[f];
         }
       }
     }
@@ -142,23 +162,24 @@ template <typename T, int kMask>
 GRAIL_INLINE void RowTies(const RspmmBackwardArgs<T>& a, int64_t v, int64_t c0, int64_t n,
                           T* __restrict hi_share, T* __restrict lo_share) {
   const RelationalCsr& g = a.graph;
+  const int mask = MaskOf<kMask>(a);
   const int64_t F = a.features, row = v * F + c0;
   const T* __restrict init = a.init + row;
   T* __restrict grad_init = a.grad_init + row;
   GRAIL_NO_ALIAS
   for (int64_t f = 0; f < n; ++f) {
     T gi = 0;
-    if constexpr ((kMask & kSumBit) != 0) gi += a.grad[kSum][row + f];
-    if constexpr ((kMask & kSumSqBit) != 0) gi += 2 * init[f] * a.grad[kSumSq][row + f];
+    if ((mask & kSumBit) != 0) gi += a.grad[kSum][row + f];
+    if ((mask & kSumSqBit) != 0) gi += 2 * init[f] * a.grad[kSumSq][row + f];
     grad_init[f] = gi;
   }
-  if constexpr ((kMask & (kMaxBit | kMinBit)) != 0) {
-    const T* __restrict hi = kMask & kMaxBit ? a.out[kMax] + row : nullptr;
-    const T* __restrict lo = kMask & kMinBit ? a.out[kMin] + row : nullptr;
+  if ((mask & (kMaxBit | kMinBit)) != 0) {
+    const T* __restrict hi = mask & kMaxBit ? a.out[kMax] + row : nullptr;
+    const T* __restrict lo = mask & kMinBit ? a.out[kMin] + row : nullptr;
     GRAIL_NO_ALIAS
     for (int64_t f = 0; f < n; ++f) {
-      if constexpr ((kMask & kMaxBit) != 0) hi_share[f] = init[f] == hi[f] ? T(1) : T(0);
-      if constexpr ((kMask & kMinBit) != 0) lo_share[f] = init[f] == lo[f] ? T(1) : T(0);
+      if ((mask & kMaxBit) != 0) hi_share[f] = init[f] == hi[f] ? T(1) : T(0);
+      if ((mask & kMinBit) != 0) lo_share[f] = init[f] == lo[f] ? T(1) : T(0);
     }
     for (int64_t e = g.dst_ptr[v]; e < g.dst_ptr[v + 1]; ++e) {
       const T* __restrict hu = a.h + g.src[e] * F + c0;
@@ -166,18 +187,18 @@ GRAIL_INLINE void RowTies(const RspmmBackwardArgs<T>& a, int64_t v, int64_t c0, 
       GRAIL_NO_ALIAS
       for (int64_t f = 0; f < n; ++f) {
         const T m = hu[f] * wr[f];
-        if constexpr ((kMask & kMaxBit) != 0) hi_share[f] += m == hi[f] ? T(1) : T(0);
-        if constexpr ((kMask & kMinBit) != 0) lo_share[f] += m == lo[f] ? T(1) : T(0);
+        if ((mask & kMaxBit) != 0) hi_share[f] += m == hi[f] ? T(1) : T(0);
+        if ((mask & kMinBit) != 0) lo_share[f] += m == lo[f] ? T(1) : T(0);
       }
     }
     // The result is init or a message, so every count is at least 1.
     GRAIL_NO_ALIAS
     for (int64_t f = 0; f < n; ++f) {
-      if constexpr ((kMask & kMaxBit) != 0) {
+      if ((mask & kMaxBit) != 0) {
         hi_share[f] = a.grad[kMax][row + f] / hi_share[f];
         grad_init[f] += (init[f] == hi[f] ? T(1) : T(0)) * hi_share[f];
       }
-      if constexpr ((kMask & kMinBit) != 0) {
+      if ((mask & kMinBit) != 0) {
         lo_share[f] = a.grad[kMin][row + f] / lo_share[f];
         grad_init[f] += (init[f] == lo[f] ? T(1) : T(0)) * lo_share[f];
       }
@@ -186,16 +207,17 @@ GRAIL_INLINE void RowTies(const RspmmBackwardArgs<T>& a, int64_t v, int64_t c0, 
 }
 
 // d loss / d m for message m of column f into a row whose gradients and results are given.
-template <typename T, int kMask>
-GRAIL_INLINE T MessageGradient(T m, int64_t f, const T* __restrict gs, const T* __restrict gq,
-                               const T* __restrict hi, const T* __restrict hi_share,
-                               const T* __restrict lo, const T* __restrict lo_share) {
+template <typename T>
+GRAIL_INLINE T MessageGradient(int mask, T m, int64_t f, const T* __restrict gs,
+                               const T* __restrict gq, const T* __restrict hi,
+                               const T* __restrict hi_share, const T* __restrict lo,
+                               const T* __restrict lo_share) {
   T dm = 0;
-  if constexpr ((kMask & kSumBit) != 0) dm += gs[f];
-  if constexpr ((kMask & kSumSqBit) != 0) dm += 2 * m * gq[f];
+  if ((mask & kSumBit) != 0) dm += gs[f];
+  if ((mask & kSumSqBit) != 0) dm += 2 * m * gq[f];
   // Loads outside the conditions, so that the loop vectorises (a share is finite).
-  if constexpr ((kMask & kMaxBit) != 0) dm += (m == hi[f] ? T(1) : T(0)) * hi_share[f];
-  if constexpr ((kMask & kMinBit) != 0) dm += (m == lo[f] ? T(1) : T(0)) * lo_share[f];
+  if ((mask & kMaxBit) != 0) dm += (m == hi[f] ? T(1) : T(0)) * hi_share[f];
+  if ((mask & kMinBit) != 0) dm += (m == lo[f] ? T(1) : T(0)) * lo_share[f];
   return dm;
 }
 
@@ -205,15 +227,16 @@ GRAIL_VECTOR_CLONES void DestinationRows(const RspmmBackwardArgs<T>& a, T* grad_
                                          int64_t c_end) {
   const RelationalCsr& g = a.graph;
   const int64_t F = a.features;
+  const int mask = MaskOf<kMask>(a);
   T hi_share[kInnerBlock], lo_share[kInnerBlock];
   for (int64_t v = row_begin; v < row_end; ++v) {
     for (int64_t c0 = c_begin; c0 < c_end; c0 += kInnerBlock) {
       const int64_t n = std::min(kInnerBlock, c_end - c0), row = v * F + c0;
       RowTies<T, kMask>(a, v, c0, n, hi_share, lo_share);
-      const T* gs = kMask & kSumBit ? a.grad[kSum] + row : nullptr;
-      const T* gq = kMask & kSumSqBit ? a.grad[kSumSq] + row : nullptr;
-      const T* hi = kMask & kMaxBit ? a.out[kMax] + row : nullptr;
-      const T* lo = kMask & kMinBit ? a.out[kMin] + row : nullptr;
+      const T* gs = mask & kSumBit ? a.grad[kSum] + row : nullptr;
+      const T* gq = mask & kSumSqBit ? a.grad[kSumSq] + row : nullptr;
+      const T* hi = mask & kMaxBit ? a.out[kMax] + row : nullptr;
+      const T* lo = mask & kMinBit ? a.out[kMin] + row : nullptr;
       for (int64_t e = g.dst_ptr[v]; e < g.dst_ptr[v + 1]; ++e) {
         const T* __restrict hu = a.h + g.src[e] * F + c0;
         const T* __restrict wr = a.w + g.rel[e] * F + c0;
@@ -222,7 +245,7 @@ GRAIL_VECTOR_CLONES void DestinationRows(const RspmmBackwardArgs<T>& a, T* grad_
         GRAIL_NO_ALIAS
         for (int64_t f = 0; f < n; ++f) {
           const T m = hu[f] * wr[f];
-          const T dm = MessageGradient<T, kMask>(m, f, gs, gq, hi, hi_share, lo, lo_share);
+          const T dm = MessageGradient<T>(mask, m, f, gs, gq, hi, hi_share, lo, lo_share);
           gh[f] += dm * wr[f];
           gw[f] += dm * hu[f];
         }
@@ -235,11 +258,12 @@ template <typename T, int kMask>
 GRAIL_VECTOR_CLONES void TieRows(const RspmmBackwardArgs<T>& a, int64_t row_begin, int64_t row_end,
                                  int64_t c_begin, int64_t c_end) {
   const int64_t F = a.features;
+  const int mask = MaskOf<kMask>(a);
   for (int64_t v = row_begin; v < row_end; ++v) {
     for (int64_t c0 = c_begin; c0 < c_end; c0 += kInnerBlock) {
       const int64_t n = std::min(kInnerBlock, c_end - c0), row = v * F + c0;
-      RowTies<T, kMask>(a, v, c0, n, kMask & kMaxBit ? a.tie_share[kMax] + row : nullptr,
-                        kMask & kMinBit ? a.tie_share[kMin] + row : nullptr);
+      RowTies<T, kMask>(a, v, c0, n, mask & kMaxBit ? a.tie_share[kMax] + row : nullptr,
+                        mask & kMinBit ? a.tie_share[kMin] + row : nullptr);
     }
   }
 }
@@ -249,6 +273,7 @@ GRAIL_VECTOR_CLONES void SourceRows(const RspmmBackwardArgs<T>& a, T* grad_w, in
                                     int64_t row_end, int64_t c_begin, int64_t c_end) {
   const RelationalCsr& g = a.graph;
   const int64_t F = a.features;
+  const int mask = MaskOf<kMask>(a);
   for (int64_t u = row_begin; u < row_end; ++u) {
     for (int64_t c0 = c_begin; c0 < c_end; c0 += kInnerBlock) {
       const int64_t n = std::min(kInnerBlock, c_end - c0);
@@ -261,16 +286,16 @@ GRAIL_VECTOR_CLONES void SourceRows(const RspmmBackwardArgs<T>& a, T* grad_w, in
         const int64_t row = g.dst[e] * F + c0;
         const T* __restrict wr = a.w + g.rel[e] * F + c0;
         T* __restrict gw = grad_w + g.rel[e] * F + c0;
-        const T* gs = kMask & kSumBit ? a.grad[kSum] + row : nullptr;
-        const T* gq = kMask & kSumSqBit ? a.grad[kSumSq] + row : nullptr;
-        const T* hi = kMask & kMaxBit ? a.out[kMax] + row : nullptr;
-        const T* hs = kMask & kMaxBit ? a.tie_share[kMax] + row : nullptr;
-        const T* lo = kMask & kMinBit ? a.out[kMin] + row : nullptr;
-        const T* ls = kMask & kMinBit ? a.tie_share[kMin] + row : nullptr;
+        const T* gs = mask & kSumBit ? a.grad[kSum] + row : nullptr;
+        const T* gq = mask & kSumSqBit ? a.grad[kSumSq] + row : nullptr;
+        const T* hi = mask & kMaxBit ? a.out[kMax] + row : nullptr;
+        const T* hs = mask & kMaxBit ? a.tie_share[kMax] + row : nullptr;
+        const T* lo = mask & kMinBit ? a.out[kMin] + row : nullptr;
+        const T* ls = mask & kMinBit ? a.tie_share[kMin] + row : nullptr;
         GRAIL_NO_ALIAS
         for (int64_t f = 0; f < n; ++f) {
           const T m = hu[f] * wr[f];
-          const T dm = MessageGradient<T, kMask>(m, f, gs, gq, hi, hs, lo, ls);
+          const T dm = MessageGradient<T>(mask, m, f, gs, gq, hi, hs, lo, ls);
           gh[f] += dm * wr[f];
           gw[f] += dm * hu[f];
         }
@@ -314,7 +339,7 @@ void Backward(const RspmmBackwardArgs<T>& a) {
   // By destination pays off when a message's gradient reads several rows of its destination
   // (max and min: the result and the share); a sum's reads one.
   const bool by_destination =
-      (kMask & (kMaxBit | kMinBit)) != 0 &&
+      (MaskOf<kMask>(a) & (kMaxBit | kMinBit)) != 0 &&
       (threads == 1 || threads * V * F * static_cast<int64_t>(sizeof(T)) <= kPartialBudget);
   const WorkItems work = SplitWork(by_destination ? a.graph.dst_ptr : a.graph.src_ptr, V, F);
   const int64_t items = work.count();
@@ -358,39 +383,17 @@ void Backward(const RspmmBackwardArgs<T>& a) {
   }
 }
 
-template <typename Args>
-int MaskOf(const Args& a) {
-  int mask = 0;
-  for (int k = 0; k < kNumReductions; ++k) mask |= a.out[k] != nullptr ? 1 << k : 0;
-  return mask;
-}
-
-// Calls fn(std::integral_constant<int, mask>) for the runtime mask in [1, 15].
+// Calls fn(std::integral_constant<int, M>) with M the mask when a kernel is specialised for
+// it (sum; all four), 0 (read at run time) otherwise.
 template <typename Fn>
 void WithMask(int mask, Fn fn) {
-  switch (mask) {
-#define GRAIL_MASK_CASE(m)                \
-  case m:                                 \
-    fn(std::integral_constant<int, m>{}); \
-    break;
-    GRAIL_MASK_CASE(1)
-    GRAIL_MASK_CASE(2)
-    GRAIL_MASK_CASE(3)
-    GRAIL_MASK_CASE(4)
-    GRAIL_MASK_CASE(5)
-    GRAIL_MASK_CASE(6)
-    GRAIL_MASK_CASE(7)
-    GRAIL_MASK_CASE(8)
-    GRAIL_MASK_CASE(9)
-    GRAIL_MASK_CASE(10)
-    GRAIL_MASK_CASE(11)
-    GRAIL_MASK_CASE(12)
-    GRAIL_MASK_CASE(13)
-    GRAIL_MASK_CASE(14)
-    GRAIL_MASK_CASE(15)
-#undef GRAIL_MASK_CASE
-    default:
-      break;
+  constexpr int kAll = kSumBit | kSumSqBit | kMaxBit | kMinBit;
+  if (mask == kSumBit) {
+    fn(std::integral_constant<int, kSumBit>{});
+  } else if (mask == kAll) {
+    fn(std::integral_constant<int, kAll>{});
+  } else {
+    fn(std::integral_constant<int, 0>{});
   }
 }
 
@@ -398,14 +401,12 @@ void WithMask(int mask, Fn fn) {
 
 template <typename T>
 void RspmmForwardCpu(const RspmmForwardArgs<T>& args) {
-  WithMask(MaskOf(args), [&](auto mask) { Forward<T, decltype(mask)::value>(args); });
+  WithMask(MaskOf<0>(args), [&](auto mask) { Forward<T, decltype(mask)::value>(args); });
 }
 
 template <typename T>
 void RspmmBackwardCpu(const RspmmBackwardArgs<T>& args) {
-  int mask = 0;
-  for (int k = 0; k < kNumReductions; ++k) mask |= args.grad[k] != nullptr ? 1 << k : 0;
-  WithMask(mask, [&](auto m) { Backward<T, decltype(m)::value>(args); });
+  WithMask(MaskOf<0>(args), [&](auto m) { Backward<T, decltype(m)::value>(args); });
 }
 
 template void RspmmForwardCpu<float>(const RspmmForwardArgs<float>&);
