@@ -1,5 +1,7 @@
 // The input of the path-based scorer (model/path_model.h): for each query (source entity,
-// query relation), the source's neighbourhood within a radius, as one disjoint-union graph.
+// query relation), the source's neighbourhood within a radius; the forward runs either on
+// the disjoint union of those neighbourhoods or on one graph shared by the whole batch, each
+// query a column of every node's state (PathBatch says which; PathBatchBuilder::Build picks).
 //
 // The path model propagates from the source only: after layer l every entity farther than l
 // hops from the source still has state 0 (the semiring's zero), so after L layers an
