@@ -45,19 +45,21 @@ constexpr char kFusedFreeRelation[] = R"(
 )";
 constexpr char kFusedSumAggregation[] = R"(
   update = ops.grail.rspmm(h, w, boundary, ptr, edges, order, "sum")[0]
-  out = torch.matmul(h.view(-1, d), self.combine_w_$L[:d]) + torch.matmul(update.view(-1, d), self.combine_w_$L[d:]) + self.combine_b_$L
+  out = torch.matmul(torch.cat([h.view(-1, d), update.view(-1, d)], 1), self.combine_w_$L) + self.combine_b_$L
 )";
 // The boundary takes part as every node's message to itself, as in the paper. The combine
-// step W [h, features, features * s, features / s] splits into the products of h and of the
-// features, then scales per node: coef holds (1, s, 1 / s) for each node.
+// step W [h, features, features * s, features / s] is one product of [features, h] with the
+// weights rearranged into three blocks of d columns (h only in the first), then a sum of the
+// blocks scaled per node: coef holds (1, s, 1 / s) for each node.
 constexpr char kFusedPnaAggregation[] = R"(
   aggregate = ops.grail.rspmm(h, w, boundary, ptr, edges, order, "sum,sum_sq,max,min")
   mean = aggregate[0] / count
   std = (aggregate[1] / count - mean * mean).clamp(min=1e-6).sqrt()
-  features = torch.stack([mean.view(v, columns, d), aggregate[2].view(v, columns, d), aggregate[3].view(v, columns, d), std.view(v, columns, d)], 2).view(-1, 4 * d)
-  weight = self.combine_w_$L[d:].view(3, 4 * d, d).permute(1, 0, 2).reshape(4 * d, 3 * d)
-  mixed = (torch.matmul(features, weight).view(v, columns, 3, d) * coef).sum(2).view(-1, d)
-  out = torch.matmul(h.view(-1, d), self.combine_w_$L[:d]) + mixed + self.combine_b_$L
+  features = torch.stack([mean.view(v, columns, d), aggregate[2].view(v, columns, d), aggregate[3].view(v, columns, d), std.view(v, columns, d), h.view(v, columns, d)], 2).view(-1, 5 * d)
+  on_features = self.combine_w_$L[d:].view(3, 4 * d, d).permute(1, 0, 2).reshape(4 * d, 3 * d)
+  on_state = torch.cat([self.combine_w_$L[:d], torch.zeros([d, 2 * d], dtype=h.dtype, device=h.device)], 1)
+  weight = torch.cat([on_features, on_state], 0)
+  out = (torch.matmul(features, weight).view(v, columns, 3, d) * coef).sum(2).view(-1, d) + self.combine_b_$L
 )";
 constexpr char kFusedLayerNorm[] = R"(
   out = torch.layer_norm(out, [d], self.norm_w_$L, self.norm_b_$L, 1e-5)
