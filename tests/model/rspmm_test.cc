@@ -124,7 +124,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{torch::kDouble, 64, {"min", "sum"}},
                       Case{torch::kFloat, 1, {"sum", "sum_sq", "max", "min"}},
                       Case{torch::kFloat, 64, {"sum", "sum_sq", "max", "min"}},
-                      Case{torch::kFloat, 64, {"sum"}}));
+                      Case{torch::kFloat, 64, {"sum"}}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string name = info.param.dtype == torch::kDouble ? "Double" : "Float";
+      name += "Queries" + std::to_string(info.param.queries);
+      for (const std::string& r : info.param.reduce) name += r == "sum_sq" ? "SumSq" : r;
+      return name;
+    });
 
 TEST(RspmmTest, TiesShareTheGradientAsScatterReduceDoes) {
   // Node 2 receives two equal messages (h rows equal, same relation) and init equal to them.
