@@ -20,6 +20,20 @@ constexpr int kThreads = 256;
 constexpr int kSumBit = 1 << kSum, kSumSqBit = 1 << kSumSq, kMaxBit = 1 << kMax,
               kMinBit = 1 << kMin;
 
+// The graph is checked on the host once (model/ops/rspmm.cc); the kernels skip an index out
+// of range besides, so no graph, however changed since, reads or writes outside the tensors.
+__device__ bool InRange(int64_t x, int64_t n) {
+  return static_cast<uint64_t>(x) < static_cast<uint64_t>(n);
+}
+
+// Row v's edges [begin, end), clamped to [0, E).
+__device__ void RowEdges(const int64_t* ptr, int64_t v, int64_t num_edges, int64_t* begin,
+                         int64_t* end) {
+  const int64_t b = ptr[v], e = ptr[v + 1];
+  *begin = b < 0 ? 0 : (b > num_edges ? num_edges : b);
+  *end = e < *begin ? *begin : (e > num_edges ? num_edges : e);
+}
+
 __host__ int64_t Blocks(int64_t work) {
   const int64_t blocks = (work + kThreads - 1) / kThreads;
   return blocks < 1 ? 1 : (blocks > (int64_t{1} << 30) ? (int64_t{1} << 30) : blocks);
@@ -34,7 +48,10 @@ __global__ void ForwardKernel(RspmmForwardArgs<T> a) {
     const int64_t v = i / F, f = i - v * F;
     const T x = a.init[i];
     T s = x, q = x * x, hi = x, lo = x;
-    for (int64_t e = g.dst_ptr[v]; e < g.dst_ptr[v + 1]; ++e) {
+    int64_t begin, end;
+    RowEdges(g.dst_ptr, v, g.num_edges, &begin, &end);
+    for (int64_t e = begin; e < end; ++e) {
+      if (!InRange(g.src[e], g.num_nodes) || !InRange(g.rel[e], a.num_relations)) continue;
       const T m = a.h[g.src[e] * F + f] * a.w[g.rel[e] * F + f];
       if constexpr ((kMask & kSumBit) != 0) s += m;
       if constexpr ((kMask & kSumSqBit) != 0) q += m * m;
@@ -64,7 +81,10 @@ __global__ void TieKernel(RspmmBackwardArgs<T> a) {
       if ((kMask & (1 << k)) == 0) continue;
       const T out = a.out[k][i];
       T count = x == out ? T(1) : T(0);
-      for (int64_t e = g.dst_ptr[v]; e < g.dst_ptr[v + 1]; ++e) {
+      int64_t begin, end;
+      RowEdges(g.dst_ptr, v, g.num_edges, &begin, &end);
+      for (int64_t e = begin; e < end; ++e) {
+        if (!InRange(g.src[e], g.num_nodes) || !InRange(g.rel[e], a.num_relations)) continue;
         count += a.h[g.src[e] * F + f] * a.w[g.rel[e] * F + f] == out ? T(1) : T(0);
       }
       const T share = a.grad[k][i] / count;  // out is init or a message: count >= 1
@@ -84,8 +104,14 @@ __global__ void SourceKernel(RspmmBackwardArgs<T> a) {
     const int64_t u = i / F, f = i - u * F;
     const T hu = a.h[i];
     T gh = 0;
-    for (int64_t k = g.src_ptr[u]; k < g.src_ptr[u + 1]; ++k) {
+    int64_t begin, end;
+    RowEdges(g.src_ptr, u, g.num_edges, &begin, &end);
+    for (int64_t k = begin; k < end; ++k) {
       const int64_t e = g.src_order[k];
+      if (!InRange(e, g.num_edges) || !InRange(g.dst[e], g.num_nodes) ||
+          !InRange(g.rel[e], a.num_relations)) {
+        continue;
+      }
       const int64_t at = g.dst[e] * F + f, wat = g.rel[e] * F + f;
       const T wr = a.w[wat];
       const T m = hu * wr;

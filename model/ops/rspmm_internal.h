@@ -5,6 +5,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <deque>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -32,6 +35,35 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardWith(
     const RspmmKernels& kernels, at::TensorList grad, const at::Tensor& h, const at::Tensor& w,
     const at::Tensor& init, at::TensorList out, const at::Tensor& ptr, const at::Tensor& edges,
     const at::Tensor& src_order, const std::string& reduce);
+
+// Graphs already checked, while their three tensors live unchanged (the same storage,
+// offset, size and version counter), for the devices where a check waits for the device.
+// A graph changed where no version counts it (through `.data`, or in place in inference mode)
+// is not checked again: the CUDA kernels skip any index out of range besides, so such a graph
+// gives wrong sums but never reads or writes outside the tensors.
+class CheckedGraphs {
+ public:
+  bool Contains(const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& src_order,
+                int64_t num_nodes, int64_t num_relations) const;
+  void Add(const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& src_order,
+           int64_t num_nodes, int64_t num_relations);
+
+ private:
+  static constexpr size_t kRecent = 4;  // a few graphs in turn (a step's, validation's)
+  struct Stamp {
+    explicit Stamp(const at::Tensor& t);
+    bool Matches(const at::Tensor& t) const;
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    int64_t offset = 0, numel = 0, version = 0;
+  };
+  struct Graph {
+    Stamp ptr, edges, order;
+    c10::Device device;
+    int64_t num_nodes, num_relations;
+  };
+  mutable std::mutex mu_;
+  std::deque<Graph> recent_;  // newest first
+};
 
 }  // namespace grail::ops
 

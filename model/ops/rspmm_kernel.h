@@ -38,7 +38,8 @@ struct RelationalCsr {
 template <typename T>
 struct RspmmForwardArgs {
   RelationalCsr graph;
-  int64_t features = 0;  // F
+  int64_t num_relations = 0;  // R
+  int64_t features = 0;       // F
   const T* h = nullptr;
   const T* w = nullptr;
   const T* init = nullptr;

@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/ops/rspmm_internal.h"
 
 namespace grail::ops {
 namespace {
@@ -200,6 +201,34 @@ TEST(RspmmTest, RelationalGraphSortsByDestinationStablyAndListsEachSourcesEdges)
       EXPECT_EQ(edges[0][order[i].item<int64_t>()].item<int64_t>(), v);
     }
   }
+}
+
+// A device graph is checked once while it lives unchanged: what the cache of checked graphs
+// answers for the same, a changed, a freed and a differently sized graph.
+TEST(RspmmTest, AGraphIsCheckedAgainOnceChangedFreedOrUsedWithOtherSizes) {
+  CheckedGraphs checked;
+  const EdgeList g = RandomGraph(30, 200, 4, 5);
+  auto [ptr, edges, order] = RelationalGraph(g.src, g.rel, g.dst, g.nodes);
+  EXPECT_FALSE(checked.Contains(ptr, edges, order, g.nodes, 4));
+  checked.Add(ptr, edges, order, g.nodes, 4);
+  EXPECT_TRUE(checked.Contains(ptr, edges, order, g.nodes, 4));
+  EXPECT_FALSE(checked.Contains(ptr, edges, order, g.nodes + 1, 4));
+  EXPECT_FALSE(checked.Contains(ptr, edges, order, g.nodes, 3));
+  EXPECT_FALSE(checked.Contains(ptr, edges.clone(), order, g.nodes, 4));
+  EXPECT_FALSE(checked.Contains(ptr, edges.narrow(1, 0, 100), order.narrow(0, 0, 100), g.nodes, 4));
+  edges[1][0].fill_(1000);  // in place: the version counter moves
+  EXPECT_FALSE(checked.Contains(ptr, edges, order, g.nodes, 4));
+  checked.Add(ptr, edges, order, g.nodes, 4);
+  EXPECT_TRUE(checked.Contains(ptr, edges, order, g.nodes, 4));
+
+  // A freed graph's entry never answers for a new one, wherever its memory lands.
+  for (int i = 0; i < 8; ++i) {
+    auto [p, e, o] = RelationalGraph(g.src, g.rel, g.dst, g.nodes);
+    EXPECT_FALSE(checked.Contains(p, e, o, g.nodes, 4)) << i;
+    checked.Add(p, e, o, g.nodes, 4);
+  }
+  // The cache keeps a few graphs: the first has gone by now.
+  EXPECT_FALSE(checked.Contains(ptr, edges, order, g.nodes, 4));
 }
 
 TEST(RspmmTest, BadArgumentsAreRefusedWithWhatIsWrong) {
