@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -184,16 +185,25 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     run.order_random().Shuffle(order);
     double step_loss = 0;
-    PathBatch batch;
-    std::vector<PathQuery> queries;
-    std::vector<std::vector<EntityId>> candidate_lists;  // per query: the answer, then negatives
-    std::vector<int64_t> gather;
-    for (size_t begin = progress.next; begin < order.size(); begin += options.batch_size) {
-      const size_t end = std::min(order.size(), begin + options.batch_size);
-      const size_t tails = begin + (end - begin + 1) / 2;  // the first half asks for tails
-      queries.clear();
-      candidate_lists.clear();
-      for (size_t i = begin; i < end; ++i) {
+    // A step's input, made on the host: its queries' batch and where each candidate's score
+    // lies among the pass's outputs. The next step's is made on another thread while this one
+    // runs (on a GPU the host's part was most of a step); the inputs are made one after
+    // another in step order, drawing negatives from the one generator in turn, so the run is
+    // the same as when each is made just before its step.
+    struct StepInput {
+      absl::Status status;
+      PathBatch batch;
+      std::vector<int64_t> gather;
+      size_t end = 0;
+    };
+    const int64_t candidates = 1 + options.negatives;
+    auto make_input = [&](size_t begin) {
+      StepInput in;
+      in.end = std::min(order.size(), begin + options.batch_size);
+      const size_t tails = begin + (in.end - begin + 1) / 2;  // the first half asks for tails
+      std::vector<PathQuery> queries;
+      std::vector<std::vector<EntityId>> candidate_lists;  // per query: answer, then negatives
+      for (size_t i = begin; i < in.end; ++i) {
         const Triple& f = positives[order[i]];
         const bool tail = i < tails;
         PathQuery query;
@@ -222,22 +232,40 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         queries.push_back(std::move(query));
         candidate_lists.push_back(std::move(candidates));
       }
-      if (queries.empty()) continue;
-      if (absl::Status s = builder.Build(neighbourhood, queries, &batch); !s.ok()) return s;
-      const int64_t candidates = 1 + options.negatives;
-      gather.clear();
-      for (int64_t q = 0; q < batch.num_queries(); ++q) {
-        for (EntityId e : candidate_lists[q]) gather.push_back(batch.NodeOf(q, e));
+      if (queries.empty()) return in;
+      in.status = builder.Build(neighbourhood, queries, &in.batch);
+      if (!in.status.ok()) return in;
+      for (int64_t q = 0; q < in.batch.num_queries(); ++q) {
+        for (EntityId e : candidate_lists[q]) in.gather.push_back(in.batch.NodeOf(q, e));
       }
       // Entities beyond a query's neighbourhood read its far score, after all node scores.
-      for (size_t k = 0; k < gather.size(); ++k) {
-        if (gather[k] < 0) gather[k] = batch.num_nodes() + static_cast<int64_t>(k) / candidates;
+      for (size_t k = 0; k < in.gather.size(); ++k) {
+        if (in.gather[k] < 0) {
+          in.gather[k] = in.batch.num_nodes() + static_cast<int64_t>(k) / candidates;
+        }
       }
+      return in;
+    };
+    std::future<StepInput> next;
+    if (static_cast<size_t>(progress.next) < order.size()) {
+      next = std::async(std::launch::async, make_input, static_cast<size_t>(progress.next));
+    }
+    while (next.valid()) {
+      StepInput in = next.get();
+      if (!in.status.ok()) return in.status;
+      const size_t end = in.end;
+      // The generator as this step leaves it, before the next step's draws: what a checkpoint
+      // taken after this step holds.
+      const SeededRandom random_after_step = negative_random;
+      if (end < order.size()) next = std::async(std::launch::async, make_input, end);
+      if (in.gather.empty()) continue;
+      const PathBatch& batch = in.batch;
       try {
         auto [node, far] = PathForward(path, batch);
-        torch::Tensor logits = torch::cat({node, far})
-                                   .index_select(0, torch::tensor(gather, torch::kInt64).to(node.device()))
-                                   .view({-1, candidates});
+        torch::Tensor logits =
+            torch::cat({node, far})
+                .index_select(0, torch::tensor(in.gather, torch::kInt64).to(node.device()))
+                .view({-1, candidates});
         torch::Tensor target = torch::zeros_like(logits);
         target.select(1, 0).fill_(1);
         torch::Tensor loss =
@@ -270,7 +298,11 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       if (options.checkpoint_every_steps > 0 && end < order.size() &&
           progress.steps % options.checkpoint_every_steps == 0) {
         progress.seconds = seconds;
-        if (absl::Status s = run.CheckpointWithin(progress, order_at_start); !s.ok()) return s;
+        next.wait();  // the next input's draws are made: set them aside while saving
+        const SeededRandom ahead = std::exchange(negative_random, random_after_step);
+        const absl::Status s = run.CheckpointWithin(progress, order_at_start);
+        negative_random = ahead;
+        if (!s.ok()) return s;
       }
       if (options.max_steps > 0 && progress.steps >= options.max_steps) {
         if (on_epoch) {
