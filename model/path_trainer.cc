@@ -196,7 +196,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       std::vector<int64_t> gather;
       size_t end = 0;
     };
-    const int64_t candidates = 1 + options.negatives;
+    const int64_t per_query = 1 + options.negatives;  // the answer, then the negatives
     auto make_input = [&](size_t begin) {
       StepInput in;
       in.end = std::min(order.size(), begin + options.batch_size);
@@ -241,7 +241,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       // Entities beyond a query's neighbourhood read its far score, after all node scores.
       for (size_t k = 0; k < in.gather.size(); ++k) {
         if (in.gather[k] < 0) {
-          in.gather[k] = in.batch.num_nodes() + static_cast<int64_t>(k) / candidates;
+          in.gather[k] = in.batch.num_nodes() + static_cast<int64_t>(k) / per_query;
         }
       }
       return in;
@@ -265,7 +265,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         torch::Tensor logits =
             torch::cat({node, far})
                 .index_select(0, torch::tensor(in.gather, torch::kInt64).to(node.device()))
-                .view({-1, candidates});
+                .view({-1, per_query});
         torch::Tensor target = torch::zeros_like(logits);
         target.select(1, 0).fill_(1);
         torch::Tensor loss =

@@ -39,26 +39,17 @@ namespace {
 
 constexpr int64_t kColumnBlock = 4096;  // columns per work item (wider rows are split)
 constexpr int64_t kInnerBlock = 256;    // columns reduced together within a row
-constexpr int kSumBit = 1 << kSum, kSumSqBit = 1 << kSumSq, kMaxBit = 1 << kMax,
-              kMinBit = 1 << kMin;
-
 // The reductions a kernel computes: kMask when the kernel is specialised for them (the sum
 // and all four, what the path model asks for: the branches fold away and the loops
 // vectorise as written), else read from which outputs (forward) or gradients (backward) are
 // given, for any other combination.
 template <int kMask, typename T>
 int MaskOf(const RspmmForwardArgs<T>& a) {
-  if constexpr (kMask != 0) return kMask;
-  int mask = 0;
-  for (int k = 0; k < kNumReductions; ++k) mask |= a.out[k] != nullptr ? 1 << k : 0;
-  return mask;
+  return kMask != 0 ? kMask : GivenMask(a.out);
 }
 template <int kMask, typename T>
 int MaskOf(const RspmmBackwardArgs<T>& a) {
-  if constexpr (kMask != 0) return kMask;
-  int mask = 0;
-  for (int k = 0; k < kNumReductions; ++k) mask |= a.grad[k] != nullptr ? 1 << k : 0;
-  return mask;
+  return kMask != 0 ? kMask : GivenMask(a.grad);
 }
 
 // Bounds of `parts` ranges of rows [0, V) of about equal cost ptr[v + 1] - ptr[v] + 1.

@@ -17,9 +17,6 @@ namespace grail::ops {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kSumBit = 1 << kSum, kSumSqBit = 1 << kSumSq, kMaxBit = 1 << kMax,
-              kMinBit = 1 << kMin;
-
 // The graph is checked on the host once (model/ops/rspmm.cc); the kernels skip an index out
 // of range besides, so no graph, however changed since, reads or writes outside the tensors.
 __device__ bool InRange(int64_t x, int64_t n) {
@@ -166,8 +163,7 @@ const char* LastError() {
 
 template <typename T>
 const char* RspmmForwardCuda(const RspmmForwardArgs<T>& args, void* stream) {
-  int mask = 0;
-  for (int k = 0; k < kNumReductions; ++k) mask |= args.out[k] != nullptr ? 1 << k : 0;
+  const int mask = GivenMask(args.out);
   const int64_t cells = args.graph.num_nodes * args.features;
   if (cells == 0) return nullptr;
   const auto s = static_cast<cudaStream_t>(stream);
@@ -179,8 +175,7 @@ const char* RspmmForwardCuda(const RspmmForwardArgs<T>& args, void* stream) {
 
 template <typename T>
 const char* RspmmBackwardCuda(const RspmmBackwardArgs<T>& args, void* stream) {
-  int mask = 0;
-  for (int k = 0; k < kNumReductions; ++k) mask |= args.grad[k] != nullptr ? 1 << k : 0;
+  const int mask = GivenMask(args.grad);
   const int64_t cells = args.graph.num_nodes * args.features;
   if (cells == 0) return nullptr;
   const auto s = static_cast<cudaStream_t>(stream);

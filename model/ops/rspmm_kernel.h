@@ -23,6 +23,17 @@ namespace grail::ops {
 
 // The reductions, as bits of a mask and as indices into RspmmOutputs' arrays.
 enum Reduction : int { kSum = 0, kSumSq = 1, kMax = 2, kMin = 3, kNumReductions = 4 };
+constexpr int kSumBit = 1 << kSum, kSumSqBit = 1 << kSumSq, kMaxBit = 1 << kMax,
+              kMinBit = 1 << kMin;
+
+// The reductions whose arrays are given (not null), as a mask of the bits above: the outputs
+// of a forward, the gradients of a backward.
+template <typename P>
+constexpr int GivenMask(P* const (&given)[kNumReductions]) {
+  int mask = 0;
+  for (int k = 0; k < kNumReductions; ++k) mask |= given[k] != nullptr ? 1 << k : 0;
+  return mask;
+}
 
 struct RelationalCsr {
   int64_t num_nodes = 0;
