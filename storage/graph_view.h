@@ -7,6 +7,9 @@
 #define GRAIL_STORAGE_GRAPH_VIEW_H_
 
 #include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "storage/ids.h"
@@ -29,6 +32,9 @@ struct Neighbor {
 // Implementations are immutable for as long as a caller holds them (a snapshot), so all
 // methods are safe to call from many threads at once, and returned spans stay valid for
 // the lifetime of the view.
+// The pairs of relation sides that meet at some entity (storage/relation_sides.h).
+using RelationSidePairs = std::vector<std::pair<uint32_t, uint32_t>>;
+
 class GraphView {
  public:
   virtual ~GraphView() = default;
@@ -49,6 +55,9 @@ class GraphView {
   // Rare in knowledge graphs, and the only facts an entity can have that make its enclosing
   // subgraph with a distant entity differ from another's, so rankings need them listed.
   virtual absl::Span<const EntityId> SelfLoopEntities() const = 0;
+  // Which relations meet at an entity, and on which side (storage/relation_sides.h): what a
+  // graph of relations is built from. Never null.
+  virtual std::shared_ptr<const RelationSidePairs> SidePairs() const = 0;
 
   // Whether `head --relation--> tail` is a fact. Ids beyond the graph are simply absent.
   bool HasFact(EntityId head, RelationId relation, EntityId tail) const;

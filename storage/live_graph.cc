@@ -25,6 +25,7 @@ LiveGraph::LiveGraph() : entity_names_(std::make_shared<NameTable>()) {
   empty->relations_ = std::make_shared<const Vocabulary>();
   empty->self_loops_ = std::make_shared<const std::vector<EntityId>>();
   empty->removed_ = std::make_shared<const std::vector<EntityId>>();
+  empty->side_pairs_ = std::make_shared<const RelationSidePairs>();
   current_ = std::move(empty);
 }
 
@@ -84,6 +85,7 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
     }
   }
   next->num_facts_ = base->num_facts_ + added - removed;
+  UpdateSidePairs(delta, *base, next.get());
 
   next->removed_ = base->removed_;
   if (!delta.removed_entities.empty() || !delta.revived_entities.empty()) {
@@ -106,6 +108,33 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
   // `previous` (the old version) is released here, outside the lock: if no reader holds
   // it, freeing the nodes it alone owned must not delay readers taking snapshots.
   return added;
+}
+
+void LiveGraph::UpdateSidePairs(const GraphDelta& delta, const GraphSnapshot& base,
+                                GraphSnapshot* next) {
+  std::vector<EntityId> touched;
+  touched.reserve(2 * (delta.facts.size() + delta.removed_facts.size()));
+  for (const auto* facts : {&delta.facts, &delta.removed_facts}) {
+    for (const Triple& t : *facts) {
+      touched.push_back(t.head);
+      touched.push_back(t.tail);
+    }
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  std::vector<uint32_t> before, after;
+  for (EntityId e : touched) {
+    if (e < base.num_entities_) {
+      EntitySides(base.adjacency_.OutEdges(e), base.adjacency_.InEdges(e), &before);
+    } else {
+      before.clear();
+    }
+    EntitySides(next->adjacency_.OutEdges(e), next->adjacency_.InEdges(e), &after);
+    side_counts_.Update(before, after);
+  }
+  next->side_pairs_ = side_counts_.changed()
+                          ? std::make_shared<const RelationSidePairs>(side_counts_.Pairs())
+                          : base.side_pairs_;
 }
 
 LiveGraph::MemoryUsage LiveGraph::ApproximateMemoryUsage() const {

@@ -27,6 +27,7 @@
 #include "storage/graph_view.h"
 #include "storage/ids.h"
 #include "storage/name_table.h"
+#include "storage/relation_sides.h"
 #include "storage/vocabulary.h"
 
 namespace grail {
@@ -45,6 +46,7 @@ class GraphSnapshot final : public GraphView {
   // Requires e < num_entities().
   absl::Span<const Neighbor> InEdges(EntityId e) const override { return adjacency_.InEdges(e); }
   absl::Span<const EntityId> SelfLoopEntities() const override { return *self_loops_; }
+  std::shared_ptr<const RelationSidePairs> SidePairs() const override { return side_pairs_; }
 
   // The number of chunks this version contains (the store's sequence number).
   uint64_t sequence() const { return sequence_; }
@@ -94,6 +96,9 @@ class GraphSnapshot final : public GraphView {
   std::shared_ptr<const std::vector<EntityId>> self_loops_;
   // Likewise for the removed entities (copied by a chunk that removes or revives one).
   std::shared_ptr<const std::vector<EntityId>> removed_;
+  // Shared by the versions between two chunks that make a pair of relation sides meet or
+  // part (rare once a graph's relations have met).
+  std::shared_ptr<const RelationSidePairs> side_pairs_;
 };
 
 // What one chunk changes in the graph, with ids already assigned by the store.
@@ -149,8 +154,13 @@ class LiveGraph {
   MemoryUsage ApproximateMemoryUsage() const;
 
  private:
+  // Sets next's relation side pairs from the entities the delta touches.
+  void UpdateSidePairs(const GraphDelta& delta, const GraphSnapshot& base, GraphSnapshot* next);
+
   // Written only by Apply() (one at a time); Apply() reads it without the lock.
   std::shared_ptr<NameTable> entity_names_;
+  // Entities per pair of relation sides; written only by Apply().
+  RelationSideCounts side_counts_;
   mutable std::mutex mu_;
   // Guarded by mu_ for readers; the writer swaps it under mu_.
   std::shared_ptr<const GraphSnapshot> current_;

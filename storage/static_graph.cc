@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "storage/relation_sides.h"
+
 namespace grail {
 namespace {
 
@@ -49,6 +51,7 @@ StaticGraph::StaticGraph(uint32_t num_entities, absl::Span<const Triple> facts)
   }
   std::sort(self_loops_.begin(), self_loops_.end());
   self_loops_.erase(std::unique(self_loops_.begin(), self_loops_.end()), self_loops_.end());
+  side_pairs_ = std::make_shared<const RelationSidePairs>(ComputeRelationSidePairs(*this));
 }
 
 std::vector<Triple> StaticGraph::Facts() const {

@@ -5,6 +5,7 @@
 #define GRAIL_STORAGE_STATIC_GRAPH_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -31,6 +32,7 @@ class StaticGraph final : public GraphView {
     return {in_.data() + in_offsets_[e], in_offsets_[e + 1] - in_offsets_[e]};
   }
   absl::Span<const EntityId> SelfLoopEntities() const override { return self_loops_; }
+  std::shared_ptr<const RelationSidePairs> SidePairs() const override { return side_pairs_; }
 
   // Every fact, sorted by (head, relation, tail).
   std::vector<Triple> Facts() const;
@@ -43,6 +45,7 @@ class StaticGraph final : public GraphView {
   std::vector<Neighbor> out_;
   std::vector<Neighbor> in_;
   std::vector<EntityId> self_loops_;
+  std::shared_ptr<const RelationSidePairs> side_pairs_ = std::make_shared<RelationSidePairs>();
 };
 
 }  // namespace grail

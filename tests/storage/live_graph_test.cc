@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "storage/adjacency_tree.h"
 #include "storage/name_table.h"
+#include "storage/relation_sides.h"
 #include "storage/static_graph.h"
 
 namespace grail {
@@ -295,6 +296,57 @@ TEST(LiveGraphTest, MemoryUsageGrowsWithTheGraph) {
   EXPECT_GE(usage.adjacency_bytes, 2 * sizeof(Neighbor));
   EXPECT_GE(usage.entity_name_bytes, 2 * sizeof(std::string));
   EXPECT_GE(usage.relation_name_bytes, sizeof(std::string));
+}
+
+// The pairs of relation sides a snapshot lists are the ones its facts make meet, after any
+// mix of additions and removals, and a snapshot keeps the pairs of its own version.
+TEST(LiveGraphTest, RelationSidePairsFollowAdditionsAndRemovals) {
+  LiveGraph graph;
+  std::vector<std::string> names;
+  for (int i = 0; i < 60; ++i) names.push_back("e" + std::to_string(i));
+  graph.Apply(Delta(names, {"r0", "r1", "r2", "r3", "r4"}, {}, 1));
+  std::mt19937_64 rng(7);
+  std::vector<Triple> held;
+  std::shared_ptr<const GraphSnapshot> early;
+  RelationSidePairs early_pairs;
+  for (uint64_t seq = 2; seq < 40; ++seq) {
+    GraphDelta delta;
+    delta.sequence = seq;
+    delta.facts = RandomFacts(60, 6, seq);
+    for (size_t i = 0; i < 3 && !held.empty(); ++i) {
+      delta.removed_facts.push_back(held[rng() % held.size()]);
+    }
+    graph.Apply(delta);
+    held.insert(held.end(), delta.facts.begin(), delta.facts.end());
+    const auto snapshot = graph.Snapshot();
+    std::vector<Triple> facts;
+    for (EntityId e = 0; e < snapshot->num_entities(); ++e) {
+      for (const Neighbor& n : snapshot->OutEdges(e)) facts.push_back({e, n.relation, n.entity});
+    }
+    held = facts;
+    const StaticGraph expected(snapshot->num_entities(), facts);
+    EXPECT_EQ(*snapshot->SidePairs(), ComputeRelationSidePairs(expected)) << "sequence " << seq;
+    EXPECT_EQ(*snapshot->SidePairs(), *expected.SidePairs());
+    if (seq == 5) {
+      early = snapshot;
+      early_pairs = *snapshot->SidePairs();
+    }
+  }
+  EXPECT_EQ(*early->SidePairs(), early_pairs);
+}
+
+TEST(LiveGraphTest, RelationSidesMeetOnlyWhereAnEntityHoldsBoth) {
+  LiveGraph graph;
+  // a -r-> b, b -s-> c: b is the tail of r and the head of s.
+  graph.Apply(Delta({"a", "b", "c"}, {"r", "s"}, {{0, 0, 1}, {1, 1, 2}}, 1));
+  const uint32_t rh = HeadSide(0), rt = TailSide(0), sh = HeadSide(1), st = TailSide(1);
+  EXPECT_EQ(*graph.Snapshot()->SidePairs(),
+            (RelationSidePairs{{rh, rh}, {rt, rt}, {rt, sh}, {sh, sh}, {st, st}}));
+  GraphDelta remove;
+  remove.sequence = 2;
+  remove.removed_facts = {{1, 1, 2}};
+  graph.Apply(remove);
+  EXPECT_EQ(*graph.Snapshot()->SidePairs(), (RelationSidePairs{{rh, rh}, {rt, rt}}));
 }
 
 }  // namespace
