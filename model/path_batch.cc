@@ -22,6 +22,8 @@ void PathBatch::Clear() {
     v->clear();
   }
   columns = 1;
+  graph_relations = 0;
+  side_pairs = nullptr;
   sorted_nodes_.clear();
 }
 
@@ -46,6 +48,10 @@ void PathBatch::Append(const PathBatch& other) {
   }
   for (const auto& [entity, node] : other.sorted_nodes_) {
     sorted_nodes_.emplace_back(entity, node + nodes);
+  }
+  if (side_pairs == nullptr) {
+    side_pairs = other.side_pairs;
+    graph_relations = other.graph_relations;
   }
 }
 
@@ -368,6 +374,7 @@ absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const Path
   if (status.ok()) {
     AppendNodes(q, batch);
     AppendEdges(spec, batch->num_queries() - 1, others_begin, batch);
+    SetRelationGraph(spec, batch);
   }
   ResetLocal();
   left_out_.Clear(source_marks_);
@@ -426,7 +433,14 @@ absl::Status PathBatchBuilder::Build(const PathNeighbourhoodSpec& spec,
     }
   }
   left_out_.Clear(source_marks_);
+  SetRelationGraph(spec, batch);
   return absl::OkStatus();
+}
+
+void PathBatchBuilder::SetRelationGraph(const PathNeighbourhoodSpec& spec, PathBatch* batch) {
+  if (!spec.relation_graph) return;
+  batch->graph_relations = spec.num_relations;
+  batch->side_pairs = spec.graph->SidePairs();
 }
 
 void PathBatchBuilder::Share(const PathNeighbourhoodSpec& spec, PathBatch* batch) {

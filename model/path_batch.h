@@ -17,6 +17,7 @@
 #define GRAIL_MODEL_PATH_BATCH_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -82,6 +83,11 @@ struct PathBatch {
   std::vector<int64_t> query_relation;  // in [0, 2R)
   std::vector<int64_t> node_begin;      // nodes of query q: [node_begin[q], node_begin[q + 1])
   std::vector<int64_t> edge_begin;      // disjoint: edges of query q
+  // For a model whose relation vectors come from the graph of relations (ULTRA,
+  // model/relation_graph.h): the graph's relation count R and which of its relation sides
+  // meet, set from the spec's graph when the spec asks (PathNeighbourhoodSpec).
+  int64_t graph_relations = 0;
+  std::shared_ptr<const RelationSidePairs> side_pairs;
 
   int64_t num_queries() const { return static_cast<int64_t>(source_index.size()); }
   int64_t num_nodes() const { return static_cast<int64_t>(node_entity.size()); }
@@ -157,6 +163,8 @@ struct PathNeighbourhoodSpec {
   // The layouts the model's forward takes (PathBatch): kDisjoint only, or both, the cheaper
   // chosen (kCheaper, or kShared to force it).
   PathLayout layout = PathLayout::kDisjoint;
+  // Whether batches carry the graph's relation side pairs (PathBatch::side_pairs).
+  bool relation_graph = false;
 };
 
 // The cost rule of PathBatchBuilder::Build, in units of one node's update (the combine step
@@ -244,6 +252,8 @@ class PathBatchBuilder {
   // edge among the union of its queries' nodes.
   void Share(const PathNeighbourhoodSpec& spec, PathBatch* batch);
   void ResetLocal();
+  // Sets the batch's relation graph inputs when the spec asks for them.
+  static void SetRelationGraph(const PathNeighbourhoodSpec& spec, PathBatch* batch);
 };
 
 }  // namespace grail

@@ -84,7 +84,7 @@ absl::StatusOr<std::vector<float>> ScorePathFacts(const PathModel& model, const 
   for (size_t i = 0; i < facts.size(); ++i) {
     const Triple& f = facts[i];
     const int32_t r = relations.empty()
-                          ? (static_cast<int32_t>(f.relation) < model.num_relations()
+                          ? (static_cast<int32_t>(f.relation) < model.NumRelations(graph)
                                  ? static_cast<int32_t>(f.relation)
                                  : -1)
                           : (f.relation < relations.size() ? relations[f.relation] : -1);
@@ -110,7 +110,7 @@ absl::StatusOr<EvaluationResult> EvaluatePath(const PathModel& model, const Grap
                                               absl::Span<const Triple> test,
                                               const PathEvaluationOptions& options) {
   return EvaluateRankingQueries(
-      graph, relations, model.num_relations(), test, options,
+      graph, relations, model.NumRelations(graph), test, options,
       [&](absl::Span<const RankingQuery> queries,
           const std::function<void(size_t, const QueryScores&)>& read) {
         std::vector<PathQuery> path_queries;

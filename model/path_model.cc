@@ -12,6 +12,7 @@
 #include "model/ops/rspmm.h"
 #include "model/path_module.h"
 #include "model/torch_util.h"
+#include "model/ultra_module.h"
 #include "torch/csrc/jit/frontend/resolver.h"
 #include "torch/csrc/jit/frontend/sugared_value.h"
 #include "torch/version.h"  // TORCH_VERSION_MAJOR
@@ -276,6 +277,23 @@ absl::Status ValidateConfig(const PathConfig& c, size_t num_relations) {
   if (!(c.pna_delta > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("pna_delta must be > 0, got ", c.pna_delta));
   }
+  if (c.relation_graph) {
+    if (c.relation_layers < 1 || c.relation_layers > 16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("relation layers must be in [1, 16], got ", c.relation_layers));
+    }
+    if (c.pna || c.reach_mask || c.reach_feature ||
+        c.message_passing != PathMessagePassing::kFused) {
+      return absl::InvalidArgumentError(
+          "a relation-graph (ULTRA) model sums its messages over the fused operator, with no "
+          "reach mask or feature");
+    }
+    if (num_relations != 0) {
+      return absl::InvalidArgumentError(
+          "a relation-graph (ULTRA) model has no relation vocabulary");
+    }
+    return absl::OkStatus();
+  }
   if (num_relations == 0) return absl::InvalidArgumentError("the relation vocabulary is empty");
   if (c.pna && c.message_passing == PathMessagePassing::kPerEdge) {
     SilenceScatterReduceBetaWarning();
@@ -317,8 +335,11 @@ void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& rel
                         torch::jit::Module& m) {
   m.register_attribute(
       "format", c10::StringType::get(),
-      std::string(c.message_passing == PathMessagePassing::kFused ? kPathModelFormat
-                                                                  : kPathModelFormatPerEdge));
+      std::string(c.relation_graph                                  ? kUltraModelFormat
+                  : c.message_passing == PathMessagePassing::kFused ? kPathModelFormat
+                                                                    : kPathModelFormatPerEdge));
+  m.register_attribute("relation_layers", c10::IntType::get(),
+                       static_cast<int64_t>(c.relation_graph ? c.relation_layers : 0));
   m.register_attribute("num_layers", c10::IntType::get(), static_cast<int64_t>(c.num_layers));
   m.register_attribute("dim", c10::IntType::get(), static_cast<int64_t>(c.dim));
   m.register_attribute("pna", c10::BoolType::get(), c.pna);
@@ -367,7 +388,11 @@ absl::StatusOr<torch::jit::Module> BuildModule(const PathConfig& c,
                                                const torch::Device& device) {
   torch::jit::Module m("PathModel");
   RegisterAttributes(c, relations, m);
-  RegisterParameters(c, static_cast<int64_t>(relations.size()), m);
+  if (c.relation_graph) {
+    RegisterUltraParameters(c, m);
+  } else {
+    RegisterParameters(c, static_cast<int64_t>(relations.size()), m);
+  }
   if (parameters != nullptr) {
     torch::NoGradGuard no_grad;
     for (const auto& p : m.named_parameters(/*recurse=*/false)) {
@@ -384,8 +409,9 @@ absl::StatusOr<torch::jit::Module> BuildModule(const PathConfig& c,
     }
   }
   ops::LinkRelationalOps();
-  m.define(c.message_passing == PathMessagePassing::kFused ? FusedModuleSource(c)
-                                                           : PerEdgeModuleSource(c),
+  m.define(c.relation_graph                                  ? UltraModuleSource(c)
+           : c.message_passing == PathMessagePassing::kFused ? FusedModuleSource(c)
+                                                             : PerEdgeModuleSource(c),
            std::make_shared<OperatorResolver>());
   m.to(device);
   return m;
@@ -426,14 +452,18 @@ std::pair<torch::Tensor, torch::Tensor> PathForward(PathModule& path, const Path
       source_cell.push_back(node_cell[batch.source_index[q]]);
     }
   }
-  const auto out =
-      path.module
-          .forward({Int64Tensor(batch.edge_src, device), Int64Tensor(batch.edge_dst, device),
-                    Int64Tensor(batch.edge_relation, device),
-                    Int64Tensor(dist, device).view({nodes, columns}),
-                    Int64Tensor(cell_query, device).view({nodes, columns}),
-                    Int64Tensor(source_cell, device), Int64Tensor(batch.query_relation, device)})
-          .toTuple();
+  std::vector<torch::jit::IValue> inputs = {Int64Tensor(batch.edge_src, device),
+                                            Int64Tensor(batch.edge_dst, device),
+                                            Int64Tensor(batch.edge_relation, device),
+                                            Int64Tensor(dist, device).view({nodes, columns}),
+                                            Int64Tensor(cell_query, device).view({nodes, columns}),
+                                            Int64Tensor(source_cell, device),
+                                            Int64Tensor(batch.query_relation, device)};
+  if (path.relation_graph) {
+    auto [src, kind, dst] = UltraRelationGraph(batch, device);
+    inputs.insert(inputs.end(), {src, kind, dst, batch.graph_relations});
+  }
+  const auto out = path.module.forward(std::move(inputs)).toTuple();
   torch::Tensor node = out->elements()[0].toTensor();
   // Scores per query node, in the batch's order.
   if (batch.shared()) node = node.index_select(0, Int64Tensor(node_cell, device));
@@ -452,7 +482,8 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
         std::make_unique<GrailModule>(GrailModule{*std::move(m), *device}), path, device_name);
     if (!grail.ok()) return grail.status();
     any.grail = *std::move(grail);
-  } else if (format == kPathModelFormat || format == kPathModelFormatPerEdge) {
+  } else if (format == kPathModelFormat || format == kPathModelFormatPerEdge ||
+             format == kUltraModelFormat) {
     absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::FromModule(
         std::make_unique<PathModule>(PathModule{*std::move(m), *device}), path, device_name);
     if (!model.ok()) return model.status();
@@ -468,9 +499,9 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
     if (!model.ok()) return model.status();
     any.fused = *std::move(model);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a ", kModelFormat, ", ",
-                                                   kPathModelFormat, ", ", kKgeModelFormat, " or ",
-                                                   kFusedModelFormat, " archive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is not a ", kModelFormat, ", ", kPathModelFormat, ", ", kUltraModelFormat, ", ",
+        kKgeModelFormat, " or ", kFusedModelFormat, " archive"));
   }
   return any;
 }
@@ -496,7 +527,8 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Create(const PathConfig& c
     absl::StatusOr<torch::jit::Module> m = BuildModule(config, relations, nullptr, *device);
     if (!m.ok()) return m.status();
     auto module = std::make_unique<PathModule>(
-        PathModule{*std::move(m), *device, config.message_passing == PathMessagePassing::kFused});
+        PathModule{*std::move(m), *device, config.message_passing == PathMessagePassing::kFused,
+                   config.relation_graph});
     return std::unique_ptr<PathModel>(
         new PathModel(config, std::move(relations), std::string(device_name), std::move(module)));
   } catch (const std::exception& e) {
@@ -519,9 +551,11 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
                                                                  absl::string_view device_name) {
   torch::jit::Module& m = module->module;
   const std::string format = ArchiveFormat(m);
-  if (format != kPathModelFormat && format != kPathModelFormatPerEdge) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a ", kPathModelFormat, " archive (no or another 'format')"));
+  if (format != kPathModelFormat && format != kPathModelFormatPerEdge &&
+      format != kUltraModelFormat) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a ", kPathModelFormat, " or ",
+                                                   kUltraModelFormat,
+                                                   " archive (no or another 'format')"));
   }
   try {
     PathConfig c;
@@ -534,6 +568,8 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
     c.pna_delta = m.attr("pna_delta").toDouble();
     c.reach_mask = !m.hasattr("reach_mask") || m.attr("reach_mask").toBool();
     c.reach_feature = m.hasattr("reach_feature") && m.attr("reach_feature").toBool();
+    c.relation_graph = format == kUltraModelFormat;
+    if (c.relation_graph) c.relation_layers = static_cast<int>(m.attr("relation_layers").toInt());
     std::vector<std::string> relations = ArchiveRelations(m);
     absl::Status valid = ValidateConfig(c, relations.size());
     if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
@@ -551,6 +587,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
       module->module = *std::move(rebuilt);
     }
     module->fused = true;
+    module->relation_graph = c.relation_graph;
     module->module.eval();
     auto model = std::unique_ptr<PathModel>(
         new PathModel(c, std::move(relations), std::string(device_name), std::move(module)));
@@ -562,6 +599,27 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", e.what()));
   }
+}
+
+PathNeighbourhoodSpec PathModel::Neighbourhood(const GraphView* graph, const RelationMap* relations,
+                                               int64_t max_nodes) const {
+  static const RelationMap* const kIdentity = new RelationMap();
+  PathNeighbourhoodSpec spec{graph,
+                             relations,
+                             num_relations(),
+                             config_.radius(),
+                             max_nodes,
+                             config_.num_layers,
+                             config_.pna,
+                             config_.message_passing == PathMessagePassing::kFused
+                                 ? PathLayout::kCheaper
+                                 : PathLayout::kDisjoint};
+  if (config_.relation_graph) {
+    spec.relations = kIdentity;
+    spec.num_relations = static_cast<int32_t>(graph->num_relations());
+    spec.relation_graph = true;
+  }
+  return spec;
 }
 
 absl::Status PathModel::Save(const std::string& path) const {

@@ -23,6 +23,19 @@
 // Like GrailModel there is one definition: a TorchScript module generated from a
 // PathConfig; trainer, evaluator and server use the same archive.
 //
+// ULTRA (Galkin et al., "Towards Foundation Models for Knowledge Graph Reasoning", ICLR 2024)
+// is this network with its relation vectors computed instead of learned
+// (PathConfig::relation_graph). Over the graph of relations of the graph being scored
+// (model/relation_graph.h: a node per relation and inverse, four kinds of edge for how two
+// relations meet at an entity), an NBFNet of its own runs from the query relation:
+//   x_a^0 = 1[a = q] 1                                  (all ones at the query relation)
+//   x_a^l = ReLU(LayerNorm(U_l [x_a^(l-1), sum over b -k-> a of x_b^(l-1) * u_k^l + x_a^0]
+//           + c_l)) + x_a^(l-1)
+// and the entity network above uses q = x_q^L and, in layer l, w_r(q) = P_l(x_r^L) with P_l a
+// two-layer perceptron. The model has no relation vocabulary: any relation of any graph is
+// scored, those added after training included. Archives of format grail-kg-ultra-model/1;
+// the released checkpoints import (grail-tools import-ultra).
+//
 // Thread safety: Score() may be called from several threads at once; Save() and the
 // trainer's access to module() must not run concurrently with anything else.
 #ifndef GRAIL_MODEL_PATH_MODEL_H_
@@ -46,6 +59,8 @@ namespace grail {
 // Archives of the fused formulation; /1 archives (the per-edge one) load rebuilt as /2.
 inline constexpr char kPathModelFormat[] = "grail-kg-path-model/2";
 inline constexpr char kPathModelFormatPerEdge[] = "grail-kg-path-model/1";
+// ULTRA's networks (PathConfig::relation_graph).
+inline constexpr char kUltraModelFormat[] = "grail-kg-ultra-model/1";
 
 enum class ModelFamily { kGrail, kPath, kKge, kFused };
 
@@ -83,6 +98,11 @@ struct PathConfig {
   // nothing an unreached entity's state does not already say. Archives without it: false.
   bool reach_feature = false;
   PathMessagePassing message_passing = PathMessagePassing::kFused;
+  // ULTRA: relation vectors and the query vector from an NBFNet of `relation_layers` layers
+  // over the graph of relations (above), instead of one learned vector per relation. Sum
+  // aggregation, no reach mask, no reach feature, the fused operator.
+  bool relation_graph = false;
+  int relation_layers = 6;
 
   // Hops of neighbourhood a query needs (model/path_batch.h); -1: the whole graph.
   int radius() const { return reach_mask ? num_layers + (pna ? 1 : 0) : -1; }
@@ -124,26 +144,26 @@ class PathModel {
   absl::Status Save(const std::string& path) const;
 
   const PathConfig& config() const { return config_; }
+  // The relations the model learned a vector for, in id order; empty for ULTRA's models,
+  // which score the relations of whatever graph they are given.
   const std::vector<std::string>& relations() const { return relations_; }
   int32_t num_relations() const { return static_cast<int32_t>(relations_.size()); }
+  // Whether any relation name is scorable (ULTRA): graph relation ids are the model's.
+  bool open_vocabulary() const { return config_.relation_graph; }
+  // R of the message relations on `graph`: the model's, or for ULTRA the graph's.
+  int32_t NumRelations(const GraphView& graph) const {
+    return open_vocabulary() ? static_cast<int32_t>(graph.num_relations()) : num_relations();
+  }
   const std::string& training_fingerprint() const { return fingerprint_; }
   void set_training_fingerprint(std::string fingerprint) { fingerprint_ = std::move(fingerprint); }
   const std::string& device() const { return device_; }
   int64_t num_parameters() const;
   // What this model's queries on `graph` are built from (model/path_batch.h): its radius,
   // and for queries with targets its path length and aggregation.
+  // R in the spec is the model's, or for ULTRA the graph's (and `relations` is ignored:
+  // graph ids are the model's).
   PathNeighbourhoodSpec Neighbourhood(const GraphView* graph, const RelationMap* relations,
-                                      int64_t max_nodes) const {
-    return {graph,
-            relations,
-            num_relations(),
-            config_.radius(),
-            max_nodes,
-            config_.num_layers,
-            config_.pna,
-            config_.message_passing == PathMessagePassing::kFused ? PathLayout::kCheaper
-                                                                  : PathLayout::kDisjoint};
-  }
+                                      int64_t max_nodes) const;
 
   // One forward over every query of `batch`, in inference mode. Errors: INVALID_ARGUMENT for
   // an empty batch.
@@ -162,7 +182,7 @@ class PathModel {
   std::unique_ptr<PathModule> module_;
 };
 
-// A model archive of any family: exactly one of the four is set.
+// A model archive of any family: exactly one of the four is set (ULTRA's are path models).
 struct AnyModel {
   std::unique_ptr<GrailModel> grail;
   std::unique_ptr<PathModel> path;
@@ -176,6 +196,14 @@ struct AnyModel {
                    : ModelFamily::kGrail;
   }
 };
+
+// Turns a released ULTRA checkpoint (a torch.save file whose "model" entry is the state dict
+// of DeepGraphLearning/ULTRA's Ultra module, e.g. ultra_3g.pth) into a grail-kg-ultra-model/1
+// archive at `out`. Only tensors and plain containers are read (LibTorch's unpickler runs no
+// pickled code); every tensor is mapped by name and shape, and the layer counts and width are
+// read off the names. Errors: INVALID_ARGUMENT naming the file and the tensor that is
+// missing, of another shape or unknown; the file's own errors as LibTorch reports them.
+absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::string& out);
 
 // Opens the archive at `path` once and loads it as the family its format names. Errors name
 // the path: a damaged archive, one of no family, or what the family's loader refuses.

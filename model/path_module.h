@@ -17,6 +17,8 @@ struct PathModule {
   // Whether the module is the fused formulation (PathMessagePassing::kFused), whose forward
   // takes either batch layout; otherwise the per-edge one, disjoint batches only.
   bool fused = true;
+  // ULTRA's network (PathConfig::relation_graph): forward also takes the relation graph.
+  bool relation_graph = false;
 };
 
 // forward() over a batch: the score of every node for its query, and every query's far score.

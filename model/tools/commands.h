@@ -13,6 +13,8 @@ int RunWordNetCommand();
 int RunSplitCommand();
 // `synth --out DIR [--entities N] [--facts M] [--relations R] [--exponent A] [--seed S]`
 int RunSynthCommand();
+// `import-ultra --checkpoint FILE --out MODEL.pt`
+int RunImportUltraCommand();
 
 }  // namespace grail
 

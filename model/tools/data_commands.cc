@@ -19,7 +19,7 @@
 #include "model/wordnet.h"
 #include "storage/triple_file.h"
 
-ABSL_FLAG(std::string, out, "", "output directory");
+ABSL_FLAG(std::string, out, "", "output directory (import-ultra: the model file)");
 ABSL_FLAG(std::string, wordnet_dir, grail::kDefaultWordNetDir,
           "wordnet: directory holding WordNet 3.0's data.* and index.* files");
 ABSL_FLAG(std::string, triples, "", "split: triple file holding the whole graph");

@@ -137,8 +137,13 @@ int main(int argc, char** argv) {
   if (kge_model) indexed.entities = grail::Vocabulary(kge_model->entities());
   grail::IndexTriples(*graph_facts, &indexed);
   const grail::StaticGraph graph(indexed.entities.size(), indexed.triples);
-  grail::RelationMap relations(indexed.relations.size(), -1);
-  for (size_t r = 0; r < model_relations.size(); ++r) relations[r] = static_cast<int32_t>(r);
+  // An ULTRA model scores any relation: graph ids are its own (an empty map).
+  const bool open_vocabulary = path_model != nullptr && path_model->open_vocabulary();
+  grail::RelationMap relations;
+  if (!open_vocabulary) {
+    relations.assign(indexed.relations.size(), -1);
+    for (size_t r = 0; r < model_relations.size(); ++r) relations[r] = static_cast<int32_t>(r);
+  }
 
   std::vector<grail::Triple> test;
   size_t unknown_entity = 0, unknown_relation = 0, in_graph = 0;
@@ -148,7 +153,7 @@ int main(int argc, char** argv) {
     auto v = indexed.entities.Find(t.tail);
     if (!h || !v || *h == *v) {
       ++unknown_entity;
-    } else if (!r || *r >= model_relations.size()) {
+    } else if (!r || (!open_vocabulary && *r >= model_relations.size())) {
       ++unknown_relation;
     } else if (graph.HasFact(*h, *r, *v)) {
       ++in_graph;

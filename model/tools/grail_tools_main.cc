@@ -1,4 +1,5 @@
-// grail-tools: data preparation and inspection (subgraph, wordnet, split, synth).
+// grail-tools: data preparation and inspection (subgraph, wordnet, split, synth), and model
+// import (import-ultra).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -15,7 +16,9 @@ int main(int argc, char** argv) {
       "  wordnet  --out DIR [--wordnet-dir DIR]              WordNet 3.0 -> DIR/triples.txt\n"
       "  split    --triples FILE --out DIR [--seed S] ...    inductive train/test graph pair\n"
       "  synth    --out DIR [--entities N] [--facts M] [--relations R] [--exponent A] [--seed S]\n"
-      "                                                      power-law graph -> DIR/triples.txt");
+      "                                                      power-law graph -> DIR/triples.txt\n"
+      "  import-ultra --checkpoint FILE --out MODEL.pt       a released ULTRA checkpoint -> our\n"
+      "                                                      archive (any graph, no training)");
   const std::vector<std::string> positional = grail::ParseCommandLine(argc, argv);
   if (positional.size() != 2) {
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
@@ -26,6 +29,7 @@ int main(int argc, char** argv) {
   if (command == "wordnet") return grail::RunWordNetCommand();
   if (command == "split") return grail::RunSplitCommand();
   if (command == "synth") return grail::RunSynthCommand();
+  if (command == "import-ultra") return grail::RunImportUltraCommand();
   std::fprintf(stderr, "unknown command '%s'\n%s\n", command.c_str(),
                absl::ProgramUsageMessage().data());
   return 2;
