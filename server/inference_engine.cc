@@ -491,6 +491,14 @@ void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
         continue;
       }
       if (model != nullptr && ModelKey(*call.job) != model) continue;
+      // ULTRA's forward runs one graph of relations: calls on another graph version (one
+      // whose relation sides met otherwise) wait for a later forward.
+      if (!batch->empty() && call.queue.front().path &&
+          (call.queue.front().neighbourhood.side_pairs != batch->front().neighbourhood.side_pairs ||
+           call.queue.front().neighbourhood.graph_relations !=
+               batch->front().neighbourhood.graph_relations)) {
+        continue;
+      }
       model = ModelKey(*call.job);
       call.deficit += quantum_;
       while (!call.queue.empty() && batch->size() < max_batch) {

@@ -413,7 +413,7 @@ class RankingJob final : public ScoringJob {
     const PathModel& model = s_.model->path_model();
     const PathNeighbourhoodSpec spec =
         model.Neighbourhood(s_.graph.get(), s_.relations.get(), max_nodes);
-    const int32_t relation = s_.model_relation + (s_.rank_tails ? 0 : model.num_relations());
+    const int32_t relation = s_.model_relation + (s_.rank_tails ? 0 : spec.num_relations);
     return builder.Add(spec, {s_.fixed, relation, {}, std::nullopt}, out);
   }
 
@@ -798,7 +798,7 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
   std::vector<FactScoringJob::Fact> scoring(facts.size());
   for (size_t i = 0; i < facts.size(); ++i) {
     const NamedTriple& f = facts[i];
-    absl::StatusOr<int32_t> model_relation = view.model->RelationId(f.relation);
+    absl::StatusOr<int32_t> model_relation = view.model->RelationId(f.relation, *view.snapshot);
     if (!model_relation.ok()) return done(model_relation.status());
     absl::StatusOr<EntityId> head = FindEntity(*view.snapshot, f.head);
     if (!head.ok()) return done(head.status());
@@ -833,7 +833,7 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
 void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
                          RankCallback done) const {
   const View view = CurrentView();
-  absl::StatusOr<int32_t> model_relation = view.model->RelationId(query.relation);
+  absl::StatusOr<int32_t> model_relation = view.model->RelationId(query.relation, *view.snapshot);
   if (!model_relation.ok()) return done(model_relation.status());
   absl::StatusOr<EntityId> fixed = FindEntity(*view.snapshot, query.fixed);
   if (!fixed.ok()) return done(fixed.status());

@@ -63,7 +63,9 @@ absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested
     if (!warm.ok()) return warm.status();
     outcome.warmup_forwards = *warm;
     outcome.warmup_seconds = SecondsSince(warmup_start);
-    if (!options_.allow_unknown_relations) {
+    if (outcome.model->open_vocabulary()) {
+      store.AllowAnyRelation();
+    } else if (!options_.allow_unknown_relations) {
       const absl::Status allowed = store.SetAllowedRelations(outcome.model->relations());
       if (!allowed.ok()) {
         return absl::FailedPreconditionError(absl::StrCat(

@@ -107,7 +107,7 @@ ServedModel::ServedModel(std::shared_ptr<const GrailModel> grail,
 ModelSummary ServedModel::Summary() const {
   ModelSummary summary;
   if (path_model_) {
-    summary.format = kPathModelFormat;
+    summary.format = path_model_->open_vocabulary() ? kUltraModelFormat : kPathModelFormat;
     summary.hops = std::max(0, path_model_->config().radius());  // 0: the whole graph
     summary.layers = path_model_->config().num_layers;
     summary.dim = path_model_->config().dim;
@@ -134,7 +134,18 @@ ModelSummary ServedModel::Summary() const {
   return summary;
 }
 
-absl::StatusOr<int32_t> ServedModel::RelationId(absl::string_view name) const {
+absl::StatusOr<int32_t> ServedModel::RelationId(absl::string_view name,
+                                                const GraphSnapshot& graph) const {
+  if (open_vocabulary()) {
+    const std::optional<grail::RelationId> id = graph.FindRelation(name);
+    if (!id.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("relation ", QuoteName(name),
+                       " has no fact in the graph (the served ULTRA model scores "
+                       "any relation once a fact of it is stored)"));
+    }
+    return static_cast<int32_t>(*id);
+  }
   auto it = relation_ids_.find(name);
   if (it == relation_ids_.end()) {
     return absl::InvalidArgumentError(
@@ -145,6 +156,11 @@ absl::StatusOr<int32_t> ServedModel::RelationId(absl::string_view name) const {
 }
 
 std::shared_ptr<const RelationMap> ServedModel::RelationsOf(const GraphSnapshot& graph) const {
+  if (open_vocabulary()) {
+    static const auto* const kIdentity =
+        new std::shared_ptr<const RelationMap>(std::make_shared<const RelationMap>());
+    return *kIdentity;
+  }
   std::lock_guard<std::mutex> lock(relation_map_mu_);
   if (relation_map_ == nullptr || relation_map_->size() < graph.num_relations()) {
     relation_map_ = std::make_shared<const RelationMap>(
@@ -184,7 +200,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
 std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphSnapshot& graph) {
   std::vector<std::string> unknown;
   for (const std::string& relation : graph.relation_names()) {
-    if (!model.RelationId(relation).ok()) unknown.push_back(relation);
+    if (!model.RelationId(relation, graph).ok()) unknown.push_back(relation);
   }
   return unknown;
 }
@@ -265,7 +281,8 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
   const RelationMap identity;
   if (facts.empty()) {
     constexpr uint32_t kRing = 32;
-    const uint32_t num_relations = static_cast<uint32_t>(served.relations().size());
+    const uint32_t num_relations =
+        std::max<uint32_t>(1, static_cast<uint32_t>(served.relations().size()));
     std::vector<Triple> edges;
     for (uint32_t e = 0; e < kRing; ++e) {
       edges.push_back({e, e % num_relations, (e + 1) % kRing});

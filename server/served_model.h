@@ -87,8 +87,11 @@ class ServedModel {
   uint64_t generation() const { return generation_; }
   double loaded_at_unix_seconds() const { return loaded_at_unix_seconds_; }
 
-  // The model's id of relation `name`, or INVALID_ARGUMENT naming it.
-  absl::StatusOr<int32_t> RelationId(absl::string_view name) const;
+  // Whether the model scores any relation (ULTRA's): its relation ids are the graph's.
+  bool open_vocabulary() const { return path_model_ && path_model_->open_vocabulary(); }
+  // The model's id of relation `name` on `graph`, or INVALID_ARGUMENT naming it: not in the
+  // model's vocabulary, or for a model of any relation, not in the graph.
+  absl::StatusOr<int32_t> RelationId(absl::string_view name, const GraphSnapshot& graph) const;
   // The map from `graph`'s relation ids to the model's (MapRelationsByName). Cached: a
   // store only ever appends relation names, so a map built for the first n stays right and
   // is rebuilt only when a snapshot has more.

@@ -439,6 +439,7 @@ int Run() {
   if (!absl::GetFlag(FLAGS_allow_unknown_relations)) {
     store_options.allowed_relations = (*model)->relations();
   }
+  if ((*model)->open_vocabulary()) store_options.allowed_relations.reset();
   absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(data_dir, store_options);
   if (!store.ok()) return Fail("opening the store", store.status());
   sequence_gate.Advance((*store)->Snapshot()->sequence());

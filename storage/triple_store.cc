@@ -478,7 +478,7 @@ absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
           ValidateName(*name, absl::StrCat(role, " name"), options_.max_name_bytes);
       if (!valid.ok()) return RejectFact(i, valid.message());
     }
-    if (check_relations && options_.allowed_relations.has_value() &&
+    if (check_relations && options_.allowed_relations.has_value() && !any_relation_ &&
         !allowed_relations_.contains(fact.relation)) {  // write_mu_ is held
       return RejectFact(i, absl::StrCat("relation ", QuoteName(fact.relation),
                                         " is not in the allowed vocabulary"));
@@ -767,6 +767,11 @@ absl::Status TripleStore::Commit(rocksdb::WriteBatch& batch, const GraphDelta& d
   return absl::OkStatus();
 }
 
+void TripleStore::AllowAnyRelation() {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  any_relation_ = true;
+}
+
 absl::Status TripleStore::SetAllowedRelations(const std::vector<std::string>& relations) {
   if (!options_.allowed_relations.has_value()) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(write_mu_);
@@ -783,6 +788,7 @@ absl::Status TripleStore::SetAllowedRelations(const std::vector<std::string>& re
                      absl::StrJoin(missing, ", "), count > 5 ? ", ..." : "", ")"));
   }
   allowed_relations_ = std::move(allowed);
+  any_relation_ = false;
   return absl::OkStatus();
 }
 

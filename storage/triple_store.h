@@ -213,6 +213,9 @@ class TripleStore {
   // holds is not in `relations` (the message names the first few). Serialised with the
   // writers, so no chunk slips in between the check and the swap.
   absl::Status SetAllowedRelations(const std::vector<std::string>& relations);
+  // Lifts the allowed vocabulary (for a model that scores any relation, ULTRA's): every
+  // relation is accepted until the next SetAllowedRelations.
+  void AllowAnyRelation();
 
   // Fsyncs the WAL: every chunk committed so far survives a machine crash. After a failed
   // write it returns that error instead (RocksDB must not touch the failed WAL again).
@@ -276,6 +279,7 @@ class TripleStore {
   std::shared_ptr<rocksdb::Logger> logger_;
   // Guarded by write_mu_ (SetAllowedRelations replaces it).
   absl::flat_hash_set<std::string> allowed_relations_;
+  bool any_relation_ = false;  // guarded by write_mu_
   rocksdb::DB* db_ = nullptr;
   // Indexed by the Family enum in the .cc file.
   std::vector<rocksdb::ColumnFamilyHandle*> families_;

@@ -1,0 +1,213 @@
+// ULTRA's models served by the real grail-server binary (loopback port, real RocksDB
+// directory, real gRPC): a graph whose relation names no model has seen is scored as the
+// offline model scores it, a relation added at runtime is ranked by the next call, and the
+// graph of relations follows removals.
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "model/path_batch.h"
+#include "model/path_model.h"
+#include "storage/static_graph.h"
+#include "storage/triple_file.h"
+#include "tests/testing/graph_calls.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace grail {
+namespace {
+
+using kg::v1::KnowledgeGraph;
+using ::testing::HasSubstr;
+
+// A ring of entities u0..u29 with three relations no model was trained on, each entity
+// linked to the next two, plus chords.
+std::vector<NamedTriple> Graph() {
+  const std::vector<std::string> relations = {"mentors", "cites", "funds"};
+  std::vector<NamedTriple> facts;
+  for (int i = 0; i < 30; ++i) {
+    facts.push_back({absl::StrCat("u", i), relations[i % 3], absl::StrCat("u", (i + 1) % 30)});
+    facts.push_back(
+        {absl::StrCat("u", i), relations[(i + 1) % 3], absl::StrCat("u", (i + 2) % 30)});
+    if (i % 5 == 0)
+      facts.push_back({absl::StrCat("u", i), "cites", absl::StrCat("u", (i + 11) % 30)});
+  }
+  return facts;
+}
+
+class UltraServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PathConfig config;
+    config.relation_graph = true;
+    config.reach_mask = false;
+    config.num_layers = 3;
+    config.relation_layers = 2;
+    config.dim = 8;
+    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, {}, 5);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE((*model)->Save(dir_.Sub("ultra.pt")).ok());
+    model_ = *std::move(model);
+    ASSERT_TRUE(
+        server_.Start({"--model=" + dir_.Sub("ultra.pt"), "--data-dir=" + dir_.Sub("store")},
+                      dir_.Sub("server.log")));
+    stub_ = KnowledgeGraph::NewStub(
+        grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+    Add(Graph());
+  }
+
+  void Add(const std::vector<NamedTriple>& facts) {
+    const AddOutcome added = AddChunks(*stub_, {facts});
+    ASSERT_TRUE(added.status.ok()) << added.status.error_message();
+    stored_.insert(stored_.end(), facts.begin(), facts.end());
+  }
+
+  void Remove(const std::vector<NamedTriple>& facts) {
+    const RemoveOutcome removed = RemoveChunks(*stub_, {facts});
+    ASSERT_TRUE(removed.status.ok()) << removed.status.error_message();
+    std::vector<NamedTriple> kept;
+    for (const NamedTriple& t : stored_) {
+      if (std::find(facts.begin(), facts.end(), t) == facts.end()) kept.push_back(t);
+    }
+    stored_ = kept;
+  }
+
+  // Every entity's score for (source, relation, ?) (inverse: (?, relation, source)) by the
+  // offline model over the stored facts.
+  std::map<std::string, float> Offline(const std::string& source, const std::string& relation,
+                                       bool inverse) {
+    IndexedTriples indexed;
+    IndexTriples(stored_, &indexed);
+    const StaticGraph graph(indexed.entities.size(), indexed.triples);
+    const RelationMap identity;
+    const PathNeighbourhoodSpec spec = model_->Neighbourhood(&graph, &identity, 0);
+    PathBatchBuilder builder;
+    PathBatch batch;
+    const int32_t r = static_cast<int32_t>(*indexed.relations.Find(relation));
+    EXPECT_TRUE(builder
+                    .Build(spec,
+                           {PathQuery(*indexed.entities.Find(source),
+                                      r + (inverse ? spec.num_relations : 0))},
+                           &batch)
+                    .ok());
+    absl::StatusOr<PathScores> scores = model_->Score(batch);
+    EXPECT_TRUE(scores.ok()) << scores.status();
+    std::map<std::string, float> out;
+    for (EntityId e = 0; e < graph.num_entities(); ++e) {
+      out[indexed.entities.Name(e)] = scores->Of(batch, 0, e);
+    }
+    return out;
+  }
+
+  kg::v1::RankResponse Rank(const std::string& fixed, const std::string& relation, bool tails,
+                            grpc::Status* status_out = nullptr) {
+    grpc::ClientContext context;
+    kg::v1::RankResponse response;
+    grpc::Status status;
+    if (tails) {
+      kg::v1::RankTailsRequest request;
+      request.set_head(fixed);
+      request.set_relation(relation);
+      status = stub_->RankTails(&context, request, &response);
+    } else {
+      kg::v1::RankHeadsRequest request;
+      request.set_tail(fixed);
+      request.set_relation(relation);
+      status = stub_->RankHeads(&context, request, &response);
+    }
+    if (status_out != nullptr) {
+      *status_out = status;
+    } else {
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    }
+    return response;
+  }
+
+  float Score(const NamedTriple& t) {
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto(t);
+    kg::v1::ScoreTripletResponse response;
+    const grpc::Status status = stub_->ScoreTriplet(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.score();
+  }
+
+  // The served ranking's scores against the offline model's, entity by entity.
+  void ExpectOffline(const kg::v1::RankResponse& ranking, const std::string& source,
+                     const std::string& relation, bool inverse) {
+    const std::map<std::string, float> offline = Offline(source, relation, inverse);
+    ASSERT_GT(ranking.ranked_size(), 0);
+    for (const kg::v1::RankedEntity& e : ranking.ranked()) {
+      EXPECT_NEAR(e.score(), offline.at(e.entity()), 1e-5 * (1 + std::fabs(e.score())))
+          << source << " " << relation << " " << e.entity();
+    }
+  }
+
+  ScopedTempDir dir_;
+  ServerProcess server_;
+  std::unique_ptr<KnowledgeGraph::Stub> stub_;
+  std::unique_ptr<PathModel> model_;
+  std::vector<NamedTriple> stored_;
+};
+
+TEST_F(UltraServingTest, RelationsNoModelHasSeenScoreAsTheOfflineModelAndStatsNameTheFormat) {
+  ExpectOffline(Rank("u4", "cites", true), "u4", "cites", false);
+  ExpectOffline(Rank("u9", "funds", false), "u9", "funds", true);
+  const std::map<std::string, float> offline = Offline("u7", "mentors", false);
+  for (const char* tail : {"u8", "u9", "u20"}) {
+    EXPECT_NEAR(Score({"u7", "mentors", tail}), offline.at(tail), 1e-5) << tail;
+  }
+  grpc::ClientContext context;
+  kg::v1::GetStatsResponse stats;
+  ASSERT_TRUE(stub_->GetStats(&context, kg::v1::GetStatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.model().format(), kUltraModelFormat);
+  EXPECT_EQ(stats.model().parameters(), static_cast<uint64_t>(model_->num_parameters()));
+}
+
+TEST_F(UltraServingTest, ARelationAddedAtRuntimeIsRankedByTheNextCall) {
+  grpc::Status unknown;
+  Rank("u3", "advises", true, &unknown);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(unknown.error_message(), HasSubstr("advises"));
+
+  const std::map<std::string, float> before = Offline("u3", "cites", false);
+  Add({{"u3", "advises", "u17"}, {"u17", "advises", "u25"}, {"u12", "advises", "u3"}});
+  const kg::v1::RankResponse tails = Rank("u3", "advises", true);
+  ASSERT_EQ(tails.ranked_size(), 29);  // every entity but u3
+  ExpectOffline(tails, "u3", "advises", false);
+  ExpectOffline(Rank("u25", "advises", false), "u25", "advises", true);
+  // The new relation changed the graph of relations, hence every relation's vectors.
+  const kg::v1::RankResponse cites = Rank("u3", "cites", true);
+  ExpectOffline(cites, "u3", "cites", false);
+  EXPECT_NE(cites.ranked(0).score(), before.at(cites.ranked(0).entity()));
+}
+
+TEST_F(UltraServingTest, RemovingARelationsFactsIsFollowedByTheGraphOfRelations) {
+  Add({{"u3", "advises", "u17"}, {"u17", "advises", "u25"}});
+  const kg::v1::RankResponse with = Rank("u5", "funds", true);
+  ExpectOffline(with, "u5", "funds", false);
+  Remove({{"u3", "advises", "u17"}, {"u17", "advises", "u25"}});
+  const kg::v1::RankResponse without = Rank("u5", "funds", true);
+  ExpectOffline(without, "u5", "funds", false);
+  // Scores equal the graph's without the relation, which differ from those with it.
+  const std::map<std::string, float> offline_with = [&] {
+    std::vector<NamedTriple> saved = stored_;
+    stored_.push_back({"u3", "advises", "u17"});
+    stored_.push_back({"u17", "advises", "u25"});
+    std::map<std::string, float> out = Offline("u5", "funds", false);
+    stored_ = saved;
+    return out;
+  }();
+  EXPECT_NE(without.ranked(0).score(), offline_with.at(without.ranked(0).entity()));
+}
+
+}  // namespace
+}  // namespace grail
