@@ -60,7 +60,8 @@ std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprin
       "|temperature=", o.adversarial_temperature, "|remove_one_hop=", o.remove_one_hop,
       "|seed=", o.seed,
       // Absent when off, so checkpoints from before the option still resume.
-      o.detached_walks > 0 ? absl::StrCat("|detached_walks=", o.detached_walks) : std::string());
+      o.detached_walks > 0 ? absl::StrCat("|detached_walks=", o.detached_walks) : std::string(),
+      o.init.empty() ? std::string() : absl::StrCat("|init=", o.init));
 }
 
 }  // namespace
@@ -142,16 +143,27 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   }
   const StaticGraph& message_graph = with_copies ? *with_copies : graph;
 
-  PathConfig config = options.model;
-  config.pna_delta = MeanLogDegree(train);
-  absl::StatusOr<std::unique_ptr<PathModel>> created =
-      PathModel::Create(config, train.relations.names(), options.seed, options.device);
+  absl::StatusOr<std::unique_ptr<PathModel>> created;
+  if (!options.init.empty()) {
+    created = PathModel::Load(options.init, options.device);
+    if (created.ok() && !(*created)->open_vocabulary() &&
+        (*created)->relations() != train.relations.names()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.init, " has a relation vocabulary other than the training graph's (",
+          (*created)->num_relations(), " relations against ", train.relations.size(), ")"));
+    }
+  } else {
+    PathConfig config = options.model;
+    config.pna_delta = MeanLogDegree(train);
+    created = PathModel::Create(config, train.relations.names(), options.seed, options.device);
+  }
   if (!created.ok()) return created.status();
   std::unique_ptr<PathModel> model = *std::move(created);
-  const int32_t num_relations = model->num_relations();
+  const int32_t num_relations = model->NumRelations(message_graph);
 
   SetComputeThreads(options.threads);
   PathModule& path = model->module();
+  for (torch::Tensor p : path.module.parameters()) p.requires_grad_(true);  // a loaded archive's
   std::vector<torch::Tensor> parameters;
   for (const torch::Tensor& p : path.module.parameters()) parameters.push_back(p);
   MrrTrainingRun run(std::move(parameters), options.learning_rate, options.seed,

@@ -65,6 +65,10 @@ struct PathTrainOptions {
   // > 0: the run stops after this many steps, reports the epoch so far (no validation) and
   // returns the model as it is: for measuring a step (bench/path_training.sh).
   int64_t max_steps = 0;
+  // Non-empty: start from this archive (its network and parameters; `model` is ignored),
+  // e.g. an imported ULTRA checkpoint to fine-tune. A model with a relation vocabulary must
+  // have exactly the training graph's.
+  std::string init;
 };
 
 // Trains on `train` (its vocabularies define the model's relations) and validates on

@@ -18,11 +18,15 @@
 #include "storage/triple_file.h"
 
 ABSL_FLAG(std::string, family, "grail",
-          "model family: grail (GraIL, enclosing subgraphs) or path (path-based scorer that "
-          "ranks every entity in one pass; see README)");
+          "model family: grail (GraIL, enclosing subgraphs), path (path-based scorer that "
+          "ranks every entity in one pass) or ultra (fine-tune an ULTRA archive given by "
+          "--init; see README)");
 ABSL_FLAG(std::string, train, "", "training graph (triple file); its facts are the positives");
 ABSL_FLAG(std::string, valid, "", "validation facts (triple file), scored for AUC-PR");
 ABSL_FLAG(std::string, out, "", "where to write the model (TorchScript archive, .pt)");
+ABSL_FLAG(std::string, init, "",
+          "path and ultra families: start from this archive (its network and parameters; the "
+          "network's flags are ignored), e.g. an ULTRA archive to fine-tune");
 ABSL_FLAG(int, epochs, 0, "training epochs (0: the family's default, grail 50, path 20)");
 ABSL_FLAG(uint64_t, seed, 0, "seed for initialisation, negatives and order");
 ABSL_FLAG(int, hops, 3, "k: subgraph radius and label range");
@@ -125,6 +129,15 @@ int main(int argc, char** argv) {
       "  path:  [--layers 6] [--pna] [--negatives 32] [--adversarial-temperature T]\n"
       "         [--reach-mask=false [--reach-feature] [--detached-walks N]]\n"
       "  either: [--checkpoint-dir DIR [--resume]]; path: [--checkpoint-every-steps N]");
+  // Whether --remove-one-hop was given at all (ULTRA's default differs from the path family's).
+  bool remove_one_hop_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    for (const char* name :
+         {"--remove-one-hop", "--remove_one_hop", "--noremove-one-hop", "--noremove_one_hop"}) {
+      if (arg.rfind(name, 0) == 0) remove_one_hop_given = true;
+    }
+  }
   grail::ParseCommandLine(argc, argv);
   grail::KeepFreedMemoryForReuse();
   const std::string train_path = absl::GetFlag(FLAGS_train);
@@ -152,16 +165,34 @@ int main(int argc, char** argv) {
   grail::IndexTriples(*train, &indexed);
 
   const std::string family = absl::GetFlag(FLAGS_family);
-  if (family != "grail" && family != "path") {
-    std::fprintf(stderr, "--family must be grail or path, got '%s'\n", family.c_str());
+  if (family != "grail" && family != "path" && family != "ultra") {
+    std::fprintf(stderr, "--family must be grail, path or ultra, got '%s'\n", family.c_str());
     return 2;
   }
-  const bool path_family = family == "path";
-  // A flag left at 0 takes its family's default.
-  auto or_default = [path_family](auto value, auto grail, auto path) {
-    return value != 0 ? value : path_family ? path : grail;
+  // ULTRA is fine-tuned from an archive (grail-tools import-ultra), with the path family's
+  // trainer; --init starts either path-based family from an archive.
+  const bool ultra = family == "ultra";
+  const bool path_family = family == "path" || ultra;
+  const std::string init = absl::GetFlag(FLAGS_init);
+  if (ultra && init.empty()) {
+    std::fprintf(stderr,
+                 "--family ultra fine-tunes an archive: pass --init MODEL.pt (grail-tools "
+                 "import-ultra makes one from a released checkpoint)\n");
+    return 2;
+  }
+  if (!init.empty() && !path_family) {
+    std::fprintf(stderr, "--init is an option of the path and ultra families\n");
+    return 2;
+  }
+  // A flag left at 0 takes its family's default (ULTRA's: its fine-tuning recipe).
+  auto or_default = [path_family, ultra](auto value, auto grail, auto path,
+                                         decltype(value) ultra_default = 0) {
+    return value != 0                    ? value
+           : ultra && ultra_default != 0 ? ultra_default
+           : path_family                 ? path
+                                         : grail;
   };
-  const int epochs = or_default(absl::GetFlag(FLAGS_epochs), 50, 20);
+  const int epochs = or_default(absl::GetFlag(FLAGS_epochs), 50, 20, 1);
   if (!absl::GetFlag(FLAGS_plot).empty()) {
     if (absl::Status s = grail::CheckPlotter(); !s.ok()) {  // before hours of training
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
@@ -229,11 +260,15 @@ int main(int argc, char** argv) {
     options.model.reach_mask = absl::GetFlag(FLAGS_reach_mask);
     options.model.reach_feature = absl::GetFlag(FLAGS_reach_feature);
     options.epochs = epochs;
-    options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32);
+    options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32, 16);
     options.negatives = absl::GetFlag(FLAGS_negatives);
-    options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3);
-    options.adversarial_temperature = absl::GetFlag(FLAGS_adversarial_temperature);
-    options.remove_one_hop = absl::GetFlag(FLAGS_remove_one_hop);
+    options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3, 5e-4);
+    options.adversarial_temperature =
+        or_default(absl::GetFlag(FLAGS_adversarial_temperature), 0.0, 0.0, 1.0);
+    // ULTRA's trainer leaves out only the predicted fact, not every fact of its two entities.
+    options.remove_one_hop =
+        ultra && !remove_one_hop_given ? false : absl::GetFlag(FLAGS_remove_one_hop);
+    options.init = init;
     options.detached_walks = absl::GetFlag(FLAGS_detached_walks);
     options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
     options.seed = absl::GetFlag(FLAGS_seed);

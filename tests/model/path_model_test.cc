@@ -202,7 +202,13 @@ std::vector<std::vector<float>> AllScores(const PathModel& model, const GraphVie
                                           const std::vector<PathQuery>& queries, int radius) {
   PathBatchBuilder builder(graph, {}, model.num_relations(), radius);
   PathBatch batch;
-  for (const PathQuery& q : queries) EXPECT_TRUE(builder.Add(q, &batch).ok());
+  const RelationMap identity;
+  PathNeighbourhoodSpec spec = model.Neighbourhood(&graph, &identity, 0);  // ULTRA's
+  spec.layout = PathLayout::kDisjoint;
+  for (const PathQuery& q : queries) {
+    EXPECT_TRUE(
+        (model.open_vocabulary() ? builder.Add(spec, q, &batch) : builder.Add(q, &batch)).ok());
+  }
   absl::StatusOr<PathScores> scores = model.Score(batch);
   EXPECT_TRUE(scores.ok()) << scores.status();
   std::vector<std::vector<float>> all(queries.size());
@@ -759,6 +765,71 @@ TEST_F(PathTrainingTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
   absl::StatusOr<std::unique_ptr<PathModel>> refused = TrainPath(train_, valid_, other);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("another run"));
+}
+
+// An ULTRA archive fine-tunes with the path family's trainer: the loss falls, the model it
+// returns scores the unseen graph (other relation names) better than the archive did, and
+// a run resumed from its checkpoint trains the model a straight run trains.
+TEST_F(PathTrainingTest, FineTuningAnUltraArchiveImprovesItOnAnUnseenGraphAndResumesAsAStraightRun) {
+  ScopedTempDir dir;
+  PathConfig config;
+  config.relation_graph = true;
+  config.reach_mask = false;
+  config.num_layers = 2;
+  config.relation_layers = 2;
+  config.dim = 16;
+  absl::StatusOr<std::unique_ptr<PathModel>> initial = PathModel::Create(config, {}, 3);
+  ASSERT_TRUE(initial.ok()) << initial.status();
+  ASSERT_TRUE((*initial)->Save(dir.Sub("ultra.pt")).ok());
+
+  PathTrainOptions options = Options();
+  options.init = dir.Sub("ultra.pt");
+  options.remove_one_hop = false;
+  options.learning_rate = 5e-3;
+  options.epochs = 3;
+  std::vector<EpochReport> epochs;
+  absl::StatusOr<std::unique_ptr<PathModel>> tuned =
+      TrainPath(train_, valid_, options, [&](const EpochReport& r) { epochs.push_back(r); });
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  ASSERT_EQ(epochs.size(), 3u);
+  EXPECT_LT(epochs.back().loss, epochs.front().loss);
+  EXPECT_TRUE((*tuned)->open_vocabulary());
+
+  // The unseen graph names its relations otherwise ("b..."): ULTRA reads them as they are.
+  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
+  const RelationMap identity;
+  PathEvaluationOptions evaluation;
+  evaluation.negatives = 10;
+  absl::StatusOr<EvaluationResult> before =
+      EvaluatePath(**initial, graph, identity, test_ids_, evaluation);
+  absl::StatusOr<EvaluationResult> after =
+      EvaluatePath(**tuned, graph, identity, test_ids_, evaluation);
+  ASSERT_TRUE(before.ok() && after.ok()) << before.status() << after.status();
+  // (Three epochs from random weights: measured 0.05 -> 0.09 full MRR, 0.18 -> 0.33 Hits@1.)
+  EXPECT_GT(after->full->mrr, before->full->mrr + 0.02);
+  EXPECT_GT(after->hits_at_1, before->hits_at_1 + 0.1);
+
+  PathTrainOptions first = options;
+  first.epochs = 2;
+  first.checkpoint_dir = dir.Sub("run");
+  ASSERT_TRUE(TrainPath(train_, valid_, first).ok());
+  PathTrainOptions rest = options;
+  rest.checkpoint_dir = dir.Sub("run");
+  rest.resume = true;
+  absl::StatusOr<std::unique_ptr<PathModel>> resumed = TrainPath(train_, valid_, rest);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
+  EXPECT_EQ(AllScores(**tuned, graph, queries, 2), AllScores(**resumed, graph, queries, 2));
+
+  // A model with a vocabulary other than the training graph's is refused.
+  absl::StatusOr<std::unique_ptr<PathModel>> other =
+      PathModel::Create(Options().model, {"x", "y"}, 3);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->Save(dir.Sub("other.pt")).ok());
+  PathTrainOptions mismatched = Options();
+  mismatched.init = dir.Sub("other.pt");
+  EXPECT_THAT(TrainPath(train_, valid_, mismatched).status().message(),
+              HasSubstr("relation vocabulary"));
 }
 
 // A run killed within an epoch resumes from its last checkpoint within that epoch: it trains
