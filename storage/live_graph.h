@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "storage/adjacency_tree.h"
@@ -135,8 +136,9 @@ class LiveGraph {
     uint64_t total() const { return adjacency_bytes + entity_name_bytes + relation_name_bytes; }
   };
 
-  // An empty graph at sequence 0.
-  LiveGraph();
+  // An empty graph at sequence 0. `relation_sides` false: snapshots list no relation side
+  // pairs (SidePairs() empty whatever the facts), for measuring what keeping them costs.
+  explicit LiveGraph(bool relation_sides = true);
   LiveGraph(const LiveGraph&) = delete;
   LiveGraph& operator=(const LiveGraph&) = delete;
 
@@ -161,6 +163,13 @@ class LiveGraph {
   std::shared_ptr<NameTable> entity_names_;
   // Entities per pair of relation sides; written only by Apply().
   RelationSideCounts side_counts_;
+  // Facts per relation side of each entity with more than kTrackedDegree facts, so a chunk
+  // touching a hub costs its facts there, not the hub's degree; others' sides are read off
+  // their (short) lists. Written only by Apply(); (side, count) sorted by side.
+  static constexpr size_t kTrackedDegree = 64;
+  using SideCounts = std::vector<std::pair<uint32_t, uint32_t>>;
+  absl::flat_hash_map<EntityId, SideCounts> hub_sides_;
+  const bool relation_sides_;
   mutable std::mutex mu_;
   // Guarded by mu_ for readers; the writer swaps it under mu_.
   std::shared_ptr<const GraphSnapshot> current_;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/adjacency_tree.h"
@@ -299,7 +300,8 @@ TEST(LiveGraphTest, MemoryUsageGrowsWithTheGraph) {
 }
 
 // The pairs of relation sides a snapshot lists are the ones its facts make meet, after any
-// mix of additions and removals, and a snapshot keeps the pairs of its own version.
+// mix of additions and removals (hubs' sides counted fact by fact, others' read off their
+// lists), and a snapshot keeps the pairs of its own version.
 TEST(LiveGraphTest, RelationSidePairsFollowAdditionsAndRemovals) {
   LiveGraph graph;
   std::vector<std::string> names;
@@ -312,8 +314,10 @@ TEST(LiveGraphTest, RelationSidePairsFollowAdditionsAndRemovals) {
   for (uint64_t seq = 2; seq < 40; ++seq) {
     GraphDelta delta;
     delta.sequence = seq;
-    delta.facts = RandomFacts(60, 6, seq);
-    for (size_t i = 0; i < 3 && !held.empty(); ++i) {
+    // Enough facts that the hubs pass the degree from which the live graph counts their
+    // sides fact by fact; repeats and facts already held come with them.
+    delta.facts = RandomFacts(60, 40, seq);
+    for (size_t i = 0; i < 12 && !held.empty(); ++i) {
       delta.removed_facts.push_back(held[rng() % held.size()]);
     }
     graph.Apply(delta);
@@ -347,6 +351,51 @@ TEST(LiveGraphTest, RelationSidesMeetOnlyWhereAnEntityHoldsBoth) {
   remove.removed_facts = {{1, 1, 2}};
   graph.Apply(remove);
   EXPECT_EQ(*graph.Snapshot()->SidePairs(), (RelationSidePairs{{rh, rh}, {rt, rt}}));
+}
+
+// A hub (more facts than the live graph reads off its lists) gains and loses a side by single
+// facts, with repeats and facts already held in the same chunk: the pairs still equal the
+// ones its facts make meet.
+TEST(LiveGraphTest, RelationSidesOfAHubFollowItsFactsOneByOne) {
+  LiveGraph graph;
+  std::vector<std::string> names = {"hub"};
+  std::vector<Triple> facts;
+  for (EntityId i = 1; i <= 100; ++i) {
+    names.push_back("leaf" + std::to_string(i));
+    facts.push_back({0, 0, i});  // hub -common-> leaf i
+  }
+  graph.Apply(Delta(names, {"common", "rare"}, facts, 1));
+  auto expect_pairs_of_facts = [&](const std::string& when) {
+    const auto snapshot = graph.Snapshot();
+    std::vector<Triple> held;
+    for (EntityId e = 0; e < snapshot->num_entities(); ++e) {
+      for (const Neighbor& n : snapshot->OutEdges(e)) held.push_back({e, n.relation, n.entity});
+    }
+    EXPECT_EQ(*snapshot->SidePairs(),
+              ComputeRelationSidePairs(StaticGraph(snapshot->num_entities(), held)))
+        << when;
+  };
+  GraphDelta rare;
+  rare.sequence = 2;
+  rare.facts = {{0, 1, 1}, {0, 1, 1}, {0, 0, 2}};  // a new side, twice; a fact held already
+  graph.Apply(rare);
+  expect_pairs_of_facts("after the hub's first fact of rare");
+  const uint32_t common_head = HeadSide(0), rare_head = HeadSide(1);
+  EXPECT_TRUE(absl::c_linear_search(*graph.Snapshot()->SidePairs(),
+                                    std::make_pair(common_head, rare_head)));
+  GraphDelta remove;
+  remove.sequence = 3;
+  remove.removed_facts = {{0, 1, 1}, {0, 1, 1}, {0, 1, 7}};  // its only one, twice; one absent
+  graph.Apply(remove);
+  expect_pairs_of_facts("after the hub's fact of rare is removed");
+  EXPECT_FALSE(absl::c_linear_search(*graph.Snapshot()->SidePairs(),
+                                     std::make_pair(common_head, rare_head)));
+  GraphDelta back;
+  back.sequence = 4;
+  back.facts = {{5, 1, 0}};  // leaf5 -rare-> hub: the hub is now a tail of rare
+  back.removed_facts = {{0, 0, 3}};
+  graph.Apply(back);
+  expect_pairs_of_facts("after the hub becomes a tail of rare");
 }
 
 }  // namespace
