@@ -25,6 +25,13 @@ using RelationMap = std::vector<int32_t>;
 RelationMap MapRelationsByName(absl::Span<const std::string> graph_relations,
                                absl::Span<const std::string> model_relations);
 
+// Relation r's model id under `relations`, -1 if the model does not know it. An empty map is
+// the identity (a model whose ids are the graph's: ULTRA's, which has no vocabulary).
+inline int32_t ModelRelation(const RelationMap& relations, uint32_t r) {
+  if (relations.empty()) return static_cast<int32_t>(r);
+  return r < relations.size() ? relations[r] : -1;
+}
+
 struct SubgraphBatch {
   // Per node.
   std::vector<int64_t> dist_u;      // d(i, u); kFarDistance for "beyond k"

@@ -224,8 +224,10 @@ class PathFactJob final : public ScoringJob {
   }
   std::string Describe(size_t i) const override {
     const Query& q = queries_[i];
-    return absl::StrCat("(\"", graph_->EntityName(q.head), "\", \"",
-                        model_->relations()[q.relation], "\", ?)");
+    // An ULTRA model's relation ids are the graph's.
+    const std::string& relation = model_->open_vocabulary() ? graph_->RelationName(q.relation)
+                                                            : model_->relations()[q.relation];
+    return absl::StrCat("(\"", graph_->EntityName(q.head), "\", \"", relation, "\", ?)");
   }
 
  private:

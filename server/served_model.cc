@@ -63,7 +63,7 @@ std::vector<Triple> SampleStoredFacts(const ServedModel& model, const GraphSnaps
     const absl::Span<const Neighbor> out = graph.OutEdges(head);  // none if removed
     if (out.empty()) continue;
     const Neighbor& edge = out[random.Uniform(out.size())];
-    if (edge.entity == head || (*relations)[edge.relation] < 0) continue;
+    if (edge.entity == head || ModelRelation(*relations, edge.relation) < 0) continue;
     facts.push_back(Triple{head, edge.relation, edge.entity});
   }
   return facts;
@@ -274,7 +274,7 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
   std::vector<WarmupFact> facts;
   for (const Triple& t :
        SampleStoredFacts(served, graph, per_batch * options.batches, options.seed)) {
-    facts.push_back({t, (*relations)[t.relation]});
+    facts.push_back({t, ModelRelation(*relations, t.relation)});
   }
   const GraphView* source = &graph;
   StaticGraph synthetic;

@@ -249,6 +249,30 @@ TEST_F(PathServingTest, ReloadingSwitchesBetweenTheFamiliesWhileServing) {
   ExpectClose(Score({"c10", "r1", "c12"}).score(), Offline("c10", "r1", false).at("c12"), "c12");
 }
 
+// Reloading to an ULTRA model, which scores any relation: it warms up on the stored facts,
+// and a relation the learned model's store refused is accepted and ranked from then on.
+TEST_F(PathServingTest, ReloadingToUltraAcceptsRelationsTheLearnedModelRefused) {
+  const std::vector<NamedTriple> novel = {{"c3", "brand_new", "c9"}, {"c9", "brand_new", "c20"}};
+  EXPECT_FALSE(AddChunks(*stub_, {novel}).status.ok());
+  PathConfig ultra;
+  ultra.relation_graph = true;
+  ultra.reach_mask = false;
+  ultra.num_layers = 2;
+  ultra.relation_layers = 2;
+  ultra.dim = 8;
+  ASSERT_TRUE((*PathModel::Create(ultra, {}, 3))->Save(dir_.Sub("ultra.pt")).ok());
+  grpc::ClientContext context;
+  kg::v1::ReloadModelRequest request;
+  request.set_path(dir_.Sub("ultra.pt"));
+  kg::v1::ReloadModelResponse response;
+  const grpc::Status status = stub_->ReloadModel(&context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.model().format(), kUltraModelFormat);
+  Add(novel);
+  EXPECT_EQ(RankTails("c3", "brand_new").ranked_size(), 59);
+  EXPECT_EQ(RankTails("c3", "r1").ranked_size(), 59);
+}
+
 // Without the reach mask (NBFNet's computation, with PNA) a ranking covers the whole ring and
 // scores every entity on its own surroundings; ScoreTriplet runs on the tail's 3-hop ball
 // only, and still gives each fact the ranking's score.
