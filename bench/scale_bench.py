@@ -31,6 +31,8 @@ pass does not depend on the weights), served with --allow-unknown-relations; --v
 gives GraIL the same (one epoch on the v1 splits), to compare the families on equal terms:
     bench/scale_bench.py --family path --label path --graphs wordnet,wn18rr,fb_dense
     bench/scale_bench.py --v1-models --label grail_v1 --graphs wordnet,wn18rr,fb_dense
+With --family ultra the model is ULTRA's released ultra_3g imported (grail-tools import-ultra),
+every relation of each graph scored.
 """
 
 import argparse
@@ -166,6 +168,8 @@ def prepare(out, family="grail", v1_models=False):
             "fb_path.pt": [DATA / "fb237_v1" / "train.txt", DATA / "fb237_v1" / "valid.txt", 1,
                            ["--family", "path"]],
         }
+    elif family == "ultra":
+        specs = {}  # imported below, not trained
     elif v1_models:
         specs = {
             "wn_v1.pt": [DATA / "WN18RR_v1" / "train.txt", DATA / "WN18RR_v1" / "valid.txt", 1, []],
@@ -181,6 +185,17 @@ def prepare(out, family="grail", v1_models=False):
         bipartite.parent.mkdir(exist_ok=True)
         bipartite.write_text("".join(f"left{i}\t_hypernym\tright{j}\n"
                                      for i in range(140) for j in range(140)))
+    if family == "ultra":
+        # ULTRA's released weights (no training; any relation of the graph is scored).
+        ultra = models / "ultra_3g.pt"
+        if not ultra.exists():
+            run([tools, "import-ultra", "--checkpoint",
+                 ROOT.parent / "shared" / "models" / "ultra" / "ultra_3g.pth", "--out", ultra])
+        return {
+            "wordnet": (data / "wordnet" / "triples.txt", ultra, []),
+            "wn18rr": (DATA / "WN18RR" / "train.txt", ultra, []),
+            "fb_dense": (DATA / "FB15k-237_validtest" / "graph.txt", ultra, []),
+        }
     if family == "path":
         unknown = ["--allow-unknown-relations"]
         return {
@@ -211,11 +226,11 @@ def queries_for(server, graph, out, name):
     query is valid)."""
     path = out / "data" / f"{name}.queries.txt"
     if not path.exists():
-        relations = set(server.client("stats")["model"]["relations"])
+        relations = set(server.client("stats")["model"]["relations"])  # none: any (ULTRA)
         with open(graph) as src, open(path, "w") as dst:
             for line in src:
                 head, relation, tail = line.rstrip("\n").split("\t")
-                if relation in relations and head != tail:  # a pair, as GraIL scores
+                if (not relations or relation in relations) and head != tail:  # a pair
                     dst.write(line)
     return path
 
@@ -325,8 +340,9 @@ def main():
     parser.add_argument("--loaded-score-requests", type=int, default=1500)
     parser.add_argument("--rank-deadline-ms", type=int, default=120000)
     parser.add_argument("--force", action="store_true")
-    parser.add_argument("--family", choices=["grail", "path"], default="grail",
-                        help="the model family served (path: wordnet, wn18rr, fb_dense only)")
+    parser.add_argument("--family", choices=["grail", "path", "ultra"], default="grail",
+                        help="the model family served (path, ultra: wordnet, wn18rr, fb_dense "
+                             "only)")
     parser.add_argument("--v1-models", action="store_true",
                         help="GraIL models trained one epoch on WN18RR_v1 / fb237_v1, as the "
                              "path family's (wordnet, wn18rr, fb_dense only)")
