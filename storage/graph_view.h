@@ -29,12 +29,12 @@ struct Neighbor {
   }
 };
 
-// Implementations are immutable for as long as a caller holds them (a snapshot), so all
-// methods are safe to call from many threads at once, and returned spans stay valid for
-// the lifetime of the view.
 // The pairs of relation sides that meet at some entity (storage/relation_sides.h).
 using RelationSidePairs = std::vector<std::pair<uint32_t, uint32_t>>;
 
+// Implementations are immutable for as long as a caller holds them (a snapshot), so all
+// methods are safe to call from many threads at once, and returned spans stay valid for
+// the lifetime of the view.
 class GraphView {
  public:
   virtual ~GraphView() = default;

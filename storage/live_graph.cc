@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <tuple>
 #include <utility>
 
 namespace grail {
@@ -87,11 +86,11 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
     }
   }
   next->num_facts_ = base->num_facts_ + added - removed;
-  if (relation_sides_) {
-    UpdateSidePairs(delta, *base, next.get());
-  } else {
-    next->side_pairs_ = base->side_pairs_;
-  }
+  // The pair list is shared until a chunk makes two relation sides meet or part.
+  next->side_pairs_ =
+      relation_sides_ && side_tracker_.Apply(delta.facts, delta.removed_facts, *base, *next)
+          ? std::make_shared<const RelationSidePairs>(side_tracker_.Pairs())
+          : base->side_pairs_;
 
   next->removed_ = base->removed_;
   if (!delta.removed_entities.empty() || !delta.revived_entities.empty()) {
@@ -114,105 +113,6 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
   // `previous` (the old version) is released here, outside the lock: if no reader holds
   // it, freeing the nodes it alone owned must not delay readers taking snapshots.
   return added;
-}
-
-void LiveGraph::UpdateSidePairs(const GraphDelta& delta, const GraphSnapshot& base,
-                                GraphSnapshot* next) {
-  // The delta's (entity, side, fact) incidences, grouped by entity, each once.
-  struct Touch {
-    EntityId entity;
-    uint32_t side;
-    Triple fact;
-    bool operator<(const Touch& o) const {
-      return std::tie(entity, side, fact) < std::tie(o.entity, o.side, o.fact);
-    }
-    bool operator==(const Touch& o) const {
-      return entity == o.entity && side == o.side && fact == o.fact;
-    }
-  };
-  std::vector<Touch> touches;
-  touches.reserve(2 * (delta.facts.size() + delta.removed_facts.size()));
-  for (const auto* facts : {&delta.facts, &delta.removed_facts}) {
-    for (const Triple& t : *facts) {
-      touches.push_back({t.head, HeadSide(t.relation), t});
-      touches.push_back({t.tail, TailSide(t.relation), t});
-    }
-  }
-  std::sort(touches.begin(), touches.end());
-  touches.erase(std::unique(touches.begin(), touches.end()), touches.end());
-
-  std::vector<uint32_t> before, after;
-  auto sides_of = [](const SideCounts& counts, std::vector<uint32_t>* sides) {
-    sides->clear();
-    for (const auto& [side, count] : counts) sides->push_back(side);
-  };
-  for (size_t begin = 0, end = 0; begin < touches.size(); begin = end) {
-    const EntityId e = touches[begin].entity;
-    for (end = begin; end < touches.size() && touches[end].entity == e;) ++end;
-    auto tracked = hub_sides_.find(e);
-    if (tracked != hub_sides_.end()) {
-      // A hub: its sides' fact counts change by the facts the delta really added or removed
-      // (present after and not before, or the reverse), found in O(log degree) each.
-      SideCounts& counts = tracked->second;
-      sides_of(counts, &before);
-      for (size_t i = begin; i < end; ++i) {
-        const Triple& f = touches[i].fact;
-        const int change = static_cast<int>(next->HasFact(f.head, f.relation, f.tail)) -
-                           static_cast<int>(base.HasFact(f.head, f.relation, f.tail));
-        if (change == 0) continue;
-        auto at = std::lower_bound(counts.begin(), counts.end(),
-                                   std::make_pair(touches[i].side, uint32_t{0}));
-        if (at == counts.end() || at->first != touches[i].side) {
-          at = counts.insert(at, {touches[i].side, 0});
-        }
-        at->second += change;
-        if (at->second == 0) counts.erase(at);
-      }
-      sides_of(counts, &after);
-      side_counts_.Update(before, after);
-      continue;
-    }
-    // Otherwise its lists are short (or this is the first chunk to touch it since it grew):
-    // only a side the delta touches can come or go, so look those up in both versions, and
-    // read every side off the lists only when one did.
-    const auto out = next->adjacency_.OutEdges(e), in = next->adjacency_.InEdges(e);
-    const bool existed = e < base.num_entities_;
-    const auto base_out = existed ? base.adjacency_.OutEdges(e) : absl::Span<const Neighbor>();
-    const auto base_in = existed ? base.adjacency_.InEdges(e) : absl::Span<const Neighbor>();
-    auto holds = [](absl::Span<const Neighbor> out, absl::Span<const Neighbor> in, uint32_t side) {
-      const absl::Span<const Neighbor> list = side % 2 == 0 ? out : in;
-      return std::any_of(list.begin(), list.end(),
-                         [&](const Neighbor& n) { return n.relation == side / 2; });
-    };
-    bool changed = false;
-    for (size_t i = begin; i < end && !changed; ++i) {
-      if (i > begin && touches[i].side == touches[i - 1].side) continue;
-      changed = holds(base_out, base_in, touches[i].side) != holds(out, in, touches[i].side);
-    }
-    if (changed) {
-      EntitySides(base_out, base_in, &before);
-      EntitySides(out, in, &after);
-      side_counts_.Update(before, after);
-    }
-    if (out.size() + in.size() > kTrackedDegree) {
-      SideCounts& counts = hub_sides_[e];
-      for (const Neighbor& n : out) counts.emplace_back(HeadSide(n.relation), 1);
-      for (const Neighbor& n : in) counts.emplace_back(TailSide(n.relation), 1);
-      std::sort(counts.begin(), counts.end());
-      size_t kept = 0;
-      for (size_t i = 0; i < counts.size(); ++i) {
-        if (kept > 0 && counts[kept - 1].first == counts[i].first) {
-          ++counts[kept - 1].second;
-        } else {
-          counts[kept++] = counts[i];
-        }
-      }
-      counts.resize(kept);
-    }
-  }
-  next->side_pairs_ = side_counts_.changed()
-                          ? std::make_shared<const RelationSidePairs>(side_counts_.Pairs())
-                          : base.side_pairs_;
 }
 
 LiveGraph::MemoryUsage LiveGraph::ApproximateMemoryUsage() const {

@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "storage/adjacency_tree.h"
@@ -156,19 +155,10 @@ class LiveGraph {
   MemoryUsage ApproximateMemoryUsage() const;
 
  private:
-  // Sets next's relation side pairs from the entities the delta touches.
-  void UpdateSidePairs(const GraphDelta& delta, const GraphSnapshot& base, GraphSnapshot* next);
-
   // Written only by Apply() (one at a time); Apply() reads it without the lock.
   std::shared_ptr<NameTable> entity_names_;
-  // Entities per pair of relation sides; written only by Apply().
-  RelationSideCounts side_counts_;
-  // Facts per relation side of each entity with more than kTrackedDegree facts, so a chunk
-  // touching a hub costs its facts there, not the hub's degree; others' sides are read off
-  // their (short) lists. Written only by Apply(); (side, count) sorted by side.
-  static constexpr size_t kTrackedDegree = 64;
-  using SideCounts = std::vector<std::pair<uint32_t, uint32_t>>;
-  absl::flat_hash_map<EntityId, SideCounts> hub_sides_;
+  // Which relation sides meet, kept chunk by chunk; written only by Apply().
+  RelationSideTracker side_tracker_;
   const bool relation_sides_;
   mutable std::mutex mu_;
   // Guarded by mu_ for readers; the writer swaps it under mu_.

@@ -51,7 +51,13 @@ StaticGraph::StaticGraph(uint32_t num_entities, absl::Span<const Triple> facts)
   }
   std::sort(self_loops_.begin(), self_loops_.end());
   self_loops_.erase(std::unique(self_loops_.begin(), self_loops_.end()), self_loops_.end());
-  side_pairs_ = std::make_shared<const RelationSidePairs>(ComputeRelationSidePairs(*this));
+}
+
+std::shared_ptr<const RelationSidePairs> StaticGraph::SidePairs() const {
+  std::call_once(side_pairs_->once, [this] {
+    side_pairs_->pairs = std::make_shared<const RelationSidePairs>(ComputeRelationSidePairs(*this));
+  });
+  return side_pairs_->pairs;
 }
 
 std::vector<Triple> StaticGraph::Facts() const {

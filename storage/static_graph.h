@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -32,7 +33,8 @@ class StaticGraph final : public GraphView {
     return {in_.data() + in_offsets_[e], in_offsets_[e + 1] - in_offsets_[e]};
   }
   absl::Span<const EntityId> SelfLoopEntities() const override { return self_loops_; }
-  std::shared_ptr<const RelationSidePairs> SidePairs() const override { return side_pairs_; }
+  // Computed on the first call (only ULTRA's models ask), then kept; thread-safe.
+  std::shared_ptr<const RelationSidePairs> SidePairs() const override;
 
   // Every fact, sorted by (head, relation, tail).
   std::vector<Triple> Facts() const;
@@ -45,7 +47,12 @@ class StaticGraph final : public GraphView {
   std::vector<Neighbor> out_;
   std::vector<Neighbor> in_;
   std::vector<EntityId> self_loops_;
-  std::shared_ptr<const RelationSidePairs> side_pairs_ = std::make_shared<RelationSidePairs>();
+  // Shared by copies, which hold the same facts.
+  struct SidePairsOnce {
+    std::once_flag once;
+    std::shared_ptr<const RelationSidePairs> pairs;
+  };
+  std::shared_ptr<SidePairsOnce> side_pairs_ = std::make_shared<SidePairsOnce>();
 };
 
 }  // namespace grail
