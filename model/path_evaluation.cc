@@ -83,12 +83,8 @@ absl::StatusOr<std::vector<float>> ScorePathFacts(const PathModel& model, const 
   queries.reserve(facts.size());
   for (size_t i = 0; i < facts.size(); ++i) {
     const Triple& f = facts[i];
-    const int32_t r = relations.empty()
-                          ? (static_cast<int32_t>(f.relation) < model.NumRelations(graph)
-                                 ? static_cast<int32_t>(f.relation)
-                                 : -1)
-                          : (f.relation < relations.size() ? relations[f.relation] : -1);
-    if (r < 0) {
+    const int32_t r = ModelRelation(relations, f.relation);
+    if (r < 0 || r >= model.NumRelations(graph)) {
       return absl::InvalidArgumentError(
           absl::StrCat("fact ", i, ": relation id ", f.relation, " is unknown to the model"));
     }

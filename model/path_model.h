@@ -108,6 +108,19 @@ struct PathConfig {
   int radius() const { return reach_mask ? num_layers + (pna ? 1 : 0) : -1; }
 };
 
+// ULTRA's network as its released checkpoints have it: 6 relation-graph and 6 entity layers
+// of 64, sum aggregation, layer norm, short-cut, no reach mask. Shrink the sizes for tests.
+inline PathConfig UltraConfig() {
+  PathConfig c;
+  c.relation_graph = true;
+  c.reach_mask = false;
+  c.dependent = false;
+  c.num_layers = 6;
+  c.relation_layers = 6;
+  c.dim = 64;
+  return c;
+}
+
 // Scores of one forward: `node[i]` for node i of the batch (its query's score of that
 // entity), `far[q]` for every entity beyond query q's neighbourhood.
 struct PathScores {
@@ -199,10 +212,11 @@ struct AnyModel {
 
 // Turns a released ULTRA checkpoint (a torch.save file whose "model" entry is the state dict
 // of DeepGraphLearning/ULTRA's Ultra module, e.g. ultra_3g.pth) into a grail-kg-ultra-model/1
-// archive at `out`. Only tensors and plain containers are read (LibTorch's unpickler runs no
-// pickled code); every tensor is mapped by name and shape, and the layer counts and width are
-// read off the names. Errors: INVALID_ARGUMENT naming the file and the tensor that is
-// missing, of another shape or unknown; the file's own errors as LibTorch reports them.
+// archive at `out`. Only tensors and plain containers are read (model/checkpoint_reader.h: no
+// pickled code runs); every tensor is mapped by name and shape, and the layer counts and width
+// are read off the names. Errors: NOT_FOUND for an unreadable file; INVALID_ARGUMENT naming the
+// file and what it holds that is not data, or the tensor that is missing, of another shape or
+// unknown.
 absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::string& out);
 
 // Opens the archive at `path` once and loads it as the family its format names. Errors name

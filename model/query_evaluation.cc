@@ -61,8 +61,8 @@ absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
                                                         const QueryRunner& run) {
   const int32_t num_relations = num_model_relations;
   auto model_relation = [&](RelationId r) -> int32_t {
-    if (relations.empty()) return static_cast<int32_t>(r) < num_relations ? r : -1;
-    return r < relations.size() ? relations[r] : -1;
+    const int32_t m = ModelRelation(relations, r);
+    return m < num_relations ? m : -1;
   };
   // Per test fact: the tail query (h, r) and the head query (t, r^-1); the negatives drawn as
   // Evaluate() draws them; a head-replaced AUC negative (h', r, t) adds the query (h', r).

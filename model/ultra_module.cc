@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -193,9 +192,6 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> UltraRelationGraph(
   return {Int64Tensor(g.src, device), Int64Tensor(g.kind, device), Int64Tensor(g.dst, device)};
 }
 
-}  // namespace grail
-
-namespace grail {
 namespace {
 
 // Where each of ours comes from: the checkpoint's name, and whether it is a linear layer's
@@ -265,10 +261,7 @@ absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::str
     }
   }
 
-  PathConfig c;
-  c.relation_graph = true;
-  c.reach_mask = false;
-  c.dependent = false;
+  PathConfig c = UltraConfig();
   c.relation_layers = CountLayers(state, "relation_model.layers.");
   c.num_layers = CountLayers(state, "entity_model.layers.");
   c.layer_norm = state.count("entity_model.layers.0.layer_norm.weight") > 0;
