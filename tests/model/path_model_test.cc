@@ -770,11 +770,10 @@ TEST_F(PathTrainingTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
 // An ULTRA archive fine-tunes with the path family's trainer: the loss falls, the model it
 // returns scores the unseen graph (other relation names) better than the archive did, and
 // a run resumed from its checkpoint trains the model a straight run trains.
-TEST_F(PathTrainingTest, FineTuningAnUltraArchiveImprovesItOnAnUnseenGraphAndResumesAsAStraightRun) {
+TEST_F(PathTrainingTest,
+       FineTuningAnUltraArchiveImprovesItOnAnUnseenGraphAndResumesAsAStraightRun) {
   ScopedTempDir dir;
-  PathConfig config;
-  config.relation_graph = true;
-  config.reach_mask = false;
+  PathConfig config = UltraConfig();
   config.num_layers = 2;
   config.relation_layers = 2;
   config.dim = 16;

@@ -90,24 +90,10 @@ class ServedArchiveTest : public ::testing::Test {
 
   kg::v1::RankResponse Rank(bool tails, const std::string& fixed, const std::string& relation,
                             uint32_t top_k = 0) {
-    grpc::ClientContext context;
     kg::v1::RankResponse response;
     kg::v1::RankOptions options;
     options.set_top_k(top_k);
-    grpc::Status status;
-    if (tails) {
-      kg::v1::RankTailsRequest request;
-      request.set_head(fixed);
-      request.set_relation(relation);
-      *request.mutable_options() = options;
-      status = stub_->RankTails(&context, request, &response);
-    } else {
-      kg::v1::RankHeadsRequest request;
-      request.set_tail(fixed);
-      request.set_relation(relation);
-      *request.mutable_options() = options;
-      status = stub_->RankHeads(&context, request, &response);
-    }
+    const grpc::Status status = RankCall(*stub_, tails, fixed, relation, options, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response;
   }

@@ -254,9 +254,7 @@ TEST_F(PathServingTest, ReloadingSwitchesBetweenTheFamiliesWhileServing) {
 TEST_F(PathServingTest, ReloadingToUltraAcceptsRelationsTheLearnedModelRefused) {
   const std::vector<NamedTriple> novel = {{"c3", "brand_new", "c9"}, {"c9", "brand_new", "c20"}};
   EXPECT_FALSE(AddChunks(*stub_, {novel}).status.ok());
-  PathConfig ultra;
-  ultra.relation_graph = true;
-  ultra.reach_mask = false;
+  PathConfig ultra = UltraConfig();
   ultra.num_layers = 2;
   ultra.relation_layers = 2;
   ultra.dim = 8;

@@ -45,9 +45,7 @@ std::vector<NamedTriple> Graph() {
 class UltraServingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    PathConfig config;
-    config.relation_graph = true;
-    config.reach_mask = false;
+    PathConfig config = UltraConfig();
     config.num_layers = 3;
     config.relation_layers = 2;
     config.dim = 8;
@@ -108,20 +106,9 @@ class UltraServingTest : public ::testing::Test {
 
   kg::v1::RankResponse Rank(const std::string& fixed, const std::string& relation, bool tails,
                             grpc::Status* status_out = nullptr) {
-    grpc::ClientContext context;
     kg::v1::RankResponse response;
-    grpc::Status status;
-    if (tails) {
-      kg::v1::RankTailsRequest request;
-      request.set_head(fixed);
-      request.set_relation(relation);
-      status = stub_->RankTails(&context, request, &response);
-    } else {
-      kg::v1::RankHeadsRequest request;
-      request.set_tail(fixed);
-      request.set_relation(relation);
-      status = stub_->RankHeads(&context, request, &response);
-    }
+    const grpc::Status status =
+        RankCall(*stub_, tails, fixed, relation, kg::v1::RankOptions(), &response);
     if (status_out != nullptr) {
       *status_out = status;
     } else {

@@ -1,6 +1,7 @@
 // The KnowledgeGraph calls integration tests make over and over: a triple as a proto,
 // chunks streamed through AddTriples or RemoveTriples one at a time (each chunk's ack read
-// before the next is sent), and requests with names that are not UTF-8.
+// before the next is sent), a ranking of tails or heads, and requests with names that are
+// not UTF-8.
 #ifndef GRAIL_TESTS_TESTING_GRAPH_CALLS_H_
 #define GRAIL_TESTS_TESTING_GRAPH_CALLS_H_
 
@@ -80,6 +81,25 @@ inline RemoveOutcome RemoveChunks(kg::v1::KnowledgeGraph::Stub& stub,
   grpc::ClientContext context;
   auto stream = stub.RemoveTriples(&context);
   return StreamChunks(&context, stream.get(), chunks, first_line);
+}
+
+// RankTails of (fixed, relation, ?) when `tails`, else RankHeads of (?, relation, fixed).
+inline grpc::Status RankCall(kg::v1::KnowledgeGraph::Stub& stub, bool tails,
+                             const std::string& fixed, const std::string& relation,
+                             const kg::v1::RankOptions& options, kg::v1::RankResponse* response) {
+  grpc::ClientContext context;
+  if (tails) {
+    kg::v1::RankTailsRequest request;
+    request.set_head(fixed);
+    request.set_relation(relation);
+    *request.mutable_options() = options;
+    return stub.RankTails(&context, request, response);
+  }
+  kg::v1::RankHeadsRequest request;
+  request.set_tail(fixed);
+  request.set_relation(relation);
+  *request.mutable_options() = options;
+  return stub.RankHeads(&context, request, response);
 }
 
 }  // namespace grail
