@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "model/pickle.h"
 
 namespace grail {
 namespace {
@@ -75,8 +77,9 @@ uint32_t Crc32(uint32_t crc, absl::string_view data) {
 
 // Inflates raw deflate `data`, returning the CRC-32 of the output and its size through the
 // pointers, or an error message. Never holds more than one 64 KiB block of output.
+// With `keep`, the output is appended to it.
 std::optional<std::string> Inflate(absl::string_view data, uint64_t limit, uint32_t* crc,
-                                   uint64_t* size) {
+                                   uint64_t* size, std::string* keep = nullptr) {
   z_stream stream;
   std::memset(&stream, 0, sizeof stream);
   if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) return "zlib could not start";
@@ -102,6 +105,7 @@ std::optional<std::string> Inflate(absl::string_view data, uint64_t limit, uint3
       return "it inflates to more than its declared size";
     }
     *crc = Crc32(*crc, absl::string_view(reinterpret_cast<const char*>(out), produced));
+    if (keep != nullptr) keep->append(reinterpret_cast<const char*>(out), produced);
     if (result == Z_OK && produced == 0 && stream.avail_in == 0) {
       inflateEnd(&stream);
       return "its deflate stream ends early";
@@ -109,6 +113,57 @@ std::optional<std::string> Inflate(absl::string_view data, uint64_t limit, uint3
   }
   inflateEnd(&stream);
   return std::nullopt;
+}
+
+// Checks every tensor storage a TorchScript pickle (`pickle_name`, e.g. "m/data.pkl")
+// references against its record (`<dir><folder>/<key>`): present, exactly as long as the
+// storage's element count times its element size, and every tensor view of it inside it.
+// LibTorch 1.13 trusts the record: a shorter one makes it read memory it does not own.
+absl::Status CheckStorages(absl::string_view pickle, const std::string& pickle_name,
+                           const std::string& folder,
+                           const std::map<std::string, uint64_t>& record_bytes,
+                           absl::string_view path) {
+  auto damaged = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is damaged: ", why));
+  };
+  absl::StatusOr<PickleValuePtr> root = ParsePickle(pickle, pickle_name);
+  if (!root.ok()) return damaged(root.status().message());
+  using Kind = PickleValue::Kind;
+  return VisitPickle(*root, [&](const PickleValue& v) -> absl::Status {
+    if (v.is(Kind::kPersistent)) {
+      absl::StatusOr<PickleStorage> storage = StorageOf(*v.items[0]);
+      if (!storage.ok())
+        return damaged(absl::StrCat(pickle_name, ": ", storage.status().message()));
+      const std::string record = folder + storage->key;
+      const auto it = record_bytes.find(record);
+      if (it == record_bytes.end()) {
+        return damaged(absl::StrCat(pickle_name, " names a tensor record ", record,
+                                    " the archive does not hold"));
+      }
+      const uint64_t needed =
+          static_cast<uint64_t>(storage->elements) * storage->type.element_bytes;
+      if (it->second != needed) {
+        return damaged(absl::StrCat("record ", record, " holds ", it->second,
+                                    " bytes where its storage of ", storage->elements, " ",
+                                    storage->type.scalar, " elements needs ", needed));
+      }
+    } else if (v.is(Kind::kCall) && v.items[0]->is(Kind::kGlobal) &&
+               v.items[0]->text == "torch._utils _rebuild_tensor_v2") {
+      const std::vector<PickleValuePtr>& args = v.items[1]->items;
+      if (args.empty() || !args[0]->is(Kind::kPersistent)) {
+        return damaged(absl::StrCat(pickle_name, ": a tensor without its storage"));
+      }
+      absl::StatusOr<PickleStorage> storage = StorageOf(*args[0]->items[0]);
+      if (!storage.ok())
+        return damaged(absl::StrCat(pickle_name, ": ", storage.status().message()));
+      absl::StatusOr<PickleTensorView> view = TensorViewOf(args, storage->elements);
+      if (!view.ok()) {
+        return damaged(absl::StrCat(pickle_name, ": ", view.status().message(), " (record ", folder,
+                                    storage->key, ")"));
+      }
+    }
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace
@@ -158,6 +213,8 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
     return damaged("more entries than the central directory holds");
 
   std::set<std::string> names;
+  std::map<std::string, uint64_t> record_bytes;
+  std::map<std::string, std::string> pickles;  // the entries named *.pkl, inflated
   uint64_t at = directory;
   for (uint64_t i = 0; i < entries; ++i) {
     if (in.Read(at, 4) != kCentralHeader || !in.Read(at + 46, 0)) {
@@ -235,8 +292,10 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
       }
       crc = Crc32(0, *data);
       size = data->size();
+      if (absl::EndsWith(e.name, ".pkl")) pickles[e.name] = std::string(*data);
     } else if (e.method == 8) {
-      if (std::optional<std::string> error = Inflate(*data, e.uncompressed, &crc, &size)) {
+      std::string* keep = absl::EndsWith(e.name, ".pkl") ? &pickles[e.name] : nullptr;
+      if (std::optional<std::string> error = Inflate(*data, e.uncompressed, &crc, &size, keep)) {
         return damaged(absl::StrCat(e.name, ": ", *error));
       }
     } else {
@@ -251,6 +310,7 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
       return damaged(absl::StrFormat("%s fails its CRC-32 check (stored %08x, computed %08x)",
                                      e.name, e.crc, crc));
     }
+    record_bytes[e.name] = size;
   }
   if (names.empty()) return not_archive("the zip file is empty");
   const std::string& first = *names.begin();
@@ -258,6 +318,15 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
   for (const char* required : {"data.pkl", "constants.pkl", "version"}) {
     if (dir.empty() || !names.count(dir + required)) {
       return not_archive(absl::StrCat("it has no ", required, " (not a TorchScript archive)"));
+    }
+  }
+  // Tensors: data.pkl's storages in <dir>data/, constants.pkl's in <dir>constants/.
+  for (const auto& [pickle, folder] : {std::pair<std::string, std::string>{"data.pkl", "data/"},
+                                       {"constants.pkl", "constants/"}}) {
+    const std::string name = dir + pickle;
+    if (absl::Status s = CheckStorages(pickles[name], name, dir + folder, record_bytes, path);
+        !s.ok()) {
+      return s;
     }
   }
   return absl::OkStatus();

@@ -1,12 +1,20 @@
 #include "model/torch_util.h"
 
+#include <openssl/evp.h>
 #include <torch/cuda.h>
 
 #include <cmath>
+#include <map>
+#include <sstream>
 #include <string>
+#include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "model/archive_check.h"
+#include "model/archive_loading.h"
 
 namespace grail {
 
@@ -35,17 +43,98 @@ torch::Tensor Int64Tensor(const std::vector<int64_t>& values, const torch::Devic
       .to(device, /*non_blocking=*/false, /*copy=*/true);
 }
 
-absl::StatusOr<torch::jit::Module> LoadModelArchive(const std::string& path,
-                                                    const torch::Device& device) {
-  if (absl::Status container = CheckModelArchive(path); !container.ok()) return container;
+namespace {
+
+constexpr char kDigestsAttribute[] = "parameter_digests";
+
+// SHA-256 of a tensor's dtype, shape and contents, hex.
+std::string TensorDigest(const torch::Tensor& tensor) {
+  const torch::Tensor cpu = tensor.detach().to(torch::kCPU).contiguous();
+  EVP_MD_CTX* context = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(context, EVP_sha256(), nullptr);
+  const std::string header =
+      absl::StrCat(c10::toString(cpu.scalar_type()), ":", absl::StrJoin(cpu.sizes(), ","), ":");
+  EVP_DigestUpdate(context, header.data(), header.size());
+  EVP_DigestUpdate(context, cpu.data_ptr(), cpu.numel() * cpu.element_size());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_DigestFinal_ex(context, digest, &size);
+  EVP_MD_CTX_free(context);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest), size));
+}
+
+// "name sha256" per line, for every tensor the module holds (parameters, buffers, tensor
+// attributes), in the module's order.
+std::map<std::string, std::string> ParameterDigests(const torch::jit::Module& module) {
+  std::map<std::string, std::string> digests;
+  for (const auto& attribute : module.named_attributes(/*recurse=*/true)) {
+    if (attribute.value.isTensor()) {
+      digests[attribute.name] = TensorDigest(attribute.value.toTensor());
+    }
+  }
+  return digests;
+}
+
+}  // namespace
+
+absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& bytes,
+                                                         const std::string& path,
+                                                         const torch::Device& device) {
+  if (absl::Status container = CheckModelArchiveBytes(bytes, path); !container.ok()) {
+    return container;
+  }
+  torch::jit::Module module;
   try {
-    return torch::jit::load(path, device);
+    std::istringstream in(bytes);
+    module = torch::jit::load(in, device);
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load model ", path, ": ", e.what_without_backtrace()));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", e.what()));
   }
+  // The digests its trainer wrote (archives written before them carry none): a tensor
+  // altered anywhere, even with its record's CRC-32 recomputed, is refused by name. They
+  // guard against damage, not forgery: whoever can write the archive can write them.
+  // An empty list is no list (an archive edited outside a trainer, as tests do).
+  if (module.hasattr(kDigestsAttribute) && !module.attr(kDigestsAttribute).toStringRef().empty()) {
+    std::map<std::string, std::string> written;
+    for (absl::string_view line :
+         absl::StrSplit(module.attr(kDigestsAttribute).toStringRef(), '\n', absl::SkipEmpty())) {
+      const std::pair<std::string, std::string> entry = absl::StrSplit(line, ' ');
+      written[entry.first] = entry.second;
+    }
+    const std::map<std::string, std::string> found = ParameterDigests(module);
+    for (const auto& [name, digest] : found) {
+      const auto it = written.find(name);
+      if (it == written.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, " is damaged: it holds a tensor ",
+                                                       name, " its trainer did not write"));
+      }
+      if (it->second != digest) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, " is damaged: tensor ", name, " differs from what its trainer wrote (SHA-256 ",
+            digest.substr(0, 16), ", written ", it->second.substr(0, 16), ")"));
+      }
+    }
+    for (const auto& [name, digest] : written) {
+      if (!found.count(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, " is damaged: tensor ", name, " its trainer wrote is missing"));
+      }
+    }
+  }
+  return module;
+}
+
+absl::StatusOr<torch::jit::Module> LoadModelArchive(const std::string& path,
+                                                    const torch::Device& device) {
+  absl::StatusOr<std::string> bytes = ReadModelFile(path);
+  if (!bytes.ok()) return bytes.status();
+  if (absl::Status probe = ProbeInChildProcess(ArchiveKind::kModel, *bytes, path); !probe.ok()) {
+    return probe;
+  }
+  return LoadModelArchiveBytes(*bytes, path, device);
 }
 
 std::string ArchiveFormat(const torch::jit::Module& module) {
@@ -64,6 +153,17 @@ absl::Status SaveModelArchive(torch::jit::Module& module, const std::string& fin
                               const std::string& path) {
   try {
     module.setattr("training_fingerprint", fingerprint);
+    std::string digests;
+    for (const auto& [name, digest] : ParameterDigests(module)) {
+      absl::StrAppend(&digests, name, " ", digest, "\n");
+    }
+    // An empty list is no list (an archive edited outside a trainer, as tests do).
+    if (module.hasattr(kDigestsAttribute) &&
+        !module.attr(kDigestsAttribute).toStringRef().empty()) {
+      module.setattr(kDigestsAttribute, digests);
+    } else {
+      module.register_attribute(kDigestsAttribute, c10::StringType::get(), digests);
+    }
     module.save(path);
     return absl::OkStatus();
   } catch (const c10::Error& e) {

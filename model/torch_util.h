@@ -24,16 +24,24 @@ torch::Tensor LinearInit(std::vector<int64_t> shape, int64_t fan_in);
 // `values` as an int64 tensor on `device` (copied).
 torch::Tensor Int64Tensor(const std::vector<int64_t>& values, const torch::Device& device);
 
-// Opens a model archive: checks its zip container (LibTorch trusts the contents, no CRC-32
-// checks, and can crash on damaged ones), then loads the TorchScript module on `device`.
-// Errors name the path: "PATH is damaged: ...", "cannot load model PATH: ...".
+// Opens a model archive: reads the file (model/archive_loading.h: regular files, bounded),
+// checks its container and tensor records (model/archive_check.h: LibTorch trusts them and
+// can crash on damaged ones), loads it in a child process first where this program
+// isolates loads, then loads the TorchScript module on `device` and checks its tensors
+// against the digests its trainer wrote. Errors name the path: "PATH is damaged: ...",
+// "cannot load model PATH: ...", and those of ReadModelFile / ProbeInChildProcess.
 absl::StatusOr<torch::jit::Module> LoadModelArchive(const std::string& path,
                                                     const torch::Device& device);
+// The same from the file's bytes, in this process (no probe): what the probe itself runs.
+absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& bytes,
+                                                         const std::string& path,
+                                                         const torch::Device& device);
 // The archive's "format" attribute ("" if it has none).
 std::string ArchiveFormat(const torch::jit::Module& module);
 // The archive's relation vocabulary, in the model's id order.
 std::vector<std::string> ArchiveRelations(const torch::jit::Module& module);
-// Writes `module` to `path` with `fingerprint` as its training_fingerprint attribute.
+// Writes `module` to `path` with `fingerprint` as its training_fingerprint attribute and the
+// SHA-256 of every tensor it holds as its parameter_digests attribute.
 absl::Status SaveModelArchive(torch::jit::Module& module, const std::string& fingerprint,
                               const std::string& path);
 // Number of scalars in the module's parameters.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
 #include "common/json.h"
+#include "model/archive_loading.h"
 #include "model/blas_kernels.h"
 #include "model/evaluation.h"
 #include "model/fact_scoring.h"
@@ -96,7 +97,9 @@ int ScoreOnly(const grail::IndexedTriples& indexed, const std::vector<grail::Tri
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const int probe = grail::RunArchiveProbeIfAsked(argc, argv); probe >= 0) return probe;
   grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
+  grail::IsolateArchiveLoads({});      // the model may come from anywhere
   absl::SetProgramUsageMessage(
       "grail-eval --model MODEL.pt --graph FILE --test FILE [--seed S] [--negatives 49]\n"
       "  [--runs N]");

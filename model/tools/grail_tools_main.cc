@@ -6,9 +6,12 @@
 
 #include "absl/flags/usage.h"
 #include "common/command_line.h"
+#include "model/archive_loading.h"
 #include "model/tools/commands.h"
 
 int main(int argc, char** argv) {
+  if (const int probe = grail::RunArchiveProbeIfAsked(argc, argv); probe >= 0) return probe;
+  grail::IsolateArchiveLoads({});  // import-ultra reads a checkpoint from anywhere
   absl::SetProgramUsageMessage(
       "grail-tools COMMAND [flags]\n"
       "  subgraph --graph FILE --head H --relation R --tail T [--hops K]\n"
