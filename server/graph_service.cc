@@ -186,9 +186,17 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
   }
   void Reply(const absl::Status& status) { Reply(ToGrpcStatus(status)); }
 
+  // The call was admitted for `caller` (KnowledgeGraphService::Admit): its calls in
+  // flight count it until it is done, and its work counts in the engine's caller shares.
+  void Admitted(std::string caller) {
+    control_->set_caller(caller);
+    caller_ = std::move(caller);
+  }
+
   void OnCancel() override { control_->Cancel(); }
   void OnDone() override {
     service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    service_->LeaveCaller(caller_);
     delete this;
   }
 
@@ -198,6 +206,7 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
   grpc::CallbackServerContext* const context_;
   const Clock::time_point start_ = Clock::now();
   const std::shared_ptr<CallControl> control_;
+  std::string caller_;
 };
 
 // What differs between the two chunk streams, AddTriples and RemoveTriples.
@@ -274,7 +283,7 @@ class KnowledgeGraphService::ChunkStreamCall final
       : service_(service), context_(context) {
     service_->in_flight_.fetch_add(1, std::memory_order_relaxed);
     const grpc::Status admitted =
-        service_->Admit(context_, Kind::kMethod, Scope::kWrite, &predictor_);
+        service_->Admit(context_, Kind::kMethod, Scope::kWrite, &predictor_, &caller_);
     if (!admitted.ok()) {
       End(admitted);
       return;
@@ -341,6 +350,7 @@ class KnowledgeGraphService::ChunkStreamCall final
 
   void OnDone() override {
     service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    service_->LeaveCaller(caller_);
     delete this;
   }
 
@@ -397,6 +407,7 @@ class KnowledgeGraphService::ChunkStreamCall final
     Finish(final_status);
   }
 
+  std::string caller_;  // counted in the service's per-caller calls once admitted
   KnowledgeGraphService* const service_;
   grpc::CallbackServerContext* const context_;
   LinkPredictor* predictor_ = nullptr;
@@ -428,7 +439,8 @@ void KnowledgeGraphService::Activate(LinkPredictor* predictor, ModelReloader* re
 
 grpc::Status KnowledgeGraphService::Admit(grpc::CallbackServerContext* context,
                                           absl::string_view method, Scope needed,
-                                          LinkPredictor** predictor) const {
+                                          LinkPredictor** predictor, std::string* caller) {
+  std::string name;
   if (tokens_ != nullptr) {
     std::optional<absl::string_view> authorization;
     const auto& metadata = context->client_metadata();
@@ -438,22 +450,62 @@ grpc::Status KnowledgeGraphService::Admit(grpc::CallbackServerContext* context,
     AccessDecision decision = tokens_->Check(authorization, needed);
     observer_->OnAccess(method, decision.outcome, decision.token_name);
     if (!decision.status.ok()) return ToGrpcStatus(decision.status);
+    name = absl::StrCat("token ", decision.token_name);
+  } else {
+    name = absl::StrCat("peer ", context->peer());  // one connection
   }
   *predictor = predictor_.load(std::memory_order_acquire);
   if (*predictor == nullptr) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         "the server is still loading its model and graph");
   }
-  const int64_t in_flight = in_flight_.load(std::memory_order_relaxed);
-  if (in_flight > static_cast<int64_t>(limits_.max_calls_in_flight)) {
-    observer_->OnServiceLimit("max_calls_in_flight");
-    return grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("the server is busy: ", in_flight - 1, " calls are in flight; the limit is ",
-                     limits_.max_calls_in_flight,
-                     " (--max-calls-in-flight); retry later, with backoff"));
+  // Admitted calls only: calls being refused (a flood of them) do not crowd out others.
+  // A caller over its share waits for its own calls; other callers are still admitted.
+  const int64_t share =
+      limits_.max_caller_share >= 1
+          ? std::numeric_limits<int64_t>::max()
+          : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(limits_.max_calls_in_flight *
+                                                                limits_.max_caller_share)));
+  absl::MutexLock lock(&callers_mu_);
+  int64_t& mine = calls_by_caller_[name];
+  auto refuse = [&](absl::string_view limit, std::string message) {
+    if (mine == 0) calls_by_caller_.erase(name);
+    observer_->OnServiceLimit(limit);
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(message));
+  };
+  if (mine + 1 > share) {
+    return refuse("max_caller_share",
+                  absl::StrCat("this caller (", name, ") has ", mine,
+                               " calls in flight; one caller may have ", share,
+                               " (--max-caller-share of --max-calls-in-flight); retry when "
+                               "its earlier calls have finished"));
   }
+  if (admitted_calls_ + 1 > static_cast<int64_t>(limits_.max_calls_in_flight)) {
+    return refuse("max_calls_in_flight",
+                  absl::StrCat("the server is busy: ", admitted_calls_,
+                               " calls are in flight; the limit is ", limits_.max_calls_in_flight,
+                               " (--max-calls-in-flight); retry later, with backoff"));
+  }
+  ++admitted_calls_;
+  ++mine;
+  *caller = std::move(name);
   return grpc::Status::OK;
+}
+
+grpc::Status KnowledgeGraphService::Admit(UnaryCall* call, Scope needed,
+                                          LinkPredictor** predictor) {
+  std::string caller;
+  grpc::Status status = Admit(call->context(), call->method(), needed, predictor, &caller);
+  if (status.ok()) call->Admitted(std::move(caller));
+  return status;
+}
+
+void KnowledgeGraphService::LeaveCaller(const std::string& caller) {
+  if (caller.empty()) return;
+  absl::MutexLock lock(&callers_mu_);
+  --admitted_calls_;
+  const auto it = calls_by_caller_.find(caller);
+  if (it != calls_by_caller_.end() && --it->second <= 0) calls_by_caller_.erase(it);
 }
 
 grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
@@ -461,7 +513,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
     kg::v1::ScoreTripletResponse* response) {
   auto* call = new UnaryCall(this, "ScoreTriplet", context);
   LinkPredictor* predictor;
-  grpc::Status status = Admit(context, call->method(), Scope::kRead, &predictor);
+  grpc::Status status = Admit(call, Scope::kRead, &predictor);
   if (status.ok()) status = ValidateTriple(request->triple(), "triple", limits_.max_name_bytes);
   if (status.ok() && request->max_paths() > kMaxExplanationPaths) {
     status = InvalidArgument(absl::StrCat("max_paths is ", request->max_paths(), "; at most ",
@@ -511,7 +563,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplets(
     kg::v1::ScoreTripletsResponse* response) {
   auto* call = new UnaryCall(this, "ScoreTriplets", context);
   LinkPredictor* predictor;
-  grpc::Status status = Admit(context, call->method(), Scope::kRead, &predictor);
+  grpc::Status status = Admit(call, Scope::kRead, &predictor);
   if (status.ok() && static_cast<uint32_t>(request->triples_size()) > limits_.max_request_triples) {
     status =
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -552,7 +604,7 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
                                  const kg::v1::RankOptions& options, uint64_t min_graph_sequence,
                                  kg::v1::RankResponse* response) {
   LinkPredictor* predictor;
-  grpc::Status status = Admit(call->context(), call->method(), Scope::kRead, &predictor);
+  grpc::Status status = Admit(call, Scope::kRead, &predictor);
   if (!status.ok()) return call->Reply(status);
   status = CheckName(query.fixed, query.rank_tails ? "head" : "tail", limits_.max_name_bytes);
   if (status.ok()) status = CheckName(query.relation, "relation", limits_.max_name_bytes);
@@ -643,7 +695,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ReloadModel(
     kg::v1::ReloadModelResponse* response) {
   auto* call = new UnaryCall(this, "ReloadModel", context);
   LinkPredictor* predictor;
-  grpc::Status status = Admit(context, call->method(), Scope::kAdmin, &predictor);
+  grpc::Status status = Admit(call, Scope::kAdmin, &predictor);
   if (status.ok() && reloader_ == nullptr) {
     status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this server cannot reload its model");
   }
@@ -655,8 +707,15 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ReloadModel(
     return call;
   }
   // Loading and warming up take seconds: not on a gRPC thread.
-  reloads_->Post([this, call, path = request->path(), response] {
-    absl::StatusOr<ReloadOutcome> outcome = reloader_->Reload(path);
+  // Its place among reloads is taken now: of those waiting behind a reload in progress, only
+  // the newest runs.
+  const uint64_t queued = reloader_->Queue();
+  reloads_->Post([this, call, path = request->path(), response, queued] {
+    // Applied only while the caller still waits, with a margin for the answer's way back.
+    auto still_wanted = [call] {
+      return !call->control()->Stopped(Clock::now() + std::chrono::milliseconds(100));
+    };
+    absl::StatusOr<ReloadOutcome> outcome = reloader_->Reload(path, still_wanted, queued);
     if (!outcome.ok()) return call->Reply(outcome.status());
     FillModelInfo(*outcome->model, response->mutable_model());
     response->set_previous_version(outcome->previous_version);
@@ -667,12 +726,19 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ReloadModel(
   return call;
 }
 
+void KnowledgeGraphService::ReloadFromSignal() {
+  if (reloader_ == nullptr) return;
+  // On the reload thread: the signal loop stays free to see SIGTERM whatever a load does.
+  const uint64_t queued = reloader_->Queue();
+  reloads_->Post([this, queued] { reloader_->Reload("", nullptr, queued).IgnoreError(); });
+}
+
 grpc::ServerUnaryReactor* KnowledgeGraphService::GetStats(grpc::CallbackServerContext* context,
                                                           const kg::v1::GetStatsRequest* request,
                                                           kg::v1::GetStatsResponse* response) {
   auto* call = new UnaryCall(this, "GetStats", context);
   LinkPredictor* predictor;
-  const grpc::Status status = Admit(context, call->method(), Scope::kRead, &predictor);
+  const grpc::Status status = Admit(call, Scope::kRead, &predictor);
   if (!status.ok()) {
     call->Reply(status);
     return call;
@@ -724,7 +790,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::CreateCheckpoint(
     kg::v1::CreateCheckpointResponse* response) {
   auto* call = new UnaryCall(this, "CreateCheckpoint", context);
   LinkPredictor* predictor;
-  grpc::Status status = Admit(context, call->method(), Scope::kAdmin, &predictor);
+  grpc::Status status = Admit(call, Scope::kAdmin, &predictor);
   if (status.ok()) status = ToGrpcStatus(ValidateName(request->dir(), "dir", 4096));
   if (status.ok() && request->dir()[0] != '/') {
     status = InvalidArgument(

@@ -24,7 +24,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "server/access_tokens.h"
 #include "server/link_predictor.h"
@@ -40,6 +42,9 @@ struct ServiceLimits {
   uint32_t max_chunk_facts = 100000;     // AddTriples (the store enforces it too)
   uint32_t max_calls_in_flight = 1000;   // KnowledgeGraph calls and streams at once
   uint32_t max_name_bytes = 1024;        // every entity and relation name a call sends
+  // The fraction of max_calls_in_flight one caller (a token's name, or one connection when
+  // tokens are off) may hold (1: no per-caller limit).
+  double max_caller_share = 0.5;
 };
 
 // What the service reports to metrics; called on gRPC threads, must be thread-safe.
@@ -99,6 +104,9 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
   // is UNIMPLEMENTED); both must outlive the service's calls.
   void Activate(LinkPredictor* predictor, ModelReloader* reloader, const ServedModelInfo& info,
                 uint32_t max_batch_size);
+  // Reloads the model from --model on the reload thread (SIGHUP), queued like ReloadModel
+  // calls; the outcome is logged and counted by the reloader.
+  void ReloadFromSignal();
   // Read-your-writes: calls with min_graph_sequence wait on `gate` (fed by the store's
   // commits) for at most `max_wait`. Without a gate, a call asking for a version the graph
   // has not reached fails at once. Before Activate; `gate` must outlive the service's calls.
@@ -153,9 +161,15 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
 
   // The predictor; or UNAUTHENTICATED / PERMISSION_DENIED when the call's token is missing,
   // unknown or lacks `needed`; or UNAVAILABLE while loading; or RESOURCE_EXHAUSTED beyond
-  // the calls in flight (the caller has counted itself in already).
+  // the calls in flight (the call has counted itself in already) or beyond its caller's
+  // share of them. On OK `*caller` names the caller ("token NAME", or "peer ADDRESS" for
+  // one connection when tokens are off), now counted in its share until LeaveCaller.
   grpc::Status Admit(grpc::CallbackServerContext* context, absl::string_view method, Scope needed,
-                     LinkPredictor** predictor) const;
+                     LinkPredictor** predictor, std::string* caller);
+  // The same for a unary call, which then carries its caller (UnaryCall::Admitted).
+  grpc::Status Admit(UnaryCall* call, Scope needed, LinkPredictor** predictor);
+  // A call of `caller` is done ("" if it was never admitted).
+  void LeaveCaller(const std::string& caller);
   // Validates a ranking request and starts it; `call` is finished either way.
   void Rank(UnaryCall* call, RankQuery query, const kg::v1::RankOptions& options,
             uint64_t min_graph_sequence, kg::v1::RankResponse* response);
@@ -172,6 +186,12 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
   std::atomic<LinkPredictor*> predictor_{nullptr};
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
+  absl::Mutex callers_mu_;
+  // Calls in flight per caller, for max_caller_share; callers with none are removed.
+  absl::flat_hash_map<std::string, int64_t> calls_by_caller_ ABSL_GUARDED_BY(callers_mu_);
+  // Calls admitted and not done (max_calls_in_flight); in_flight_ also counts calls being
+  // refused.
+  int64_t admitted_calls_ ABSL_GUARDED_BY(callers_mu_) = 0;
   ServedModelInfo info_;
   uint32_t max_batch_size_ = 0;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

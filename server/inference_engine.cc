@@ -1,6 +1,7 @@
 #include "server/inference_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -101,6 +102,8 @@ struct InferenceEngine::Call {
   size_t scored = 0;            // facts accepted
   int64_t counted_pending = 0;  // this call's share of pending_subgraphs_
   int64_t job_bytes = 0;        // this call's share of held_bytes_ (besides its queue)
+  std::string caller;           // whose share it counts in (CallControl::caller)
+  bool admitted = false;        // counted in callers_
   std::deque<QueuedSubgraph> queue;
   int64_t queued_nodes = 0, queued_edges = 0, queued_bytes = 0;
   int64_t deficit = 0;
@@ -152,6 +155,7 @@ void InferenceEngine::Shutdown() {
       left.push_back(std::move(call));
     }
     calls_.clear();
+    callers_.clear();
     pending_subgraphs_ = queued_subgraphs_ = queued_cost_ = held_bytes_ = 0;
   }
   FinishCalls(left);
@@ -161,6 +165,95 @@ EngineLoad InferenceEngine::Load() const {
   absl::MutexLock lock(&mu_);
   return EngineLoad{static_cast<int64_t>(calls_.size()), pending_subgraphs_, queued_subgraphs_,
                     held_bytes_};
+}
+
+int64_t InferenceEngine::CallerShare(int64_t limit) const {
+  if (options_.max_caller_share >= 1) return limit;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(limit * options_.max_caller_share)));
+}
+
+absl::Status InferenceEngine::Admit(Call& call, int64_t pending, int64_t bytes,
+                                    absl::string_view* limit) {
+  const bool shared = options_.max_caller_share < 1;
+  const int64_t share_pending = CallerShare(options_.max_pending_subgraphs);
+  const int64_t share_bytes = CallerShare(options_.max_queued_bytes);
+  const std::string share_of = absl::StrCat("one caller may hold ", options_.max_caller_share,
+                                            " of it (--max-caller-share)");
+  // A call that could never be admitted, however idle the server: the caller must narrow
+  // it, retrying cannot help.
+  if (pending > share_pending) {
+    *limit = shared ? "max_caller_share" : "max_pending_subgraphs";
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this call alone adds ", pending, " subgraphs to score; the limit is ",
+                     options_.max_pending_subgraphs, " (--max-pending-subgraphs)",
+                     shared ? absl::StrCat(" and ", share_of, ": ", share_pending) : "",
+                     "; it can never be admitted: narrow the call (fewer facts or candidates)"));
+  }
+  if (bytes > share_bytes) {
+    *limit = shared ? "max_caller_share" : "max_queued_bytes";
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this call alone needs ", (bytes + kMiB - 1) / kMiB, " MiB; the limit is ",
+        options_.max_queued_bytes / kMiB, " MiB (--max-queued-bytes)",
+        shared ? absl::StrCat(" and ", share_of, ": ", share_bytes / kMiB, " MiB") : "",
+        "; it can never be admitted: narrow the call (a smaller top_k, fewer candidates or "
+        "facts)"));
+  }
+  // What the caller's other calls hold: over its share, it waits for them, not the others.
+  CallerUsage& mine = callers_[call.caller];
+  const int64_t my_pending = mine.pending - call.counted_pending;
+  const int64_t my_bytes = mine.bytes - call.job_bytes;
+  if (shared && (my_pending + pending > share_pending || my_bytes + bytes > share_bytes)) {
+    *limit = "max_caller_share";
+    if (mine.calls == 0) callers_.erase(call.caller);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this caller's calls in progress hold ", my_pending, " subgraphs and ",
+                     (my_bytes + kMiB - 1) / kMiB, " MiB, and this call adds ", pending, " and ",
+                     (bytes + kMiB - 1) / kMiB, " MiB; one caller may hold ", share_pending,
+                     " and ", share_bytes / kMiB,
+                     " MiB (--max-caller-share of --max-pending-subgraphs and "
+                     "--max-queued-bytes); retry when its earlier calls have finished"));
+  }
+  const int64_t others_pending = pending_subgraphs_ - call.counted_pending;
+  const int64_t others_bytes = held_bytes_ - call.job_bytes;
+  if (others_pending + pending > options_.max_pending_subgraphs) {
+    *limit = "max_pending_subgraphs";
+    if (mine.calls == 0) callers_.erase(call.caller);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the server is busy: ", others_pending,
+                     " subgraphs are waiting to be scored and this "
+                     "call adds ",
+                     pending, "; the limit is ", options_.max_pending_subgraphs,
+                     " (--max-pending-subgraphs); retry later, with backoff"));
+  }
+  if (others_bytes + bytes > options_.max_queued_bytes) {
+    *limit = "max_queued_bytes";
+    if (mine.calls == 0) callers_.erase(call.caller);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server is busy: admitted work holds ", (others_bytes + kMiB - 1) / kMiB,
+        " MiB and this call ", (bytes + kMiB - 1) / kMiB, " MiB; the limit is ",
+        options_.max_queued_bytes / kMiB, " MiB (--max-queued-bytes); retry later, with backoff"));
+  }
+  if (!call.admitted) {
+    call.admitted = true;
+    ++mine.calls;
+  }
+  mine.pending += pending - call.counted_pending;
+  mine.bytes += bytes - call.job_bytes;
+  pending_subgraphs_ += pending - call.counted_pending;
+  held_bytes_ += bytes - call.job_bytes;
+  call.counted_pending = pending;
+  call.job_bytes = bytes;
+  return absl::OkStatus();
+}
+
+void InferenceEngine::Release(Call& call) {
+  if (!call.admitted) return;
+  call.admitted = false;
+  const auto it = callers_.find(call.caller);
+  if (it == callers_.end()) return;
+  it->second.pending -= call.counted_pending;
+  it->second.bytes -= call.job_bytes;
+  if (--it->second.calls == 0) callers_.erase(it);
 }
 
 void InferenceEngine::Submit(std::shared_ptr<ScoringJob> job, std::shared_ptr<CallControl> control,
@@ -175,29 +268,13 @@ void InferenceEngine::Submit(std::shared_ptr<ScoringJob> job, std::shared_ptr<Ca
   absl::string_view limit;
   {
     absl::MutexLock lock(&mu_);
-    const int64_t adds = static_cast<int64_t>(known_size);
+    call->caller = control->caller();
     if (stopping_) {
       refused = absl::UnavailableError("the server is shutting down");
-    } else if (pending_subgraphs_ + adds > options_.max_pending_subgraphs) {
-      limit = "max_pending_subgraphs";
-      refused = absl::ResourceExhaustedError(
-          absl::StrCat("the server is busy: ", pending_subgraphs_,
-                       " subgraphs are waiting to be scored and "
-                       "this call adds ",
-                       adds, "; the limit is ", options_.max_pending_subgraphs,
-                       " (--max-pending-subgraphs); retry later, with backoff"));
-    } else if (held_bytes_ + bytes > options_.max_queued_bytes) {
-      limit = "max_queued_bytes";
-      refused = absl::ResourceExhaustedError(
-          absl::StrCat("the server is busy: admitted work holds ", (held_bytes_ + kMiB - 1) / kMiB,
-                       " MiB and this call ", (bytes + kMiB - 1) / kMiB, " MiB; the limit is ",
-                       options_.max_queued_bytes / kMiB,
-                       " MiB (--max-queued-bytes); retry later, with backoff"));
     } else {
-      call->counted_pending = adds;
-      call->job_bytes = bytes;
-      pending_subgraphs_ += adds;
-      held_bytes_ += bytes;
+      refused = Admit(*call, static_cast<int64_t>(known_size), bytes, &limit);
+    }
+    if (refused.ok()) {
       calls_.push_back(call);
       extraction_ready_.Signal();
       // The call may be stopped already (deadline passed, cancelled before the waker was
@@ -290,30 +367,13 @@ void InferenceEngine::ExtractionLoop() {
         Fail(*call, status);
         continue;
       }
-      const int64_t adds = static_cast<int64_t>(size) - call->counted_pending;
-      if (pending_subgraphs_ + adds > options_.max_pending_subgraphs) {
-        observer_->OnCallRejected("max_pending_subgraphs");
-        Fail(*call, absl::ResourceExhaustedError(absl::StrCat(
-                        "the server is busy: ", pending_subgraphs_ - call->counted_pending,
-                        " subgraphs are waiting to be scored and this call adds ", size,
-                        "; the limit is ", options_.max_pending_subgraphs,
-                        " (--max-pending-subgraphs); retry later, with backoff")));
+      absl::string_view limit;
+      if (absl::Status refused = Admit(*call, static_cast<int64_t>(size), bytes, &limit);
+          !refused.ok()) {
+        observer_->OnCallRejected(limit);
+        Fail(*call, std::move(refused));
         continue;
       }
-      if (held_bytes_ - call->job_bytes + bytes > options_.max_queued_bytes) {
-        observer_->OnCallRejected("max_queued_bytes");
-        Fail(*call,
-             absl::ResourceExhaustedError(absl::StrCat(
-                 "the server is busy: admitted work holds ",
-                 (held_bytes_ - call->job_bytes + kMiB - 1) / kMiB, " MiB and this call ",
-                 (bytes + kMiB - 1) / kMiB, " MiB; the limit is ", options_.max_queued_bytes / kMiB,
-                 " MiB (--max-queued-bytes); retry later, with backoff")));
-        continue;
-      }
-      pending_subgraphs_ += adds;
-      call->counted_pending = static_cast<int64_t>(size);
-      held_bytes_ += bytes - call->job_bytes;
-      call->job_bytes = bytes;
       call->size = size;
       call->stage = Call::Stage::kRunning;
       extraction_ready_.SignalAll();
@@ -444,6 +504,7 @@ Clock::time_point InferenceEngine::CollectFinished(Clock::time_point now,
                                  static_cast<int64_t>(call->scored));
     pending_subgraphs_ -= call->counted_pending - static_cast<int64_t>(call->scored);
     held_bytes_ -= call->job_bytes + call->queued_bytes;
+    Release(*call);
     queued_subgraphs_ -= static_cast<int64_t>(call->queue.size());
     queued_cost_ -= call->queued_nodes + call->queued_edges;
     call->queue.clear();

@@ -27,7 +27,12 @@
 //     bounded whatever the number of calls.
 //   * Admission. A call is refused at once with RESOURCE_EXHAUSTED, naming the limit, when
 //     the subgraphs admitted and not yet scored would exceed `max_pending_subgraphs` or the
-//     memory held by admitted work exceeds `max_queued_bytes`.
+//     memory held by admitted work exceeds `max_queued_bytes` ("busy: retry later"). No
+//     caller (CallControl::caller: a token's name, or a connection) holds more than
+//     `max_caller_share` of either: over it, its own calls are refused ("retry when your
+//     earlier calls have finished") while other callers' are still admitted. A call that
+//     alone exceeds a limit or a caller's share could never be admitted: it is refused as
+//     such ("narrow the call"), never as "busy".
 //   * Memory returns after a burst: once no call is left, at most once a second, freed
 //     memory goes back to the kernel (ReleaseFreedMemory).
 //   * Batch closing. A forward also closes when its oldest subgraph has waited
@@ -61,6 +66,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -88,6 +94,9 @@ struct EngineOptions {
   // Admission: bytes held by admitted work (fact lists, per-call search state, extracted
   // subgraphs waiting for the model).
   int64_t max_queued_bytes = int64_t{1} << 30;
+  // Admission: the fraction of max_pending_subgraphs and of max_queued_bytes one caller's
+  // calls may hold together (1: no per-caller limit).
+  double max_caller_share = 0.5;
 };
 
 // Why work was dropped, for metrics.
@@ -124,6 +133,10 @@ class CallControl {
 
   EngineClock::time_point deadline() const { return deadline_; }
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // Whose share of the engine's admission limits the call counts in ("" for everyone not
+  // named). Set before the call is submitted, never after.
+  const std::string& caller() const { return caller_; }
+  void set_caller(std::string caller) { caller_ = std::move(caller); }
   // Whether the call should stop: cancelled, or its deadline has passed at `now`.
   bool Stopped(EngineClock::time_point now) const { return cancelled() || now >= deadline_; }
   // The status a stopped call ends with.
@@ -139,6 +152,7 @@ class CallControl {
   void SetWaker(std::function<void()> waker);
 
   const EngineClock::time_point deadline_;
+  std::string caller_;
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
   std::function<void()> waker_ ABSL_GUARDED_BY(mu_);
@@ -253,6 +267,16 @@ class InferenceEngine {
   // Fails `call` with `status` unless it already has an outcome; the batcher finishes it.
   void Fail(Call& call, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasQueueRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Admission (see the policies above) of `call` holding `pending` subgraphs and `bytes`
+  // from now on, instead of what it was admitted with before (nothing, at Submit). On OK
+  // the totals and the caller's usage count the new amounts; otherwise RESOURCE_EXHAUSTED
+  // and `*limit` names the flag.
+  absl::Status Admit(Call& call, int64_t pending, int64_t bytes, absl::string_view* limit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes a finished call's amounts off its caller's usage.
+  void Release(Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // max_caller_share of `limit`, at least 1.
+  int64_t CallerShare(int64_t limit) const;
   void Wake();
 
   const EngineOptions options_;
@@ -272,6 +296,14 @@ class InferenceEngine {
   int64_t queued_subgraphs_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t queued_cost_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // What each caller's admitted calls hold, for max_caller_share; callers with no call left
+  // are removed.
+  struct CallerUsage {
+    int64_t calls = 0;
+    int64_t pending = 0;
+    int64_t bytes = 0;
+  };
+  absl::flat_hash_map<std::string, CallerUsage> callers_ ABSL_GUARDED_BY(mu_);
   int extracting_ ABSL_GUARDED_BY(mu_) = 0;  // slices taken by extraction threads
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Forwards since freed memory was last returned to the kernel, and when that was.

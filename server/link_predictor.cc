@@ -323,7 +323,7 @@ class RankingJob final : public ScoringJob {
   };
 
   RankingJob(Setup setup, LinkPredictor::RankCallback done)
-      : s_(std::move(setup)), top_(s_.top_k), done_(std::move(done)) {}
+      : s_(std::move(setup)), top_(KeptAtMost(s_)), done_(std::move(done)) {}
 
   absl::Status Prepare() override {
     const GraphSnapshot& graph = *s_.graph;
@@ -490,6 +490,7 @@ class RankingJob final : public ScoringJob {
   }
 
   std::string Describe(size_t i) const override {
+    if (s_.path) return Describe();  // one query: no candidate of its own
     const std::string fixed = absl::StrCat("\"", s_.graph->EntityName(s_.fixed), "\"");
     const std::string other = absl::StrCat("\"", s_.graph->EntityName(CandidateAt(i)), "\"");
     return absl::StrCat("(", s_.rank_tails ? fixed : other, ", \"", s_.relation_name, "\", ",
@@ -497,6 +498,20 @@ class RankingJob final : public ScoringJob {
   }
 
  private:
+  // How many candidates the ranking keeps: top_k, but never more than there are candidates
+  // (a top_k of 10^8 over a few entities holds, and reserves at admission, a few entries).
+  static uint32_t KeptAtMost(const Setup& s) {
+    if (s.top_k == 0) return 0;  // all of them
+    const uint64_t candidates =
+        s.candidates.empty() ? s.graph->num_live_entities() : s.candidates.size();
+    return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(s.top_k, candidates)));
+  }
+  // The query itself, for errors that are not about one candidate.
+  std::string Describe() const {
+    const std::string fixed = absl::StrCat("\"", s_.graph->EntityName(s_.fixed), "\"");
+    return s_.rank_tails ? absl::StrCat("(", fixed, ", \"", s_.relation_name, "\", ?)")
+                         : absl::StrCat("(?, \"", s_.relation_name, "\", ", fixed, ")");
+  }
   EntityId Head(EntityId candidate) const { return s_.rank_tails ? s_.fixed : candidate; }
   EntityId Tail(EntityId candidate) const { return s_.rank_tails ? candidate : s_.fixed; }
   EntityId CandidateAt(size_t i) const { return i < near_.size() ? near_[i] : representative_; }

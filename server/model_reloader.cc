@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "model/archive_loading.h"
 
 namespace grail {
 namespace {
@@ -50,22 +51,55 @@ absl::Status WarmUpServingPath(const LinkPredictor& predictor, int calls, int ba
 ModelReloader::ModelReloader(LinkPredictor& predictor, ReloadOptions options, Observer observer)
     : predictor_(predictor), options_(std::move(options)), observer_(std::move(observer)) {}
 
-absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested) {
+absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested,
+                                                    const std::function<bool()>& still_wanted) {
+  return Reload(requested, still_wanted, Queue());
+}
+
+absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested,
+                                                    const std::function<bool()>& still_wanted,
+                                                    uint64_t request) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string path = requested.empty() ? options_.default_path : requested;
   const std::shared_ptr<const ServedModel> previous = predictor_.served_model();
+  auto gone = [&](absl::string_view stage) -> absl::Status {
+    if (cancelled_.load()) {
+      return absl::CancelledError(
+          absl::StrCat("reload of ", path, " not applied: the server is stopping"));
+    }
+    if (!still_wanted || still_wanted()) return absl::OkStatus();
+    return absl::DeadlineExceededError(
+        absl::StrCat("reload of ", path,
+                     " not applied: the caller's deadline passed or it "
+                     "cancelled ",
+                     stage, "; the previous model keeps serving"));
+  };
   auto attempt = [&]() -> absl::StatusOr<ReloadOutcome> {
+    if (request != newest_request_.load()) {
+      return absl::AbortedError(
+          absl::StrCat("reload of ", path,
+                       " not applied: a newer reload was asked for while it waited; "
+                       "only the newest of waiting reloads runs"));
+    }
+    if (absl::Status s = gone("while it waited"); !s.ok()) return s;
     ReloadOutcome outcome;
     outcome.previous_version = previous->version();
     const Clock::time_point load_start = Clock::now();
-    absl::StatusOr<std::shared_ptr<const ServedModel>> loaded =
-        LoadServedModel(path, options_.device, previous->generation() + 1);
+    absl::StatusOr<std::shared_ptr<const ServedModel>> loaded;
+    {
+      // The child's load stops if the caller goes or the server stops.
+      const ArchiveLoadScope scope([&] { return gone("").ok(); });
+      loaded = LoadServedModel(path, options_.device, previous->generation() + 1);
+    }
     if (!loaded.ok()) return loaded.status();
     outcome.model = *std::move(loaded);
     outcome.load_seconds = SecondsSince(load_start);
     TripleStore& store = predictor_.store();
     const Clock::time_point warmup_start = Clock::now();
-    const absl::StatusOr<int> warm = WarmUp(*outcome.model, *store.Snapshot(), options_.warmup);
+    WarmupOptions warmup = options_.warmup;
+    warmup.stop = [&] { return !gone("").ok(); };
+    const absl::StatusOr<int> warm = WarmUp(*outcome.model, *store.Snapshot(), warmup);
+    if (absl::Status s = gone("before the model was ready"); !s.ok()) return s;
     if (!warm.ok()) return warm.status();
     outcome.warmup_forwards = *warm;
     outcome.warmup_seconds = SecondsSince(warmup_start);

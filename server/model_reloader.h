@@ -10,10 +10,17 @@
 //   4. LinkPredictor::SetModel: one pointer swap. Calls in flight keep the model they hold.
 // Any failure leaves the old model serving, and the store's vocabulary as it was.
 //
+// Bounded and truthful: the archive is read and first loaded in a child process under the
+// size and time bounds of model/archive_loading.h; a reload whose caller has gone (deadline
+// passed, cancelled) stops and is not applied; of reloads waiting behind the one in progress
+// only the newest runs, the others end ABORTED.
+//
 // Thread safety: Reload() may be called from any thread; reloads run one at a time.
 #ifndef GRAIL_SERVER_MODEL_RELOADER_H_
 #define GRAIL_SERVER_MODEL_RELOADER_H_
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -57,15 +64,32 @@ class ModelReloader {
 
   // Serves the archive at `path` (empty: options.default_path) from now on, or returns why
   // not, leaving the old model serving. Errors name the path: NOT_FOUND or INVALID_ARGUMENT
-  // (not readable, not a model archive), FAILED_PRECONDITION (vocabulary), or the warm-up
-  // forward's error.
-  absl::StatusOr<ReloadOutcome> Reload(const std::string& path);
+  // (not readable, not a regular file, too large, damaged, crashed the loader),
+  // FAILED_PRECONDITION (vocabulary), the warm-up forward's error; DEADLINE_EXCEEDED when
+  // `still_wanted` (may be empty) returned false before the swap, or the load's time bound
+  // passed; ABORTED when a newer reload was asked for while this one waited; CANCELLED when
+  // the process is stopping. The model is swapped in only after the last check of
+  // `still_wanted`: an error always means the old model still serves.
+  absl::StatusOr<ReloadOutcome> Reload(const std::string& path,
+                                       const std::function<bool()>& still_wanted = nullptr);
+  // The same for a request queued earlier with Queue(): if a newer one was queued since,
+  // this one ends ABORTED without loading anything.
+  absl::StatusOr<ReloadOutcome> Reload(const std::string& path,
+                                       const std::function<bool()>& still_wanted, uint64_t queued);
+  // Takes a place in the order of reload requests, for a Reload() that runs later (on
+  // another thread).
+  uint64_t Queue() { return newest_request_.fetch_add(1) + 1; }
+  // The process is stopping: a reload in progress stops at its next step (load, warm-up
+  // forward) with CANCELLED, and later ones fail at once. Irreversible.
+  void Cancel() { cancelled_.store(true); }
 
  private:
   LinkPredictor& predictor_;
   const ReloadOptions options_;
   const Observer observer_;
   std::mutex mu_;  // one reload at a time
+  std::atomic<uint64_t> newest_request_{0};
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace grail

@@ -12,6 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/seeded_random.h"
+#include "model/archive_loading.h"
 #include "model/enclosing_subgraph.h"
 #include "model/path_batch.h"
 #include "storage/static_graph.h"
@@ -20,22 +21,18 @@
 namespace grail {
 namespace {
 
-// Hex SHA-256 of the file at `path`; NOT_FOUND if it cannot be read.
+absl::Status StoppedWarmUp() {
+  return absl::CancelledError("the warm-up stopped: the reload is no longer wanted");
+}
+
+// Hex SHA-256 of the model file at `path` (read as ReadModelFile reads it: a regular file,
+// bounded).
 absl::StatusOr<std::string> FileSha256(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read model ", path));
-  EVP_MD_CTX* context = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(context, EVP_sha256(), nullptr);
-  std::vector<char> buffer(1 << 16);
-  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
-    EVP_DigestUpdate(context, buffer.data(), static_cast<size_t>(in.gcount()));
-  }
-  const bool failed = in.bad();
+  absl::StatusOr<std::string> bytes = ReadModelFile(path);
+  if (!bytes.ok()) return bytes.status();
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  EVP_DigestFinal_ex(context, digest, &size);
-  EVP_MD_CTX_free(context);
-  if (failed) return absl::NotFoundError(absl::StrCat("cannot read model ", path));
+  EVP_Digest(bytes->data(), bytes->size(), digest, &size, EVP_sha256(), nullptr);
   return absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(digest), static_cast<size_t>(size)));
 }
@@ -172,10 +169,10 @@ std::shared_ptr<const RelationMap> ServedModel::RelationsOf(const GraphSnapshot&
 absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::string& path,
                                                                    absl::string_view device,
                                                                    uint64_t generation) {
-  absl::StatusOr<std::string> sha256 = FileSha256(path);
-  if (!sha256.ok()) return sha256.status();
   absl::StatusOr<AnyModel> model = LoadAnyModel(path, device);
   if (!model.ok()) return model.status();
+  absl::StatusOr<std::string> sha256 = FileSha256(path);
+  if (!sha256.ok()) return sha256.status();
   if (model->kge) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is a KGE model (", kKgeModelFormat,
@@ -219,6 +216,7 @@ absl::StatusOr<int> WarmUpPath(const ServedModel& served, const GraphView& graph
   size_t next = 0;
   int forwards = 0;
   for (int b = 0; b < options.batches; ++b) {
+    if (options.stop && options.stop()) return StoppedWarmUp();
     batch.Clear();
     const int64_t size = b % 2 == 1 ? 1 : std::max(1, options.batch_size);
     for (size_t tried = 0; tried < 4 * facts.size() && batch.num_queries() < size; ++tried) {
@@ -308,6 +306,7 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
   size_t next = 0;
   int forwards = 0;
   for (int b = 0; b < options.batches; ++b) {
+    if (options.stop && options.stop()) return StoppedWarmUp();
     batch.Clear();
     int64_t nodes = 0, edges = 0;
     // Facts are reused when there are few; a subgraph that alone exceeds a forward's

@@ -13,6 +13,7 @@
 #define GRAIL_SERVER_SERVED_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -143,6 +144,9 @@ struct WarmupOptions {
   int max_batch_nodes = 4096;
   int max_batch_edges = 8192;
   uint64_t seed = 1;
+  // Checked before each forward; once it returns true the warm-up ends with CANCELLED (a
+  // reload whose caller has gone, a server stopping). May be empty.
+  std::function<bool()> stop;
 };
 
 // Runs `options.batches` forwards of the model over enclosing subgraphs of facts sampled

@@ -38,6 +38,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
+#include "model/archive_loading.h"
 #include "model/blas_kernels.h"
 #include "model/grail_model.h"
 #include "server/access_tokens.h"
@@ -92,6 +93,10 @@ ABSL_FLAG(int, max_calls_in_flight, 1000,
 ABSL_FLAG(int64_t, max_pending_subgraphs, 1000000,
           "facts admitted and not yet scored, over all calls; a call beyond is refused "
           "(RESOURCE_EXHAUSTED)");
+ABSL_FLAG(double, max_caller_share, 0.5,
+          "the fraction of --max-calls-in-flight, --max-pending-subgraphs and --max-queued-bytes "
+          "one caller may hold at once (a token's name; one connection when tokens are off), so "
+          "that no caller can lock out the others (1: no per-caller limit)");
 ABSL_FLAG(int64_t, max_queued_bytes, 1073741824,
           "bytes held by admitted scoring work (fact lists, per-call search state, subgraphs "
           "waiting for the model); a call arriving beyond is refused (RESOURCE_EXHAUSTED)");
@@ -105,6 +110,11 @@ ABSL_FLAG(bool, sync_writes, false,
           "fsync every AddTriples chunk before acknowledging it (survives machine crashes, not "
           "just process crashes)");
 ABSL_FLAG(int, drain_seconds, 20, "on SIGTERM, how long calls in flight get to finish");
+ABSL_FLAG(int64_t, max_model_bytes, int64_t{16} << 30,
+          "largest model archive loaded (at start and by ReloadModel / SIGHUP), in bytes");
+ABSL_FLAG(int, model_load_timeout_seconds, 300,
+          "how long loading a model archive may take (it is loaded in a child process first; "
+          "one that takes longer is refused and the previous model keeps serving)");
 ABSL_FLAG(bool, truncate_corrupted_wal, false,
           "start on a store whose write-ahead log is corrupted before its end, keeping what "
           "precedes the corruption (the chunks after it are lost; logged and in /metrics); "
@@ -237,6 +247,8 @@ std::vector<FlagRange> NumericFlags() {
       // nothing.
       {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes), 4096, kMaxInt},
       {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds), 0, 86400},
+      {"max_model_bytes", absl::GetFlag(FLAGS_max_model_bytes), 1 << 10, int64_t{1} << 46},
+      {"model_load_timeout_seconds", absl::GetFlag(FLAGS_model_load_timeout_seconds), 1, 86400},
       {"warmup_batches", absl::GetFlag(FLAGS_warmup_batches), 0, 1000},
       {"tls_reload_seconds", absl::GetFlag(FLAGS_tls_reload_seconds), 1, 86400},
       {"nats_stream_replicas", absl::GetFlag(FLAGS_nats_stream_replicas), 1, 5},
@@ -265,6 +277,12 @@ int Run() {
     std::fprintf(stderr, "grail-server: %s\n", bad.c_str());
     return 2;
   }
+  const double caller_share = absl::GetFlag(FLAGS_max_caller_share);
+  if (!(caller_share > 0 && caller_share <= 1)) {
+    std::fprintf(stderr, "grail-server: --max-caller-share=%g is out of range: it takes (0, 1]\n",
+                 caller_share);
+    return 2;
+  }
   const std::string model_path = absl::GetFlag(FLAGS_model);
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   if (model_path.empty() || data_dir.empty()) {
@@ -291,11 +309,13 @@ int Run() {
   engine_options.max_subgraph_edges = std::max(1, absl::GetFlag(FLAGS_max_subgraph_edges));
   engine_options.max_pending_subgraphs = absl::GetFlag(FLAGS_max_pending_subgraphs);
   engine_options.max_queued_bytes = absl::GetFlag(FLAGS_max_queued_bytes);
+  engine_options.max_caller_share = caller_share;
   ServiceLimits limits;
   limits.max_request_triples = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_request_triples));
   limits.max_candidates = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_candidates));
   limits.max_chunk_facts = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_chunk_facts));
   limits.max_calls_in_flight = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_calls_in_flight));
+  limits.max_caller_share = caller_share;
   limits.max_name_bytes = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_name_bytes));
   RankLimits rank_limits;
   rank_limits.max_rank_subgraphs = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_rank_subgraphs));
@@ -324,6 +344,7 @@ int Run() {
                 {"max_calls_in_flight", limits.max_calls_in_flight},
                 {"max_pending_subgraphs", engine_options.max_pending_subgraphs},
                 {"max_queued_bytes", engine_options.max_queued_bytes},
+                {"max_caller_share", caller_share},
                 {"max_chunk_facts", limits.max_chunk_facts},
                 {"max_name_bytes", absl::GetFlag(FLAGS_max_name_bytes)},
                 {"max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)},
@@ -331,6 +352,8 @@ int Run() {
                 {"sync_writes", absl::GetFlag(FLAGS_sync_writes)},
                 {"truncate_corrupted_wal", absl::GetFlag(FLAGS_truncate_corrupted_wal)},
                 {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)},
+                {"max_model_bytes", absl::GetFlag(FLAGS_max_model_bytes)},
+                {"model_load_timeout_seconds", absl::GetFlag(FLAGS_model_load_timeout_seconds)},
                 {"warmup_batches", absl::GetFlag(FLAGS_warmup_batches)}});
   // A misspelt GRAIL_* setting would otherwise be ignored without a word.
   if (const std::vector<std::string> unknown = UnknownFlagVariables("GRAIL_", {"GRAIL_TOKEN"});
@@ -341,6 +364,11 @@ int Run() {
 
   UseServingAllocator();
   SetComputeThreads(compute_threads);
+  // Every archive this server loads, at start and on reload, is loaded in a child process
+  // first: a damaged one that would crash LibTorch's loader is refused, not fatal.
+  IsolateArchiveLoads(
+      ArchiveLoadLimits{absl::GetFlag(FLAGS_max_model_bytes),
+                        std::chrono::seconds(absl::GetFlag(FLAGS_model_load_timeout_seconds))});
   google::protobuf::SetLogHandler(&LogFromProtobuf);
 
   // Declared before the metrics, whose HTTP endpoint reads it until the metrics are destroyed.
@@ -583,7 +611,7 @@ int Run() {
     signal_number = sigtimedwait(&signals, nullptr, &second);
     if (signal_number == SIGTERM || signal_number == SIGINT) break;
     // SIGHUP also re-reads --model (the outcome is logged and counted by the reloader).
-    if (signal_number == SIGHUP) reloader.Reload("").IgnoreError();
+    if (signal_number == SIGHUP) service.ReloadFromSignal();
     if (tokens == nullptr) continue;
     const absl::StatusOr<bool> reloaded = tokens->Reload(/*force=*/signal_number == SIGHUP);
     if (!reloaded.ok()) {
@@ -606,6 +634,10 @@ int Run() {
                    {"drain_seconds", absl::GetFlag(FLAGS_drain_seconds)}});
   ready.store(false);
   health->SetServingStatus(false);
+  // A reload in progress must not hold the drain: its load (a child process) is killed and
+  // its warm-up stops at the next forward.
+  reloader.Cancel();
+  CancelArchiveLoads();
   service.BeginDrain();
   // Stops accepting calls, lets the ones received finish until the deadline, then cancels
   // the rest. It also waits (within the deadline) for idle client connections to close.
@@ -628,6 +660,8 @@ int Run() {
 }  // namespace grail
 
 int main(int argc, char** argv) {
+  // A child started to load a model archive first (model/archive_loading.h).
+  if (const int probe = grail::RunArchiveProbeIfAsked(argc, argv); probe >= 0) return probe;
   grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
   // Block the shutdown signals before any thread exists, so every thread inherits the mask
   // and only sigwait() in Run() receives them.

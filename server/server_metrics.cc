@@ -219,8 +219,8 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
                         "Calls refused with RESOURCE_EXHAUSTED, by the limit (flag) they reached.",
                         {"limit"});
   for (const char* limit :
-       {"max_calls_in_flight", "max_pending_subgraphs", "max_queued_bytes", "max_rank_subgraphs",
-        "max_rank_results", "max_subgraph_nodes", "max_subgraph_edges"}) {
+       {"max_calls_in_flight", "max_caller_share", "max_pending_subgraphs", "max_queued_bytes",
+        "max_rank_subgraphs", "max_rank_results", "max_subgraph_nodes", "max_subgraph_edges"}) {
     m.rejected->Add({limit});  // every series exists from the start, at 0
   }
   m.auth = Counters(r, "grail_auth_requests_total",

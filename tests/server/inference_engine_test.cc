@@ -24,6 +24,7 @@ namespace grail {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Batched matrix products round differently for different batch shapes, so a score may
 // differ from the same fact's score in another batch in the last bits of a float.
@@ -352,6 +353,7 @@ TEST_F(InferenceEngineTest, AdmissionRefusesWorkBeyondThePendingLimitAndKeepsSer
   RecordingObserver observer;
   EngineOptions options;
   options.max_pending_subgraphs = 100;
+  options.max_caller_share = 1;  // the global limit, whoever calls
   InferenceEngine engine(options, &observer);
   absl::Notification gate;
   std::shared_ptr<TestJob> held = Job(Repeated(80));
@@ -391,6 +393,68 @@ TEST_F(InferenceEngineTest, AdmissionRefusesACallBeyondTheQueuedBytes) {
   EXPECT_EQ(outcome.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(outcome.status().message(), HasSubstr("--max-queued-bytes"));
   EXPECT_TRUE(ScoreAll(engine, Job(queries_)).ok());
+}
+
+// A call that alone exceeds a limit could never be admitted: it is told so, not "busy,
+// retry" (a top_k of 10^8 was refused as busy on an idle server).
+TEST_F(InferenceEngineTest, ACallThatCouldNeverBeAdmittedIsToldToNarrowNotToRetry) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_queued_bytes = 4 << 20;
+  options.max_pending_subgraphs = 100;
+  InferenceEngine engine(options, &observer);
+  std::shared_ptr<TestJob> huge = Job(queries_);
+  huge->memory_bytes = 3 << 20;  // under the limit, over one caller's half of it
+  engine.Submit(huge, NoDeadline(), huge->size());
+  absl::Status status = huge->Wait().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("it can never be admitted: narrow the call"));
+  EXPECT_THAT(status.message(), HasSubstr("--max-caller-share"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("retry")));
+  std::shared_ptr<TestJob> many = Job(Repeated(60));
+  engine.Submit(many, NoDeadline(), many->size());
+  status = many->Wait().status();
+  EXPECT_THAT(status.message(), HasSubstr("this call alone adds 60 subgraphs"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("retry")));
+  EXPECT_TRUE(ScoreAll(engine, Job(Repeated(10))).ok());  // the engine is idle and serving
+}
+
+// One caller holding its share waits for its own calls; another caller is still admitted.
+TEST_F(InferenceEngineTest, ACallerOverItsShareIsRefusedWhileOthersAreAdmitted) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_pending_subgraphs = 100;
+  options.max_caller_share = 0.5;
+  InferenceEngine engine(options, &observer);
+  auto as = [](const std::string& caller) {
+    auto control = std::make_shared<CallControl>();
+    control->set_caller(caller);
+    return control;
+  };
+  absl::Notification gate;
+  std::shared_ptr<TestJob> held = Job(Repeated(40));
+  held->set_gate(&gate);
+  engine.Submit(held, as("flooder"), held->size());
+  std::shared_ptr<TestJob> more = Job(Repeated(20));
+  engine.Submit(more, as("flooder"), more->size());
+  const absl::Status refused = more->Wait().status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr("retry when its earlier calls have finished"));
+  {
+    std::lock_guard<std::mutex> lock(observer.mu);
+    EXPECT_THAT(observer.rejected, ::testing::ElementsAre("max_caller_share"));
+  }
+  // Another caller: 40 + 30 is within the global limit of 100 and within its own half.
+  std::shared_ptr<TestJob> victim = Job(Repeated(30));
+  engine.Submit(victim, as("victim"), victim->size());
+  gate.Notify();
+  EXPECT_TRUE(victim->Wait().ok());
+  EXPECT_TRUE(held->Wait().ok());
+  // Once its calls have finished, the flooder's share is whole again.
+  std::shared_ptr<TestJob> again = Job(Repeated(45));
+  engine.Submit(again, as("flooder"), again->size());
+  EXPECT_TRUE(again->Wait().ok());
+  EXPECT_EQ(engine.Load().pending_subgraphs, 0);
 }
 
 TEST_F(InferenceEngineTest, ForwardsCloseAtTheirEdgeBudget) {

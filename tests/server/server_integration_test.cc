@@ -744,8 +744,86 @@ TEST_F(ServerSchedulingTest, RankingEveryTailSharesOneScoreAmongFarCandidates) {
   }
 }
 
+// A client flooding the server with the largest rankings the API allows, from many threads
+// on one connection, holds at most its share of the calls in flight and of admitted work: a
+// second client's calls are all admitted and answered (before per-caller shares, 212 of 212
+// of them were refused), and the flood's own excess is told to wait for its earlier calls.
+TEST_F(ServerSchedulingTest, OneCallerFloodingCannotLockOutAnother) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({"--max-calls-in-flight=8", "--max-batch-size=4"}));
+  std::atomic<bool> stop{false};
+  std::atomic<int> flood_answered{0}, flood_refused{0}, flood_other{0};
+  std::mutex mu;
+  std::string share_message;
+  std::vector<std::thread> flood;
+  for (int t = 0; t < 12; ++t) {
+    flood.emplace_back([&] {
+      while (!stop.load()) {
+        grpc::ClientContext context;
+        kg::v1::RankTailsRequest request = RankEveryTail("e1");
+        request.mutable_options()->set_top_k(67108000);
+        kg::v1::RankResponse ranking;
+        const grpc::Status status = stub_->RankTails(&context, request, &ranking);
+        if (status.ok()) {
+          ++flood_answered;
+        } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+          ++flood_refused;
+          std::lock_guard<std::mutex> lock(mu);
+          share_message = status.error_message();
+        } else {
+          ++flood_other;
+        }
+      }
+    });
+  }
+  // Another connection (its own subchannel): another caller.
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto victim = KnowledgeGraph::NewStub(
+      grpc::CreateCustomChannel(server_.target(), grpc::InsecureChannelCredentials(), arguments));
+  while (flood_refused.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  int victim_failed = 0;
+  std::string victim_error;
+  for (int i = 0; i < 40; ++i) {
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto({"e2", "r0", "e3"});
+    kg::v1::ScoreTripletResponse score;
+    const grpc::Status status = victim->ScoreTriplet(&context, request, &score);
+    if (!status.ok()) {
+      ++victim_failed;
+      victim_error = status.error_message();
+    }
+  }
+  stop.store(true);
+  for (std::thread& t : flood) t.join();
+  EXPECT_EQ(victim_failed, 0) << victim_error;
+  EXPECT_GT(flood_answered.load(), 0);
+  EXPECT_EQ(flood_other.load(), 0);
+  EXPECT_THAT(share_message, HasSubstr("--max-caller-share"));
+  EXPECT_THAT(share_message, HasSubstr("retry when its earlier calls have finished"));
+  EXPECT_GE(Metric("grail_rejected_calls_total\\{limit=\"max_caller_share\"\\}"), 1);
+}
+
+// A top_k far above the candidates reserves what the ranking can hold, not top_k entries:
+// answered on an idle server (it was refused as "busy, retry later": 1526 MiB reserved).
+TEST_F(ServerSchedulingTest, AHugeTopKIsAnsweredWithEveryCandidate) {
+  ASSERT_NO_FATAL_FAILURE(StartServer({}));
+  grpc::ClientContext context;
+  kg::v1::RankTailsRequest request = RankEveryTail("e1");
+  request.mutable_options()->set_top_k(100000000);
+  kg::v1::RankResponse ranking;
+  const grpc::Status status = stub_->RankTails(&context, request, &ranking);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  grpc::ClientContext stats_context;
+  kg::v1::GetStatsResponse stats;
+  ASSERT_TRUE(stub_->GetStats(&stats_context, kg::v1::GetStatsRequest(), &stats).ok());
+  EXPECT_EQ(ranking.ranked_size(), static_cast<int>(stats.entities()) - 1);
+}
+
 TEST_F(ServerSchedulingTest, OverloadIsRefusedWithTheLimitAndTheServerKeepsServing) {
-  ASSERT_NO_FATAL_FAILURE(StartServer({"--max-calls-in-flight=1", "--max-batch-size=4"}));
+  // The global limit, whoever calls (one connection would otherwise meet its share first).
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({"--max-calls-in-flight=1", "--max-batch-size=4", "--max-caller-share=1"}));
   bool refused = false;
   for (int attempt = 0; attempt < 5 && !refused; ++attempt) {
     // A call counts until the server has released it, a moment after its client has the
