@@ -116,6 +116,10 @@ commands:
       Removes the entities named in FILE (one per line), each with all its facts; their
       names are unknown afterwards until a fact names them again. Prints
       chunks_acknowledged, entities_removed, entities_not_present, facts_removed.
+  remove-relations FILE [--chunk N]
+      Removes every fact of the relations named in FILE (one per line): they no longer
+      count in stats or in a reloaded model's vocabulary check. Prints chunks_acknowledged,
+      relations_removed, relations_not_present, facts_removed.
   checkpoint DIR
       Writes a consistent copy of the server's graph store into DIR, an absolute path on
       the server's machine that must not exist (admin token when the server checks tokens);
@@ -477,9 +481,9 @@ int RunUpload(const Session& session, const std::vector<std::string>& args, bool
   return report.ok() ? kExitOk : kExitError;
 }
 
-// remove-entities FILE: the names in FILE (one per line), --chunk per RemoveTriples chunk,
-// each chunk's ack read before the next is sent.
-int RunRemoveEntities(const Session& session, const std::vector<std::string>& args) {
+// remove-entities / remove-relations FILE: the names in FILE (one per line), --chunk per
+// RemoveTriples chunk, each chunk's ack read before the next is sent.
+int RunRemoveNames(const Session& session, const std::vector<std::string>& args, bool relations) {
   const int chunk = absl::GetFlag(FLAGS_chunk);
   if (chunk < 1) return PrintUsageError("--chunk must be at least 1");
   absl::StatusOr<std::vector<std::string>> names = ReadNameList(args[0]);
@@ -487,17 +491,23 @@ int RunRemoveEntities(const Session& session, const std::vector<std::string>& ar
   grpc::ClientContext context;
   session.call.Apply(&context);
   auto stream = session.stub->RemoveTriples(&context);
-  uint64_t chunks = 0, entities_removed = 0, entities_not_present = 0, facts_removed = 0;
+  uint64_t chunks = 0, removed = 0, not_present = 0, facts_removed = 0;
   uint64_t last_sequence = 0;
   for (size_t begin = 0; begin < names->size(); begin += static_cast<size_t>(chunk)) {
     kg::v1::RemoveTriplesRequest request;
     const size_t end = std::min(names->size(), begin + static_cast<size_t>(chunk));
-    for (size_t i = begin; i < end; ++i) request.add_entities((*names)[i]);
+    for (size_t i = begin; i < end; ++i) {
+      if (relations) {
+        request.add_relations((*names)[i]);
+      } else {
+        request.add_entities((*names)[i]);
+      }
+    }
     kg::v1::RemoveTriplesAck ack;
     if (!stream->Write(request) || !stream->Read(&ack)) break;
     ++chunks;
-    entities_removed += ack.entities_removed();
-    entities_not_present += ack.entities_not_present();
+    removed += relations ? ack.relations_removed() : ack.entities_removed();
+    not_present += relations ? ack.relations_not_present() : ack.entities_not_present();
     facts_removed += ack.facts_removed();
     last_sequence = ack.sequence();
   }
@@ -505,20 +515,29 @@ int RunRemoveEntities(const Session& session, const std::vector<std::string>& ar
   stream->WritesDone();
   const grpc::Status status = stream->Finish();
   if (!status.ok()) PrintError(status);
+  const std::string kind = relations ? "relations" : "entities";
   if (session.json) {
     PrintLine(JsonLine({{"ok", status.ok()},
                         {"chunks_acknowledged", chunks},
-                        {"entities_removed", entities_removed},
-                        {"entities_not_present", entities_not_present},
+                        {kind + "_removed", removed},
+                        {kind + "_not_present", not_present},
                         {"facts_removed", facts_removed},
                         {"last_sequence", last_sequence}}));
   } else {
-    PrintLine(absl::StrFormat(
-        "chunks_acknowledged=%d entities_removed=%d entities_not_present=%d "
-        "facts_removed=%d last_sequence=%d",
-        chunks, entities_removed, entities_not_present, facts_removed, last_sequence));
+    PrintLine(
+        absl::StrFormat("chunks_acknowledged=%d %s_removed=%d %s_not_present=%d facts_removed=%d "
+                        "last_sequence=%d",
+                        chunks, kind, removed, kind, not_present, facts_removed, last_sequence));
   }
   return status.ok() ? kExitOk : kExitError;
+}
+
+int RunRemoveEntities(const Session& session, const std::vector<std::string>& args) {
+  return RunRemoveNames(session, args, /*relations=*/false);
+}
+
+int RunRemoveRelations(const Session& session, const std::vector<std::string>& args) {
+  return RunRemoveNames(session, args, /*relations=*/true);
 }
 
 int RunReloadModel(const Session& session, const std::vector<std::string>& args) {
@@ -717,6 +736,7 @@ const Command kCommands[] = {
     {"reload-model", 1, "reload-model PATH", RunReloadModel},
     {"checkpoint", 1, "checkpoint DIR", RunCheckpoint},
     {"remove-entities", 1, "remove-entities FILE", RunRemoveEntities},
+    {"remove-relations", 1, "remove-relations FILE", RunRemoveRelations},
     {"health", 0, "health", RunHealth},
     {"load", 0, "load --triples FILE", RunLoadCommand},
 };

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
@@ -218,12 +220,16 @@ struct ChunkStreamKind<kg::v1::AddTriplesRequest> {
   using Ack = kg::v1::AddTriplesAck;
   static constexpr absl::string_view kMethod = "AddTriples";
   static int Size(const kg::v1::AddTriplesRequest& chunk) { return chunk.triples_size(); }
+  // What the chunk holds, for messages: "lines A-B".
+  static std::string Contents(const kg::v1::AddTriplesRequest& chunk, uint64_t first_line) {
+    return absl::StrCat("lines ", first_line, "-", first_line + chunk.triples_size() - 1);
+  }
   static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor, Replicator* replicator,
                                            absl::Span<const NamedTriple> facts,
                                            const kg::v1::AddTriplesRequest& chunk) {
     if (replicator == nullptr) return predictor.Add(facts);
     // Validated here, so that the log holds only chunks every replica takes.
-    if (absl::Status valid = predictor.store().CheckChunk(facts, {}, /*adding=*/true);
+    if (absl::Status valid = predictor.store().CheckChunk(facts, {}, {}, /*adding=*/true);
         !valid.ok()) {
       return valid;
     }
@@ -246,14 +252,31 @@ struct ChunkStreamKind<kg::v1::RemoveTriplesRequest> {
   using Ack = kg::v1::RemoveTriplesAck;
   static constexpr absl::string_view kMethod = "RemoveTriples";
   static int Size(const kg::v1::RemoveTriplesRequest& chunk) {
-    return chunk.triples_size() + chunk.entities_size();
+    return chunk.triples_size() + chunk.entities_size() + chunk.relations_size();
+  }
+  // What the chunk holds, for messages: "lines A-B, N entities, M relations" (the parts it
+  // has).
+  static std::string Contents(const kg::v1::RemoveTriplesRequest& chunk, uint64_t first_line) {
+    std::vector<std::string> parts;
+    if (chunk.triples_size() > 0) {
+      parts.push_back(
+          absl::StrCat("lines ", first_line, "-", first_line + chunk.triples_size() - 1));
+    }
+    if (chunk.entities_size() > 0)
+      parts.push_back(absl::StrCat(chunk.entities_size(), " entities"));
+    if (chunk.relations_size() > 0) {
+      parts.push_back(absl::StrCat(chunk.relations_size(), " relations"));
+    }
+    return absl::StrJoin(parts, ", ");
   }
   static absl::StatusOr<ChunkResult> Apply(LinkPredictor& predictor, Replicator* replicator,
                                            absl::Span<const NamedTriple> facts,
                                            const kg::v1::RemoveTriplesRequest& chunk) {
     const std::vector<std::string> entities(chunk.entities().begin(), chunk.entities().end());
-    if (replicator == nullptr) return predictor.Remove(facts, entities);
-    if (absl::Status valid = predictor.store().CheckChunk(facts, entities, /*adding=*/false);
+    const std::vector<std::string> relations(chunk.relations().begin(), chunk.relations().end());
+    if (replicator == nullptr) return predictor.Remove(facts, entities, relations);
+    if (absl::Status valid =
+            predictor.store().CheckChunk(facts, entities, relations, /*adding=*/false);
         !valid.ok()) {
       return valid;
     }
@@ -268,6 +291,8 @@ struct ChunkStreamKind<kg::v1::RemoveTriplesRequest> {
     ack->set_facts_not_present(result.facts_not_present);
     ack->set_entities_removed(result.entities_removed);
     ack->set_entities_not_present(result.entities_not_present);
+    ack->set_relations_removed(result.relations_removed);
+    ack->set_relations_not_present(result.relations_not_present);
   }
 };
 
@@ -320,11 +345,10 @@ class KnowledgeGraphService::ChunkStreamCall final
       return;
     }
     if (static_cast<uint32_t>(Kind::Size(chunk_)) > service_->limits_.max_chunk_facts) {
-      EndRejected(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("chunk ", index_, " (lines ", first_line, "-",
-                       first_line + chunk_.triples_size() - 1, ") has ", Kind::Size(chunk_),
-                       " facts and entities; the limit is ", service_->limits_.max_chunk_facts));
+      EndRejected(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                  absl::StrCat("chunk ", index_, " (", Kind::Contents(chunk_, first_line), ") has ",
+                               Kind::Size(chunk_), " items; the limit is ",
+                               service_->limits_.max_chunk_facts, " (--max-chunk-facts)"));
       return;
     }
     ack_.Clear();
@@ -746,7 +770,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::GetStats(grpc::CallbackServerCo
   AfterSequence(call, predictor, request->min_graph_sequence(), [this, call, predictor, response] {
     const std::shared_ptr<const GraphSnapshot> graph = predictor->store().Snapshot();
     response->set_entities(graph->num_live_entities());
-    response->set_relations(graph->num_relations());
+    response->set_relations(graph->num_live_relations());
     response->set_facts(graph->num_facts());
     response->set_graph_sequence(graph->sequence());
     FillModelInfo(*predictor->served_model(), response->mutable_model());
@@ -793,8 +817,8 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::CreateCheckpoint(
   grpc::Status status = Admit(call, Scope::kAdmin, &predictor);
   if (status.ok()) status = ToGrpcStatus(ValidateName(request->dir(), "dir", 4096));
   if (status.ok() && request->dir()[0] != '/') {
-    status = InvalidArgument(
-        absl::StrCat("dir \"", request->dir(), "\" is relative; send an absolute path"));
+    status = InvalidArgument(absl::StrCat("dir \"", absl::CHexEscape(request->dir()),
+                                          "\" is relative; send an absolute path"));
   }
   if (!status.ok()) {
     call->Reply(status);

@@ -145,11 +145,12 @@ class LinkPredictor {
   absl::StatusOr<ChunkResult> Add(absl::Span<const NamedTriple> facts) {
     return store_.AddChunk(facts);
   }
-  // Removes a chunk of facts and entities from the store (see TripleStore::RemoveChunk);
-  // likewise visible.
+  // Removes a chunk of facts, entities and relations from the store (see
+  // TripleStore::RemoveChunk); likewise visible.
   absl::StatusOr<ChunkResult> Remove(absl::Span<const NamedTriple> facts,
-                                     absl::Span<const std::string> entities = {}) {
-    return store_.RemoveChunk(facts, entities);
+                                     absl::Span<const std::string> entities = {},
+                                     absl::Span<const std::string> relations = {}) {
+    return store_.RemoveChunk(facts, entities, relations);
   }
 
   // The model calls starting now use.

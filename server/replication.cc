@@ -354,7 +354,7 @@ bool Replicator::ApplyEntry(void* raw) {
 
   absl::StatusOr<ChunkResult> result;
   std::vector<NamedTriple> facts;
-  std::vector<std::string> entities;
+  std::vector<std::string> entities, relations;
   bool adding = false;
   absl::Status parsed;
   if (op != nullptr && absl::string_view(op) == kAddOp) {
@@ -371,6 +371,7 @@ bool Replicator::ApplyEntry(void* raw) {
     }
     for (const kg::v1::Triple& t : chunk.triples()) facts.push_back(ToNamed(t));
     entities.assign(chunk.entities().begin(), chunk.entities().end());
+    relations.assign(chunk.relations().begin(), chunk.relations().end());
   } else {
     parsed =
         absl::InvalidArgumentError(absl::StrCat("an entry without a known ", kOpHeader, " header"));
@@ -380,8 +381,8 @@ bool Replicator::ApplyEntry(void* raw) {
     if (!parsed.ok()) {
       result = parsed;
     } else {
-      result =
-          adding ? store_.AddChunk(facts, sequence) : store_.RemoveChunk(facts, entities, sequence);
+      result = adding ? store_.AddChunk(facts, sequence)
+                      : store_.RemoveChunk(facts, entities, relations, sequence);
     }
     if (result.ok()) break;
     if (absl::IsInvalidArgument(result.status())) {

@@ -196,7 +196,7 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
 
 std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphSnapshot& graph) {
   std::vector<std::string> unknown;
-  for (const std::string& relation : graph.relation_names()) {
+  for (const std::string& relation : graph.LiveRelationNames()) {
     if (!model.RelationId(relation, graph).ok()) unknown.push_back(relation);
   }
   return unknown;

@@ -134,8 +134,8 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
 std::vector<Triple> SampleStoredFacts(const ServedModel& model, const GraphSnapshot& graph,
                                       size_t count, uint64_t seed);
 
-// The stored graph's relations that `model` does not know (their facts are left out of every
-// subgraph it scores), in the graph's id order.
+// The relations the stored graph uses (those with facts) that `model` does not know (their
+// facts are left out of every subgraph it scores), in the graph's id order.
 std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphSnapshot& graph);
 
 struct WarmupOptions {

@@ -492,7 +492,7 @@ int Run() {
         {{"message", absl::StrCat("the model does not know ", unknown.size(),
                                   " of the stored "
                                   "graph's ",
-                                  (*store)->Snapshot()->num_relations(),
+                                  (*store)->Snapshot()->num_live_relations(),
                                   " relations: their facts are left out of every subgraph it "
                                   "scores, and calls naming them as the relation fail")},
          {"unknown_relations", names}});
@@ -578,7 +578,7 @@ int Run() {
     Log("serving",
         {{"load_seconds", std::chrono::duration<double>(Clock::now() - load_start).count()},
          {"entities", graph->num_live_entities()},
-         {"relations", graph->num_relations()},
+         {"relations", graph->num_live_relations()},
          {"facts", graph->num_facts()},
          {"sequence", graph->sequence()},
          {"model_version", (*model)->version()},

@@ -19,11 +19,25 @@ std::optional<EntityId> GraphSnapshot::FindEntity(absl::string_view name) const 
   return id;
 }
 
+uint32_t GraphSnapshot::num_live_relations() const {
+  return static_cast<uint32_t>(std::count_if(relation_facts_->begin(), relation_facts_->end(),
+                                             [](uint64_t n) { return n > 0; }));
+}
+
+std::vector<std::string> GraphSnapshot::LiveRelationNames() const {
+  std::vector<std::string> names;
+  for (RelationId r = 0; r < relation_facts_->size(); ++r) {
+    if ((*relation_facts_)[r] > 0) names.push_back(relations_->Name(r));
+  }
+  return names;
+}
+
 LiveGraph::LiveGraph(bool relation_sides)
     : entity_names_(std::make_shared<NameTable>()), relation_sides_(relation_sides) {
   auto empty = std::shared_ptr<GraphSnapshot>(new GraphSnapshot());
   empty->entity_names_ = entity_names_;
   empty->relations_ = std::make_shared<const Vocabulary>();
+  empty->relation_facts_ = std::make_shared<const std::vector<uint64_t>>();
   empty->self_loops_ = std::make_shared<const std::vector<EntityId>>();
   empty->removed_ = std::make_shared<const std::vector<EntityId>>();
   empty->side_pairs_ = std::make_shared<const RelationSidePairs>();
@@ -55,6 +69,16 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
     std::vector<std::string> names = base->relations_->names();
     names.insert(names.end(), delta.new_relations.begin(), delta.new_relations.end());
     next->relations_ = std::make_shared<const Vocabulary>(names);
+  }
+
+  if (delta.new_relations.empty() && delta.facts.empty() && delta.removed_facts.empty()) {
+    next->relation_facts_ = base->relation_facts_;
+  } else {
+    auto counts = std::make_shared<std::vector<uint64_t>>(*base->relation_facts_);
+    counts->resize(next->relations_->size(), 0);
+    for (const Triple& t : delta.facts) ++(*counts)[t.relation];
+    for (const Triple& t : delta.removed_facts) --(*counts)[t.relation];
+    next->relation_facts_ = std::move(counts);
   }
 
   next->self_loops_ = base->self_loops_;

@@ -76,8 +76,15 @@ class GraphSnapshot final : public GraphView {
   }
   // Requires r < num_relations(). Valid while the snapshot is held.
   const std::string& RelationName(RelationId r) const { return relations_->Name(r); }
-  // Relation names in id order; size() == num_relations().
+  // Relation names in id order; size() == num_relations(). Relations keep their ids when
+  // their last fact goes.
   const std::vector<std::string>& relation_names() const { return relations_->names(); }
+  // How many facts relation `r` has in this version. Requires r < num_relations().
+  uint64_t RelationFacts(RelationId r) const { return (*relation_facts_)[r]; }
+  // The relations that have facts in this version: what the graph uses. A relation whose
+  // every fact was removed no longer counts (GetStats, a reloaded model's vocabulary check).
+  uint32_t num_live_relations() const;
+  std::vector<std::string> LiveRelationNames() const;
 
  private:
   friend class LiveGraph;
@@ -91,6 +98,9 @@ class GraphSnapshot final : public GraphView {
   std::shared_ptr<const NameTable> entity_names_;
   // Private to the versions between two relation additions (relations are few).
   std::shared_ptr<const Vocabulary> relations_;
+  // Facts per relation id (size num_relations()); copied by every chunk that changes
+  // them (relations are few).
+  std::shared_ptr<const std::vector<uint64_t>> relation_facts_;
   // Shared by the versions between two chunks that give a new entity a self-loop (copied
   // then: self-loops are rare, and the list holds one id per entity that has any).
   std::shared_ptr<const std::vector<EntityId>> self_loops_;
@@ -107,10 +117,11 @@ struct GraphDelta {
   std::vector<std::string> new_entities;
   // Likewise for relations.
   std::vector<std::string> new_relations;
-  // The chunk's facts. Facts already in the graph and repeats are ignored.
+  // The chunk's facts: facts not in the graph, each once (the store passes only those; the
+  // per-relation fact counts rely on it).
   std::vector<Triple> facts;
-  // Facts the chunk removes, applied after `facts`. Facts not in the graph and repeats are
-  // ignored. Entities keep their names and ids when their last fact goes.
+  // Facts the chunk removes, applied after `facts`: facts in the graph, each once. Entities
+  // and relations keep their names and ids when their last fact goes.
   std::vector<Triple> removed_facts;
   // Entities the chunk removes (their facts must be in removed_facts) and removed entities
   // it brings back (a fact names them again). Distinct ids.

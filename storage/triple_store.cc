@@ -1,8 +1,13 @@
 #include "storage/triple_store.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <system_error>
@@ -531,17 +536,21 @@ absl::Status TripleStore::ReopenWritable() {
 }
 
 absl::Status TripleStore::CheckChunk(absl::Span<const NamedTriple> facts,
-                                     absl::Span<const std::string> entities, bool adding) const {
+                                     absl::Span<const std::string> entities,
+                                     absl::Span<const std::string> relations, bool adding) const {
   std::lock_guard<std::mutex> lock(write_mu_);
   if (absl::Status valid = Validate(facts, /*check_relations=*/adding); !valid.ok()) return valid;
-  return ValidateEntities(entities);
+  if (absl::Status valid = ValidateNames(entities, "entities"); !valid.ok()) return valid;
+  return ValidateNames(relations, "relations");
 }
 
-absl::Status TripleStore::ValidateEntities(absl::Span<const std::string> entities) const {
-  for (size_t i = 0; i < entities.size(); ++i) {
-    const absl::Status valid = ValidateName(entities[i], "entity name", options_.max_name_bytes);
+absl::Status TripleStore::ValidateNames(absl::Span<const std::string> names,
+                                        absl::string_view what) const {
+  const absl::string_view kind = what == "entities" ? "entity name" : "relation name";
+  for (size_t i = 0; i < names.size(); ++i) {
+    const absl::Status valid = ValidateName(names[i], kind, options_.max_name_bytes);
     if (!valid.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("entities[", i, "]: ", valid.message()));
+      return absl::InvalidArgumentError(absl::StrCat(what, "[", i, "]: ", valid.message()));
     }
   }
   return absl::OkStatus();
@@ -676,10 +685,12 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
 
 absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTriple> facts,
                                                      absl::Span<const std::string> entities,
+                                                     absl::Span<const std::string> relations,
                                                      uint64_t sequence) {
   std::lock_guard<std::mutex> lock(write_mu_);
   if (absl::Status valid = Validate(facts, /*check_relations=*/false); !valid.ok()) return valid;
-  if (absl::Status valid = ValidateEntities(entities); !valid.ok()) return valid;
+  if (absl::Status valid = ValidateNames(entities, "entities"); !valid.ok()) return valid;
+  if (absl::Status valid = ValidateNames(relations, "relations"); !valid.ok()) return valid;
   if (absl::Status writable = Writable(); !writable.ok()) return writable;
 
   const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
@@ -719,6 +730,29 @@ absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTripl
       if (seen.insert(t).second) delta.removed_facts.push_back(t);
     }
   }
+  // Each removed relation takes every fact it has with it: one pass over the adjacency.
+  absl::flat_hash_set<RelationId> emptied;
+  for (size_t i = 0; i < relations.size(); ++i) {
+    const std::optional<RelationId> r = base->FindRelation(relations[i]);
+    if (!r || base->RelationFacts(*r) == 0 || !emptied.insert(*r).second) {
+      ++result.relations_not_present;
+      continue;
+    }
+    if (base->RelationFacts(*r) > options_.max_chunk_facts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("relations[", i, "]: \"", relations[i], "\" has ", base->RelationFacts(*r),
+                       " facts; one chunk removes at most ", options_.max_chunk_facts,
+                       " (--max-chunk-facts): remove its facts over several chunks first"));
+    }
+  }
+  if (!emptied.empty()) {
+    for (EntityId e = 0; e < base->num_entities(); ++e) {
+      for (const Neighbor& n : base->OutEdges(e)) {
+        const Triple t{e, n.relation, n.entity};
+        if (emptied.contains(n.relation) && seen.insert(t).second) delta.removed_facts.push_back(t);
+      }
+    }
+  }
 
   rocksdb::WriteBatch batch;
   rocksdb::Status deleted;
@@ -740,6 +774,7 @@ absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTripl
   result.sequence = delta.sequence;
   result.facts_removed = static_cast<uint32_t>(delta.removed_facts.size());
   result.entities_removed = static_cast<uint32_t>(delta.removed_entities.size());
+  result.relations_removed = static_cast<uint32_t>(emptied.size());
   return result;
 }
 
@@ -777,7 +812,7 @@ absl::Status TripleStore::SetAllowedRelations(const std::vector<std::string>& re
   std::lock_guard<std::mutex> lock(write_mu_);
   absl::flat_hash_set<std::string> allowed(relations.begin(), relations.end());
   std::vector<std::string> missing;
-  for (const std::string& relation : graph_.Snapshot()->relation_names()) {
+  for (const std::string& relation : graph_.Snapshot()->LiveRelationNames()) {
     if (!allowed.contains(relation)) missing.push_back(QuoteName(relation));
   }
   if (!missing.empty()) {
@@ -793,12 +828,34 @@ absl::Status TripleStore::SetAllowedRelations(const std::vector<std::string>& re
 }
 
 absl::StatusOr<uint64_t> TripleStore::CreateCheckpoint(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  // The caller's mistakes, said as such before RocksDB reports them as I/O errors.
+  if (dir.empty() || dir[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint directory \"", absl::CHexEscape(dir),
+                                                   "\" is not an absolute path"));
+  }
+  if (dir.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint directory \"", absl::CHexEscape(dir), "\" holds a NUL byte"));
+  }
+  const std::filesystem::path parent = std::filesystem::path(dir).lexically_normal().parent_path();
   std::error_code error;
+  if (!std::filesystem::is_directory(parent, error)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the parent of checkpoint directory ", dir, ", ", parent.string(),
+                     ", is not an existing directory on the server's machine"));
+  }
+  std::lock_guard<std::mutex> lock(write_mu_);
   if (std::filesystem::exists(dir, error)) {
     return absl::FailedPreconditionError(
         absl::StrCat(dir, " exists; a checkpoint is written into a new directory"));
   }
+  // Whether the directory can be made there at all (a read-only or virtual file system, no
+  // permission): tried, and undone, before RocksDB starts writing.
+  if (mkdir(dir.c_str(), 0755) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the server cannot create ", dir, ": ", std::strerror(errno)));
+  }
+  rmdir(dir.c_str());
   rocksdb::Checkpoint* raw = nullptr;
   if (rocksdb::Status s = rocksdb::Checkpoint::Create(db_, &raw); !s.ok()) {
     return FromRocks(s, "preparing a checkpoint");

@@ -117,6 +117,10 @@ struct ChunkResult {
   uint32_t facts_not_present = 0;
   uint32_t entities_removed = 0;
   uint32_t entities_not_present = 0;
+  // Relations whose every fact the chunk removed (named in `relations`), and relation names
+  // that were unknown, had no facts, or were repeated.
+  uint32_t relations_removed = 0;
+  uint32_t relations_not_present = 0;
 };
 
 // Thread safety: every method may be called from any thread. AddChunk and RemoveChunk
@@ -184,12 +188,21 @@ class TripleStore {
   // entities_not_present. Removing an entity costs O(its degree): a hub's every fact goes
   // into the one batch.
   //
+  // A relation named in `relations` loses every fact it has: it then no longer counts as
+  // one the graph uses (GraphSnapshot::num_live_relations, SetAllowedRelations), and a later
+  // fact naming it uses it again, with its id. Finding its facts costs a pass over the
+  // graph's adjacency; a relation with more than max_chunk_facts facts is refused
+  // (INVALID_ARGUMENT "relations[N]: ...": remove its facts over several chunks first).
+  // Unknown names, relations without facts and repeats are counted in
+  // relations_not_present.
+  //
   // Validation and errors as AddChunk, except that relations outside allowed_relations are
-  // simply not present; a bad entity name is INVALID_ARGUMENT "entities[N]: ..." (not a
-  // RejectedFactIndex).
+  // simply not present; a bad entity or relation name is INVALID_ARGUMENT "entities[N]: ..."
+  // / "relations[N]: ..." (not a RejectedFactIndex).
   // `sequence` as for AddChunk.
   absl::StatusOr<ChunkResult> RemoveChunk(absl::Span<const NamedTriple> facts,
                                           absl::Span<const std::string> entities = {},
+                                          absl::Span<const std::string> relations = {},
                                           uint64_t sequence = 0);
 
   // Moves the sequence to `sequence` (above the current one) without changing the graph: a
@@ -202,15 +215,16 @@ class TripleStore {
   // (unless the disk fails). For replication, where a chunk is validated before it is
   // logged and applied later.
   absl::Status CheckChunk(absl::Span<const NamedTriple> facts,
-                          absl::Span<const std::string> entities, bool adding) const;
+                          absl::Span<const std::string> entities,
+                          absl::Span<const std::string> relations, bool adding) const;
 
   // The latest version of the graph: every chunk whose AddChunk or RemoveChunk returned
   // before this call.
   std::shared_ptr<const GraphSnapshot> Snapshot() const { return graph_.Snapshot(); }
 
   // Replaces the allowed relation vocabulary (a no-op for a store opened without one), for
-  // a new model. FAILED_PRECONDITION, changing nothing, if a relation the store already
-  // holds is not in `relations` (the message names the first few). Serialised with the
+  // a new model. FAILED_PRECONDITION, changing nothing, if a relation the stored graph uses
+  // (one with facts) is not in `relations` (the message names the first few). Serialised with the
   // writers, so no chunk slips in between the check and the swap.
   absl::Status SetAllowedRelations(const std::vector<std::string>& relations);
   // Lifts the allowed vocabulary (for a model that scores any relation, ULTRA's): every
@@ -253,7 +267,8 @@ class TripleStore {
   // with `check_relations`. Requires write_mu_.
   absl::Status Validate(absl::Span<const NamedTriple> facts, bool check_relations) const;
   // RemoveChunk's check of its entity names.
-  absl::Status ValidateEntities(absl::Span<const std::string> entities) const;
+  // Each name valid as `what` ("entities", "relations"): INVALID_ARGUMENT "what[N]: ...".
+  absl::Status ValidateNames(absl::Span<const std::string> names, absl::string_view what) const;
   // The sequence a chunk on `base` takes: `sequence`, or base's + 1 for 0 (see AddChunk).
   absl::StatusOr<uint64_t> NextSequence(const GraphSnapshot& base, uint64_t sequence) const;
   // OK when a chunk can be written now: after a write failed for want of space, or when

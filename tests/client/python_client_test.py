@@ -330,6 +330,26 @@ class ReplicatedTest(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(checkpoint, "CURRENT")))
 
 
+class RelationRemovalTest(ServerCase):
+    """A server that stores relations outside its model's vocabulary, so that one can be
+    added and removed without touching the facts other tests use."""
+
+    @classmethod
+    def make_env(cls, work):
+        return {"GRAIL_ALLOW_UNKNOWN_RELATIONS": "true"}
+
+    def test_remove_relations_removes_every_fact_of_each(self):
+        with Client(self.target) as kg:
+            list(kg.add_triples([("s1", "rx", "s2"), ("s2", "rx", "s3"), ("s1", "r1", "s3")]))
+            before = kg.stats()["relations"]
+            acks = list(kg.remove_relations(["rx", "nothing"]))
+            self.assertEqual([(a.relations_removed, a.relations_not_present, a.facts_removed)
+                              for a in acks], [(1, 1, 2)])
+            self.assertEqual(kg.stats()["relations"], before - 1)
+            self.assertTrue(kg.score("s1", "r1", "s3").known_fact)
+
+
+
 if __name__ == "__main__":
     BIN_DIR, argv = grail_sources.split_args(sys.argv)
     unittest.main(argv=argv, verbosity=2)

@@ -276,6 +276,29 @@ TEST_F(LiveGraphServerTest, BadRemovalChunkIsRejectedWholeNamingItsLineAndEarlie
   EXPECT_EQ(Stats().facts(), graph.size() - 2);
 }
 
+// A chunk over --max-chunk-facts is refused saying what it holds ("(lines 1-0)" for a chunk
+// of entities only, before).
+TEST_F(LiveGraphServerTest, AnOversizedRemovalChunkSaysWhatItHolds) {
+  std::vector<std::string> flags = Flags();
+  flags.push_back("--max-chunk-facts=2");
+  ASSERT_TRUE(server_.Start(flags, dir_.Sub("server.log")));
+  stub_ = KnowledgeGraph::NewStub(
+      grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub_->RemoveTriples(&context);
+  kg::v1::RemoveTriplesRequest request;
+  for (const char* name : {"n1", "n2", "n3"}) request.add_entities(name);
+  request.add_relations("r0");
+  ASSERT_TRUE(stream->Write(request));
+  stream->WritesDone();
+  kg::v1::RemoveTriplesAck ack;
+  EXPECT_FALSE(stream->Read(&ack));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("chunk 0 (3 entities, 1 relations) has 4 items"));
+  EXPECT_THAT(status.error_message(), Not(HasSubstr("lines")));
+}
+
 TEST_F(LiveGraphServerTest, ClientBinaryRemovesAFileAndPrintsWhatWasRemoved) {
   ASSERT_TRUE(Start("server.log"));
   const std::vector<NamedTriple> graph = DistinctFacts(20, 40, 3);
@@ -866,6 +889,44 @@ TEST_F(ModelReloadTest, SigtermDuringAReloadStopsItAndExitsCleanly) {
   EXPECT_THAT(log, HasSubstr("\"event\":\"stopped\""));
   EXPECT_THAT(log, HasSubstr("the process is stopping"));
   EXPECT_THAT(log, Not(HasSubstr("\"event\":\"model_reloaded\"")));
+}
+
+// A relation leaves the graph like an entity: removed by name (grail-client
+// remove-relations), it stops counting in GetStats and in a new model's vocabulary check
+// (a model without it was refused because the store "held" it), durably.
+TEST_F(ModelReloadTest, ARelationRemovedByNameNoLongerCountsInStatsOrTheReloadCheck) {
+  ASSERT_TRUE(Start("server.log"));
+  std::vector<NamedTriple> facts = DistinctFacts(20, 60, 13);
+  ASSERT_TRUE(AddChunks(*stub_, {facts}).status.ok());
+  ASSERT_EQ(Stats().relations(), 4u);
+  const std::string narrow = dir_.Sub("narrow.pt");
+  ASSERT_TRUE(SaveUntrainedModel(narrow, {"r0", "r1", "r2"}, 8, TwoHopConfig()).ok());
+  kg::v1::ReloadModelResponse response;
+  EXPECT_EQ(Reload(narrow, &response).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  const std::string names = dir_.Sub("relations.txt");
+  std::ofstream(names) << "r3\nno-such-relation\n";
+  const BinaryRun run =
+      RunBinary("grail-client", "--target " + server_.target() + " remove-relations " + names);
+  ASSERT_EQ(run.exit_code, 0) << run.all();
+  EXPECT_THAT(run.out, HasSubstr("relations_removed=1 relations_not_present=1"));
+  const uint64_t r3_facts = std::count_if(facts.begin(), facts.end(),
+                                          [](const NamedTriple& t) { return t.relation == "r3"; });
+  EXPECT_THAT(run.out, HasSubstr(absl::StrCat("facts_removed=", r3_facts)));
+  EXPECT_EQ(Stats().relations(), 3u);
+  EXPECT_EQ(Stats().facts(), facts.size() - r3_facts);
+  const grpc::Status reloaded = Reload(narrow, &response);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.error_message();
+
+  stub_.reset();
+  ASSERT_EQ(server_.Stop(SIGTERM), 0);
+  std::vector<std::string> flags = Flags();
+  flags[0] = "--model=" + narrow;
+  ASSERT_TRUE(server_.Start(flags, dir_.Sub("restarted.log")));
+  stub_ = KnowledgeGraph::NewStub(
+      grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(Stats().relations(), 3u);
+  EXPECT_THAT(server_.Log(), Not(HasSubstr("the model does not know")));
 }
 
 TEST_F(ModelReloadTest, SighupReReadsTheModelFileAndTheClientReloadsByPath) {

@@ -175,7 +175,7 @@ TEST_F(TripleStoreTest, AChunkTakesTheSequenceItIsGivenAndKeepsItAcrossReopen) {
   options.on_commit = [&committed](uint64_t sequence) { committed.push_back(sequence); };
   auto store = OpenStore(options);
   EXPECT_EQ(store->AddChunk({F("a", "r", "b")}, 4)->sequence, 4u);
-  EXPECT_EQ(store->RemoveChunk({F("a", "r", "b")}, {}, 9)->sequence, 9u);
+  EXPECT_EQ(store->RemoveChunk({F("a", "r", "b")}, {}, {}, 9)->sequence, 9u);
   EXPECT_EQ(MustAdd(store.get(), {F("c", "r", "d")}).sequence, 10u);  // 0: the next one
   EXPECT_THAT(committed, ElementsAre(4u, 9u, 10u));
   EXPECT_TRUE(store->CheckConsistency().ok());
@@ -193,7 +193,7 @@ TEST_F(TripleStoreTest, AChunkWhoseSequenceIsAlreadyTakenIsRefusedAndStoresNothi
     ASSERT_FALSE(again.ok());
     EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(std::string(again.status().message()), HasSubstr("already applied"));
-    absl::StatusOr<ChunkResult> removal = store->RemoveChunk({F("a", "r", "b")}, {}, sequence);
+    absl::StatusOr<ChunkResult> removal = store->RemoveChunk({F("a", "r", "b")}, {}, {}, sequence);
     EXPECT_EQ(removal.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(store->AdvanceSequence(sequence).status().code(),
               absl::StatusCode::kFailedPrecondition);
@@ -220,14 +220,15 @@ TEST_F(TripleStoreTest, CheckChunkRefusesWhatTheWritersWouldAndWritesNothing) {
   StoreOptions options;
   options.allowed_relations = std::vector<std::string>{"r"};
   auto store = OpenStore(options);
-  EXPECT_TRUE(store->CheckChunk({F("a", "r", "b")}, {}, /*adding=*/true).ok());
-  const absl::Status relation = store->CheckChunk({F("a", "r", "b"), F("a", "s", "b")}, {}, true);
+  EXPECT_TRUE(store->CheckChunk({F("a", "r", "b")}, {}, {}, /*adding=*/true).ok());
+  const absl::Status relation =
+      store->CheckChunk({F("a", "r", "b"), F("a", "s", "b")}, {}, {}, true);
   EXPECT_EQ(RejectedFactIndex(relation), 1u);
   EXPECT_THAT(std::string(relation.message()), HasSubstr("allowed vocabulary"));
   // A removal names relations it does not check, but names it does.
-  EXPECT_TRUE(store->CheckChunk({F("a", "s", "b")}, {}, /*adding=*/false).ok());
-  EXPECT_EQ(RejectedFactIndex(store->CheckChunk({F("a", "", "b")}, {}, false)), 0u);
-  const absl::Status entity = store->CheckChunk({}, {"ok", "bad\tname"}, false);
+  EXPECT_TRUE(store->CheckChunk({F("a", "s", "b")}, {}, {}, /*adding=*/false).ok());
+  EXPECT_EQ(RejectedFactIndex(store->CheckChunk({F("a", "", "b")}, {}, {}, false)), 0u);
+  const absl::Status entity = store->CheckChunk({}, {"ok", "bad\tname"}, {}, false);
   EXPECT_EQ(entity.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(entity.message()), StartsWith("entities[1]: "));
   EXPECT_EQ(store->Snapshot()->sequence(), 0u);
@@ -254,6 +255,33 @@ TEST_F(TripleStoreTest, ACheckpointOpensAsTheGraphOfItsSequence) {
   EXPECT_EQ(FactsByName(*(*opened)->Snapshot()), at_checkpoint);
   EXPECT_EQ(EntityNames(*(*opened)->Snapshot()), std::vector<std::string>({"a", "b", "c"}));
   EXPECT_TRUE((*opened)->CheckConsistency().ok());
+}
+
+// A checkpoint path the caller got wrong is said to be wrong (it was INTERNAL, from RocksDB,
+// and a NUL byte was echoed back raw), and nothing is written.
+TEST_F(TripleStoreTest, ACheckpointPathTheCallerGotWrongIsRefusedAsSuch) {
+  auto store = OpenStore();
+  MustAdd(store.get(), {F("a", "r", "b")});
+  const struct {
+    std::string dir;
+    absl::StatusCode code;
+    std::string says;
+  } cases[] = {
+      {"relative/dir", absl::StatusCode::kInvalidArgument, "is not an absolute path"},
+      {temp_.Sub(std::string("nul\0byte", 8)), absl::StatusCode::kInvalidArgument,
+       "\" holds a NUL byte"},
+      {temp_.Sub("missing/child"), absl::StatusCode::kFailedPrecondition,
+       "is not an existing directory"},
+      {"/proc/grail-checkpoint", absl::StatusCode::kFailedPrecondition,
+       "the server cannot create /proc/grail-checkpoint: "},
+  };
+  for (const auto& c : cases) {
+    const absl::Status status = store->CreateCheckpoint(c.dir).status();
+    EXPECT_EQ(status.code(), c.code) << c.dir << ": " << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(c.says));
+    EXPECT_EQ(std::string(status.message()).find('\0'), std::string::npos);
+  }
+  EXPECT_FALSE(std::filesystem::exists(temp_.Sub("missing")));
 }
 
 // Expects `chunk` to be rejected naming fact `index`, and the store to be unchanged.
@@ -473,6 +501,53 @@ TEST_F(TripleStoreTest, AVersionOneStoreIsUpgradedOnOpenKeepingItsData) {
                   .ok());
   EXPECT_EQ(store_layout::DecodeCounter(version), store_layout::kFormatVersion);
   EXPECT_EQ(raw.Keys(store_layout::kRemovedEntities).size(), 1u);
+}
+
+// A relation whose facts are all gone, by fact or by name, stops counting as one the graph
+// uses: in the live count and in the vocabulary check of a new model; durably.
+TEST_F(TripleStoreTest, ARelationWithoutFactsNoLongerCountsAndCanBeRemovedByName) {
+  StoreOptions options;
+  options.allowed_relations = std::vector<std::string>{"r", "s", "t"};
+  options.max_chunk_facts = 3;
+  {
+    auto store = OpenStore(options);
+    ASSERT_NE(store, nullptr);
+    MustAdd(store.get(), {F("a", "r", "b"), F("b", "s", "c"), F("c", "s", "a")});
+    MustAdd(store.get(), {F("a", "t", "c")});
+    EXPECT_EQ(store->Snapshot()->num_live_relations(), 3u);
+    // A model without "t" cannot serve the graph yet.
+    EXPECT_EQ(store->SetAllowedRelations({"r", "s"}).code(), absl::StatusCode::kFailedPrecondition);
+
+    // "t" loses its last fact by fact removal; "s" is removed by name, with its two facts.
+    ASSERT_TRUE(store->RemoveChunk({F("a", "t", "c")}).ok());
+    const std::vector<std::string> relations = {"s", "nope", "s", "t"};
+    absl::StatusOr<ChunkResult> removed = store->RemoveChunk({}, {}, relations);
+    ASSERT_TRUE(removed.ok()) << removed.status();
+    EXPECT_EQ(removed->relations_removed, 1u);
+    EXPECT_EQ(removed->relations_not_present, 3u);  // unknown, repeated, already without facts
+    EXPECT_EQ(removed->facts_removed, 2u);
+    const auto graph = store->Snapshot();
+    EXPECT_EQ(graph->num_relations(), 3u);  // ids stay taken
+    EXPECT_EQ(graph->num_live_relations(), 1u);
+    EXPECT_THAT(graph->LiveRelationNames(), ElementsAre("r"));
+    EXPECT_THAT(FactsByName(*graph), ElementsAre(NamedFact{"a", "r", "b"}));
+    EXPECT_TRUE(store->CheckConsistency().ok());
+  }
+  auto store = OpenStore(options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Snapshot()->num_live_relations(), 1u);
+  EXPECT_TRUE(store->SetAllowedRelations({"r"}).ok());
+  // A later fact naming a relation the vocabulary allows uses it again.
+  ASSERT_TRUE(store->SetAllowedRelations({"r", "s"}).ok());
+  MustAdd(store.get(), {F("b", "s", "a")});
+  EXPECT_EQ(store->Snapshot()->num_live_relations(), 2u);
+  // A relation with more facts than a chunk may remove is refused, naming it.
+  MustAdd(store.get(), {F("c", "r", "a"), F("b", "r", "c"), F("c", "r", "b")});
+  const std::vector<std::string> big = {"r"};
+  const absl::Status refused = store->RemoveChunk({}, {}, big).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("relations[0]: \"r\" has 4 facts"));
+  EXPECT_EQ(store->Snapshot()->num_facts(), 5u);
 }
 
 TEST_F(TripleStoreTest, AWalCorruptedBeforeItsEndIsRefusedUnlessTruncationIsAllowed) {

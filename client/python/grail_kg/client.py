@@ -103,6 +103,8 @@ class RemoveAck:
     facts_sent: int = field(default=0)
     entities_removed: int = field(default=0)
     entities_not_present: int = field(default=0)
+    relations_removed: int = field(default=0)
+    relations_not_present: int = field(default=0)
 
 
 def _read(path: Optional[str]) -> Optional[bytes]:
@@ -294,6 +296,18 @@ class Client:
             yield RemoveAck(int(ack.sequence), int(ack.chunk_index), ack.facts_removed,
                             ack.facts_not_present, 0, ack.entities_removed,
                             ack.entities_not_present)
+
+    def remove_relations(self, names: Iterable[str], chunk: int = 1000) -> Iterator[RemoveAck]:
+        """RemoveTriples with relations: removes every fact of each named relation, `chunk`
+        names per chunk; yields one RemoveAck per chunk (relations_removed, facts_removed).
+        The relation then no longer counts in stats()["relations"] nor in a reloaded model's
+        vocabulary check."""
+        for ack, _ in self._stream_chunks(
+                self._stub.RemoveTriples, names, chunk,
+                lambda batch, first_line: pb.RemoveTriplesRequest(relations=batch)):
+            yield RemoveAck(int(ack.sequence), int(ack.chunk_index), ack.facts_removed,
+                            ack.facts_not_present, 0, relations_removed=ack.relations_removed,
+                            relations_not_present=ack.relations_not_present)
 
     @staticmethod
     def _triple_chunk(request_type):
