@@ -16,7 +16,9 @@ import signal
 import subprocess
 import sys
 import time
+import threading
 import urllib.request
+import zipfile
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bin", default="build/bin")
@@ -88,9 +90,9 @@ class Server(ServerProcess):
     def facts(self):
         return self.stub.GetStats(pb.GetStatsRequest(), timeout=10).facts
 
-    def stop(self):
+    def stop(self, seconds=60):
         self.channel.close()
-        return super().stop()
+        return super().stop(seconds)
 
 
 def triple(h, t, r=relation):
@@ -167,6 +169,7 @@ import torch
 m = torch.jit.load({model!r})
 with torch.no_grad():
     next(iter(m.parameters())).view(-1)[0] = float('nan')
+m._c.setattr('parameter_digests', '')  # as a trainer that diverged would have written it
 m.save({nan_model!r})
 """], check=True)
 start = subprocess.run([binary("grail-server"), "--model", nan_model, "--data-dir",
@@ -190,6 +193,165 @@ still = server.stub.ScoreTriplet(pb.ScoreTripletRequest(triple=triple("a", "b"))
 row("ReloadModel with a NaN weight", reload.returncode == 1 and still.score == still.score,
     f"{reload.stderr.strip()[:110]}; old model still serves")
 server.stop()
+
+# Hostile but plausible (the issue "damaged model archives, reloads that hang or lie, one
+# caller who can lock out the rest"): each must give a clear error or the right answer with
+# the server still serving.
+def rewrite(src, dst, change):
+    """A copy of the archive with change(name, data) -> data applied to every entry; still a
+    well-formed zip (CRC-32s recomputed)."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, change(info.filename, zin.read(info.filename)))
+    return dst
+
+
+records = sorted((i.filename for i in zipfile.ZipFile(model).infolist()
+                  if "/data/" in i.filename), key=lambda n: -zipfile.ZipFile(model).getinfo(n).file_size)
+largest = records[0]
+size = zipfile.ZipFile(model).getinfo(largest).file_size
+cut0 = rewrite(model, os.path.join(out, "cut0.pt"), lambda n, d: d[:0] if n == largest else d)
+cut_short = rewrite(model, os.path.join(out, "cut_short.pt"),
+                    lambda n, d: d[:-4] if n == largest else d)
+changed = rewrite(model, os.path.join(out, "changed.pt"),
+                  lambda n, d: bytes([d[0] ^ 0x10]) + d[1:] if n == largest else d)
+crashing = rewrite(model, os.path.join(out, "crashing.pt"), lambda n, d: d + (
+    b"\ndef grail_deep() -> int:\n  return " + b"(" * 500000 + b"1" + b")" * 500000 + b"\n")
+    if n.endswith("code/__torch__.py") else d)
+slow = rewrite(model, os.path.join(out, "slow.pt"), lambda n, d: d + (
+    b"\ndef grail_slow(x: int) -> int:\n" + b"  x = x + 1\n" * 1000000 + b"  return x\n")
+    if n.endswith("code/__torch__.py") else d)
+fifo = os.path.join(out, "model.fifo")
+os.mkfifo(fifo)
+
+server = Server("--drain-seconds=5", log="hostile.log")
+list(server.stub.AddTriples(iter([pb.AddTriplesRequest(triples=[
+    triple("h", f"t{i}") for i in range(50)] + [triple("t1", "t2", "_also_see")])])))
+probe = pb.ScoreTripletRequest(triple=triple("h", "t1"))
+before = server.stub.ScoreTriplet(probe, timeout=10).score
+
+
+def reload(path, timeout=120):
+    try:
+        server.stub.ReloadModel(pb.ReloadModelRequest(path=path), timeout=timeout)
+        return grpc.StatusCode.OK, ""
+    except grpc.RpcError as e:
+        return e.code(), e.details()
+
+
+def serving():
+    stats = server.stub.GetStats(pb.GetStatsRequest(), timeout=10)
+    return (stats.model.generation == 1 and
+            server.stub.ScoreTriplet(probe, timeout=10).score == before)
+
+
+for name, path, says in [("a tensor record cut to 0 bytes", cut0, "holds 0 bytes"),
+                         ("a tensor record 4 bytes short", cut_short, f"holds {size - 4} bytes"),
+                         ("a weight changed, CRC-32 recomputed", changed, "differs from what"),
+                         ("an archive that crashes LibTorch's loader", crashing, "crashed"),
+                         ("/dev/zero", "/dev/zero", "not a regular file"),
+                         ("a FIFO", fifo, "not a regular file")]:
+    began = time.time()
+    code, details = reload(path)
+    row(f"ReloadModel of {name}", code == grpc.StatusCode.INVALID_ARGUMENT and says in details
+        and serving(), f"{code.name} in {time.time() - began:.1f} s: {details[:100]}; "
+        "the old model serves, scores unchanged")
+start = subprocess.run([binary("grail-server"), "--model", crashing, "--data-dir",
+                        os.path.join(out, "crash_store"), "--port", "0", "--metrics-port", "-1"],
+                       capture_output=True, text=True, timeout=120)
+row("grail-server started on an archive that crashes LibTorch",
+    start.returncode == 1 and "crashed" in start.stderr,
+    f"exit {start.returncode}: {start.stderr.strip().splitlines()[-1][-110:]}")
+code, details = reload(slow, timeout=0.5)
+time.sleep(25)  # the slow load would have finished by now, had it gone on
+row("ReloadModel whose caller's deadline passes first", code ==
+    grpc.StatusCode.DEADLINE_EXCEEDED and serving(),
+    f"{code.name}; 25 s later generation 1: not applied")
+code, details = server.raw("RankTails", pb.RankTailsRequest(
+    head="h", relation=relation, options=pb.RankOptions(top_k=100000000, candidates=["t1"])
+).SerializeToString())
+row("RankTails with top_k 10^8 and one candidate", code == grpc.StatusCode.OK,
+    f"{code.name}: answered (reserves what one candidate holds)")
+
+# One caller floods with the largest ranking the API allows; another scores.
+stop = threading.Event()
+flood_channel = grpc.insecure_channel(server.target)
+flood = pbg.KnowledgeGraphStub(flood_channel)
+flood_codes = []
+
+
+def flooder():
+    while not stop.is_set():
+        try:
+            flood.RankTails(pb.RankTailsRequest(head="h", relation=relation,
+                                                options=pb.RankOptions(top_k=67108000)),
+                            timeout=30)
+            flood_codes.append("OK")
+        except grpc.RpcError as e:
+            flood_codes.append(e.code().name)
+
+
+threads = [threading.Thread(target=flooder) for _ in range(8)]
+for t in threads:
+    t.start()
+victim_channel = grpc.insecure_channel(server.target,
+                                       options=[("grpc.use_local_subchannel_pool", 1)])
+victim = pbg.KnowledgeGraphStub(victim_channel)
+refused = 0
+for _ in range(200):
+    try:
+        victim.ScoreTriplet(probe, timeout=10)
+    except grpc.RpcError:
+        refused += 1
+stop.set()
+for t in threads:
+    t.join()
+row("one caller flooding RankTails top_k 67108000", refused == 0 and "OK" in flood_codes,
+    f"another caller's ScoreTriplet refused {refused} of 200; the flood "
+    f"{flood_codes.count('OK')} answered, {len(flood_codes) - flood_codes.count('OK')} refused")
+
+# Relations leave with their facts.
+list(server.stub.RemoveTriples(iter([pb.RemoveTriplesRequest(relations=["_also_see"])])))
+stats = server.stub.GetStats(pb.GetStatsRequest(), timeout=10)
+# A model trained without _also_see: refused while the graph held it, served once it is gone.
+narrow = out + ".narrow.pt"  # kept across runs, like the model
+if not os.path.exists(narrow):
+    kept = os.path.join(out, "train_without_also_see.txt")
+    with open(f"{data}/WN18RR_v1/train.txt") as f, open(kept, "w") as g:
+        g.writelines(line for line in f if "\t_also_see\t" not in line)
+    subprocess.run([binary("grail-train"), "--train", kept, "--valid",
+                    f"{data}/WN18RR_v1/valid.txt", "--out", narrow, "--epochs", "1", "--seed",
+                    "0"], check=True, stderr=subprocess.DEVNULL)
+narrow_code, _ = reload(narrow)
+row("a relation whose facts are all removed", stats.relations == 1 and
+    narrow_code == grpc.StatusCode.OK,
+    f"GetStats counts {stats.relations} relation; a model without _also_see reloads "
+    f"{narrow_code.name}")
+
+# CreateCheckpoint: the caller's mistakes.
+for path, expected in [(os.path.join(out, "missing", "child"), grpc.StatusCode.FAILED_PRECONDITION),
+                       ("/proc/x", grpc.StatusCode.FAILED_PRECONDITION),
+                       (os.path.join(out, "nul\0byte"), grpc.StatusCode.INVALID_ARGUMENT)]:
+    code, details = server.raw("CreateCheckpoint",
+                               pb.CreateCheckpointRequest(dir=path).SerializeToString())
+    row(f"CreateCheckpoint {path.replace(chr(0), '<NUL>')[-40:]}",
+        code == expected and "\0" not in details, f"{code.name}: {details[:90]}")
+
+# A removal chunk of entities only, over the chunk limit.
+server.stop()
+server = Server("--max-chunk-facts=2", log="chunk.log")
+acks, code, details = server.raw("RemoveTriples", [pb.RemoveTriplesRequest(
+    entities=["a", "b", "c"]).SerializeToString()], stream=True)
+row("RemoveTriples chunk of 3 entities over --max-chunk-facts=2",
+    code == grpc.StatusCode.RESOURCE_EXHAUSTED and "(3 entities)" in details,
+    f"{code.name}: {details[:90]}")
+began = time.time()
+threading.Thread(target=lambda: server.raw("ReloadModel", pb.ReloadModelRequest(
+    path=slow).SerializeToString())).start()
+time.sleep(0.5)
+code = server.stop(seconds=30)
+row("SIGTERM while a reload loads", code == 0 and time.time() - began < 30,
+    f"exit {code} {time.time() - began:.1f} s after the reload began (--drain-seconds 20)")
 
 # 5. Flags.
 for flag in ["--max-request-triples=-1", "--max-chunk-facts=-1", "--max-name-bytes=-1",

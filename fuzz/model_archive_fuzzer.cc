@@ -4,16 +4,91 @@
 // TorchScript code, the pickled constants and this project's own checks (format, config,
 // relation names, tensor shapes, non-finite weights). With GRAIL_FUZZ_WRITE_SEED=PATH the
 // binary writes such an archive (an untrained two-relation model) to PATH and exits.
+//
+// Byte mutations rarely get past the entries' CRC-32s, so half the mutations are made to the
+// archive's structure instead, CRC-32s recomputed (tests/testing/archive_surgery.h): a tensor
+// record cut or grown, two records swapped, or bytes mutated inside one entry (the pickles,
+// the tensors). These reach the tensor-record checks, the pickle reader and the parameter
+// digests; the TorchScript code entries are left to byte mutations (a crafted program can
+// crash LibTorch's compiler, which is why the server loads archives in a child first).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "fuzz/fuzz_check.h"
 #include "model/grail_model.h"
+#include "tests/testing/archive_surgery.h"
+
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+
+namespace {
+
+bool IsCode(const std::string& name) { return name.find("/code/") != std::string::npos; }
+
+// One structural mutation of the archive in data[0, size); 0 if it is not one.
+size_t MutateStructure(uint8_t* data, size_t size, size_t max_size, unsigned seed) {
+  const std::string path = "/tmp/grail_model_archive_mutator." + std::to_string(getpid());
+  {
+    std::FILE* file = std::fopen(path.c_str(), "wb");
+    if (file == nullptr) return 0;
+    std::fwrite(data, 1, size, file);
+    std::fclose(file);
+  }
+  std::vector<grail::ArchiveEntry> entries = grail::ReadArchiveEntries(path);
+  std::vector<size_t> eligible;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!IsCode(entries[i].name)) eligible.push_back(i);
+  }
+  if (eligible.empty()) return 0;
+  grail::ArchiveEntry& entry = entries[eligible[seed % eligible.size()]];
+  switch ((seed / 7) % 4) {
+    case 0:  // cut short
+      entry.data.resize(entry.data.empty() ? 0 : (seed / 31) % entry.data.size());
+      break;
+    case 1:  // grown
+      entry.data.append(1 + (seed / 31) % 64, static_cast<char>(seed));
+      break;
+    case 2: {  // swapped with another
+      grail::ArchiveEntry& other = entries[eligible[(seed / 31) % eligible.size()]];
+      std::swap(entry.data, other.data);
+      break;
+    }
+    default: {  // bytes changed inside it
+      if (entry.data.empty()) return 0;
+      std::string bytes = entry.data;
+      bytes.resize(bytes.size() + 64);
+      const size_t n = LLVMFuzzerMutate(reinterpret_cast<uint8_t*>(bytes.data()), entry.data.size(),
+                                        bytes.size());
+      bytes.resize(n);
+      entry.data = bytes;
+    }
+  }
+  if (!grail::WriteArchiveEntries(path, entries)) return 0;
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return 0;
+  const size_t written = std::fread(data, 1, max_size, file);
+  const bool whole = std::fgetc(file) == EOF;
+  std::fclose(file);
+  std::remove(path.c_str());
+  return whole ? written : 0;
+}
+
+}  // namespace
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
+                                          unsigned int seed) {
+  if (seed % 2 == 0) {
+    if (const size_t n = MutateStructure(data, size, max_size, seed / 2); n > 0) return n;
+  }
+  return LLVMFuzzerMutate(data, size, max_size);
+}
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (const char* seed = std::getenv("GRAIL_FUZZ_WRITE_SEED")) {

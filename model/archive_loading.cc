@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,8 +17,10 @@
 #include <iterator>
 #include <mutex>
 #include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "model/checkpoint_reader.h"
 #include "model/torch_util.h"
 
@@ -27,6 +30,10 @@ namespace grail {
 namespace {
 
 constexpr char kProbeMode[] = "--grail-internal-archive-probe";
+// The probe's verdict, its last line: anything else (a sanitizer's report, LibTorch's
+// warnings) is only what it said on the way.
+constexpr char kVerdictOk[] = "GRAIL-PROBE-VERDICT ok";
+constexpr char kVerdictError[] = "GRAIL-PROBE-VERDICT error: ";
 constexpr size_t kMaxChildOutput = 4 << 10;  // the tail of what the child says
 
 struct Isolation {
@@ -78,10 +85,15 @@ int RunArchiveProbeIfAsked(int argc, char** argv) {
   if (argc != 4 || std::strcmp(argv[1], kProbeMode) != 0) return -1;
   const std::string bytes = ReadAll(STDIN_FILENO);
   const absl::Status status = Probe(argv[2], bytes, argv[3]);
-  if (status.ok()) return 0;
-  std::fputs(std::string(status.message()).c_str(), stdout);
+  const std::string verdict = status.ok()
+                                  ? absl::StrCat("\n", kVerdictOk, "\n")
+                                  : absl::StrCat("\n", kVerdictError, status.message(), "\n");
   std::fflush(stdout);
-  return 1;
+  std::fflush(stderr);
+  WriteAll(STDOUT_FILENO, verdict);
+  // At once: exit-time work (static destructors, a sanitizer's leak check) is not the
+  // load's, and must not change the verdict.
+  _exit(status.ok() ? 0 : 1);
 }
 
 void IsolateArchiveLoads(const ArchiveLoadLimits& limits) {
@@ -89,6 +101,53 @@ void IsolateArchiveLoads(const ArchiveLoadLimits& limits) {
   std::lock_guard<std::mutex> lock(state.mu);
   state.enabled = true;
   state.limits = limits;
+}
+
+void SetArchiveLoadLimits(const ArchiveLoadLimits& limits) {
+  Isolation& state = State();
+  std::lock_guard<std::mutex> lock(state.mu);
+  state.limits = limits;
+}
+
+namespace {
+
+constexpr int kGuardedSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+char g_guard_line[2048];
+size_t g_guard_line_size = 0;
+struct sigaction g_guard_previous[std::size(kGuardedSignals)];
+stack_t g_guard_previous_stack;
+alignas(16) char g_guard_stack[1 << 16];
+
+void OnLoaderCrash(int) {
+  ssize_t ignored = write(STDERR_FILENO, g_guard_line, g_guard_line_size);
+  (void)ignored;
+  _exit(1);
+}
+
+}  // namespace
+
+LoaderCrashGuard::LoaderCrashGuard(const std::string& line) {
+  g_guard_line_size = std::min(line.size(), sizeof g_guard_line);
+  std::memcpy(g_guard_line, line.data(), g_guard_line_size);
+  // Its own stack: a stack overflow is one of the crashes it reports.
+  stack_t stack{};
+  stack.ss_sp = g_guard_stack;
+  stack.ss_size = sizeof g_guard_stack;
+  sigaltstack(&stack, &g_guard_previous_stack);
+  struct sigaction action {};
+  action.sa_handler = OnLoaderCrash;
+  action.sa_flags = SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  for (size_t i = 0; i < std::size(kGuardedSignals); ++i) {
+    sigaction(kGuardedSignals[i], &action, &g_guard_previous[i]);
+  }
+}
+
+LoaderCrashGuard::~LoaderCrashGuard() {
+  for (size_t i = 0; i < std::size(kGuardedSignals); ++i) {
+    sigaction(kGuardedSignals[i], &g_guard_previous[i], nullptr);
+  }
+  sigaltstack(&g_guard_previous_stack, nullptr);
 }
 
 ArchiveLoadLimits CurrentArchiveLoadLimits() {
@@ -280,18 +339,22 @@ absl::Status ProbeInChildProcess(ArchiveKind kind, absl::string_view bytes,
   }
   close_all();
   if (!stopped.ok()) return stopped;
-  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return absl::OkStatus();
-  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
-  if (WIFSIGNALED(wstatus)) {
-    const int signal_number = WTERMSIG(wstatus);
-    return absl::InvalidArgumentError(
-        absl::StrCat("loading model ", path, " crashed LibTorch's loader (signal ", signal_number,
-                     ", ", strsignal(signal_number),
-                     ", in a child process; nothing here was affected): "
-                     "the file is damaged or not a model archive"));
+  // The verdict line decides; a child that ended without one crashed.
+  const size_t verdict = said.rfind("GRAIL-PROBE-VERDICT ");
+  if (verdict != std::string::npos) {
+    absl::string_view line = absl::string_view(said).substr(verdict);
+    line = line.substr(0, line.find('\n'));
+    if (line == kVerdictOk) return absl::OkStatus();
+    if (absl::ConsumePrefix(&line, kVerdictError)) return absl::InvalidArgumentError(line);
   }
-  if (said.empty()) said = absl::StrCat("the probe exited with status ", WEXITSTATUS(wstatus));
-  return absl::InvalidArgumentError(said);
+  const std::string how =
+      WIFSIGNALED(wstatus)
+          ? absl::StrCat("signal ", WTERMSIG(wstatus), ", ", strsignal(WTERMSIG(wstatus)))
+          : absl::StrCat("exit status ", WEXITSTATUS(wstatus), " without a verdict");
+  return absl::InvalidArgumentError(absl::StrCat(
+      "loading model ", path, " crashed LibTorch's loader (", how,
+      ", in a child process; nothing here was affected): the file is damaged or not a model "
+      "archive"));
 }
 
 }  // namespace grail

@@ -9,8 +9,11 @@
 // will load on a pipe, and waits, with a time bound, for its verdict. A crash there becomes
 // an error here; the server keeps serving.
 //
-// Which programs isolate: those whose main calls IsolateArchiveLoads (the server, grail-eval,
-// grail-tools). Elsewhere (the trainers, tests) loads run in-process as before.
+// Which programs isolate: those whose main calls IsolateArchiveLoads (the server once it
+// serves, grail-eval, grail-tools). Elsewhere (the trainers, tests) loads run in-process. A
+// program's first load, before it serves anything, can be guarded more cheaply: under a
+// LoaderCrashGuard a crash ends the process with a clear message instead of a bare SIGSEGV
+// (a child probe would add a LibTorch start-up, about a second, to every server start).
 //
 // Thread safety: every function may be called from any thread.
 #ifndef GRAIL_MODEL_ARCHIVE_LOADING_H_
@@ -44,7 +47,21 @@ int RunArchiveProbeIfAsked(int argc, char** argv);
 
 // From now on, archives are loaded in a child process first (see above), under `limits`.
 void IsolateArchiveLoads(const ArchiveLoadLimits& limits);
+// The limits alone (ReadModelFile's size bound), loads staying in-process.
+void SetArchiveLoadLimits(const ArchiveLoadLimits& limits);
 ArchiveLoadLimits CurrentArchiveLoadLimits();
+
+// While an instance lives, a crash of the process (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT;
+// a stack overflow included: the handler runs on its own stack) writes `line` to stderr and
+// exits with status 1. For a load that runs in-process while the program serves nothing yet.
+// One instance at a time; the previous handlers are restored on destruction.
+class LoaderCrashGuard {
+ public:
+  explicit LoaderCrashGuard(const std::string& line);
+  ~LoaderCrashGuard();
+  LoaderCrashGuard(const LoaderCrashGuard&) = delete;
+  LoaderCrashGuard& operator=(const LoaderCrashGuard&) = delete;
+};
 
 // Kills every probe in progress and makes later loads fail with CANCELLED: the process is
 // shutting down and must not wait for a load.

@@ -364,11 +364,10 @@ int Run() {
 
   UseServingAllocator();
   SetComputeThreads(compute_threads);
-  // Every archive this server loads, at start and on reload, is loaded in a child process
-  // first: a damaged one that would crash LibTorch's loader is refused, not fatal.
-  IsolateArchiveLoads(
-      ArchiveLoadLimits{absl::GetFlag(FLAGS_max_model_bytes),
-                        std::chrono::seconds(absl::GetFlag(FLAGS_model_load_timeout_seconds))});
+  const ArchiveLoadLimits archive_limits{
+      absl::GetFlag(FLAGS_max_model_bytes),
+      std::chrono::seconds(absl::GetFlag(FLAGS_model_load_timeout_seconds))};
+  SetArchiveLoadLimits(archive_limits);
   google::protobuf::SetLogHandler(&LogFromProtobuf);
 
   // Declared before the metrics, whose HTTP endpoint reads it until the metrics are destroyed.
@@ -447,9 +446,23 @@ int Run() {
 
   // The model and the graph.
   const Clock::time_point load_start = Clock::now();
-  absl::StatusOr<std::shared_ptr<const ServedModel>> model =
-      LoadServedModel(model_path, absl::GetFlag(FLAGS_device), /*generation=*/1);
+  absl::StatusOr<std::shared_ptr<const ServedModel>> model;
+  {
+    // Nothing is served yet: a crash of LibTorch's loader ends the start with this line
+    // rather than a bare SIGSEGV.
+    const LoaderCrashGuard guard(
+        JsonLine({{"event", "error"},
+                  {"during", "loading the model"},
+                  {"error", absl::StrCat("INVALID_ARGUMENT: loading model ", model_path,
+                                         " crashed LibTorch's loader: the file is damaged or "
+                                         "not a model archive")}}) +
+        "\n");
+    model = LoadServedModel(model_path, absl::GetFlag(FLAGS_device), /*generation=*/1);
+  }
   if (!model.ok()) return Fail("loading the model", model.status());
+  // From now on, every archive (ReloadModel, SIGHUP) is loaded in a child process first: one
+  // that would crash LibTorch's loader is refused while the server keeps serving.
+  IsolateArchiveLoads(archive_limits);
   // Every commit (a local chunk, or one applied from the stream) releases the calls waiting
   // for that graph version. Declared before the store, which calls it.
   SequenceGate sequence_gate(0);

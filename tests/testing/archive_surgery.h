@@ -51,18 +51,23 @@ inline std::vector<ArchiveEntry> ReadArchiveEntries(const std::string& path) {
   using archive_surgery_internal::Inflate;
   std::ifstream in(path, std::ios::binary);
   const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Every read bounds-checked: the fuzzer hands this arbitrary bytes.
+  auto inside = [&](uint64_t at, uint64_t n) { return at <= b.size() && n <= b.size() - at; };
   std::vector<ArchiveEntry> entries;
   const size_t end = b.rfind(std::string("PK\x05\x06", 4));
-  if (end == std::string::npos) return entries;
-  size_t at = Get(b, end + 16, 4);
+  if (end == std::string::npos || !inside(end, 22)) return {};
+  uint64_t at = Get(b, end + 16, 4);
   for (uint64_t i = 0, n = Get(b, end + 10, 2); i < n; ++i) {
+    if (!inside(at, 46)) return {};
     const uint64_t method = Get(b, at + 10, 2), compressed = Get(b, at + 20, 4);
     const uint64_t size = Get(b, at + 24, 4), name_bytes = Get(b, at + 28, 2);
     const uint64_t local = Get(b, at + 42, 4);
+    if (!inside(at + 46, name_bytes) || !inside(local, 30)) return {};
     ArchiveEntry e;
     e.name = b.substr(at + 46, name_bytes);
     const uint64_t data = local + 30 + Get(b, local + 26, 2) + Get(b, local + 28, 2);
-    e.data = method == 8 ? Inflate(b.substr(data, compressed), size) : b.substr(data, size);
+    if (!inside(data, compressed) || size > (uint64_t{1} << 30)) return {};
+    e.data = method == 8 ? Inflate(b.substr(data, compressed), size) : b.substr(data, compressed);
     entries.push_back(std::move(e));
     at += 46 + name_bytes + Get(b, at + 30, 2) + Get(b, at + 32, 2);
   }
