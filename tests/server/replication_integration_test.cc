@@ -209,6 +209,23 @@ TEST_F(ReplicationTest, AWriteOnOneReplicaIsReadOnAnotherWithMinGraphSequence) {
   kg::v1::ScoreTripletResponse response;
   EXPECT_EQ(b.stub->ScoreTriplet(&context, request, &response).error_code(),
             grpc::StatusCode::UNAVAILABLE);
+
+  // A relation removed by name on b leaves both replicas at the same version.
+  grpc::ClientContext removal;
+  auto stream = b.stub->RemoveTriples(&removal);
+  kg::v1::RemoveTriplesRequest chunk;
+  chunk.add_relations("r3");
+  kg::v1::RemoveTriplesAck ack;
+  ASSERT_TRUE(stream->Write(chunk) && stream->Read(&ack));
+  stream->WritesDone();
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(ack.relations_removed(), 1u);
+  kg::v1::GetStatsResponse stats_a, stats_b;
+  ASSERT_TRUE(Stats(a, ack.sequence(), &stats_a).ok());
+  ASSERT_TRUE(Stats(b, ack.sequence(), &stats_b).ok());
+  EXPECT_EQ(stats_a.relations(), 3u);
+  EXPECT_EQ(stats_b.relations(), 3u);
+  EXPECT_EQ(stats_a.facts(), stats_b.facts());
 }
 
 TEST_F(ReplicationTest, AChunkRejectedByValidationIsNeitherLoggedNorApplied) {
