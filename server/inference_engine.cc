@@ -540,7 +540,8 @@ void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
   // reload in progress) wait for a later forward.
   const void* model = nullptr;
   // Deficit round-robin: every pass gives each call with queued subgraphs a quantum of
-  // cost; a call takes subgraphs while its deficit covers them. Passes repeat until the
+  // cost (divided among its caller's calls); a call takes subgraphs while its deficit
+  // covers them. Passes repeat until the
   // batch is full or every queue is empty, so a large subgraph waits a few passes for its
   // deficit, not for another batch.
   for (bool any_queued = true; any_queued && !full && batch->size() < max_batch;) {
@@ -561,7 +562,12 @@ void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
         continue;
       }
       model = ModelKey(*call.job);
-      call.deficit += quantum_;
+      // A caller's calls share one quantum: a caller with eight calls in flight gets the
+      // turn of a caller with one, not eight of them.
+      const auto caller = callers_.find(call.caller);
+      const int64_t calls =
+          caller == callers_.end() ? 1 : std::max<int64_t>(1, caller->second.calls);
+      call.deficit += std::max<int64_t>(1, quantum_ / calls);
       while (!call.queue.empty() && batch->size() < max_batch) {
         QueuedSubgraph& next = call.queue.front();
         if (next.cost() > call.deficit) break;

@@ -12,7 +12,8 @@
 //     calls' facts in round-robin order; the batcher fills each forward by deficit
 //     round-robin over the calls' queues, weighted by subgraph size (nodes + edges), so a
 //     call of one fact waits behind at most about one forward of a large ranking, never
-//     behind the ranking's whole queue.
+//     behind the ranking's whole queue. A caller's calls share one quantum, so a caller
+//     with many calls in flight gets about the model time of a caller with one.
 //   * Deadlines and cancellation. A call's deadline travels with its work: facts of a call
 //     that has expired or been cancelled are dropped before extraction and before the
 //     forward, and the batcher wakes for the nearest deadline to finish such calls with
