@@ -2,11 +2,8 @@
 
 #include <zlib.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -330,15 +327,6 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
     }
   }
   return absl::OkStatus();
-}
-
-absl::Status CheckModelArchive(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (file.bad()) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  return CheckModelArchiveBytes(bytes, path);
 }
 
 }  // namespace grail

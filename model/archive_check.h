@@ -4,7 +4,7 @@
 // CRC-32s (its miniz is built with MINIZ_DISABLE_ZIP_READER_CRC32_CHECKS) and its
 // deserializer is not hardened against damaged contents: fuzzing GrailModel::Load found a
 // flipped byte that made torch::jit::load crash the process (SEGV in
-// torch::jit::Source::findSourceRangeThatGenerated, docs/RELIABILITY.md). CheckModelArchive
+// torch::jit::Source::findSourceRangeThatGenerated, docs/RELIABILITY.md). CheckModelArchiveBytes
 // walks the zip itself, bounds-checking every header, and verifies every entry's CRC-32
 // (inflating deflated ones), so a damaged file is refused with a clear error before LibTorch
 // sees a byte of it. It cannot make a crafted archive safe: TorchScript is code, and an
@@ -25,9 +25,6 @@ namespace grail {
 // and the TorchScript entries (<dir>/data.pkl, <dir>/constants.pkl, <dir>/version).
 // INVALID_ARGUMENT "PATH is not a model archive: ..." or "PATH is damaged: ..." otherwise.
 absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path);
-
-// Reads `path` and checks it as above. NOT_FOUND if it cannot be read.
-absl::Status CheckModelArchive(const std::string& path);
 
 }  // namespace grail
 

@@ -157,9 +157,7 @@ absl::Status SaveModelArchive(torch::jit::Module& module, const std::string& fin
     for (const auto& [name, digest] : ParameterDigests(module)) {
       absl::StrAppend(&digests, name, " ", digest, "\n");
     }
-    // An empty list is no list (an archive edited outside a trainer, as tests do).
-    if (module.hasattr(kDigestsAttribute) &&
-        !module.attr(kDigestsAttribute).toStringRef().empty()) {
+    if (module.hasattr(kDigestsAttribute)) {
       module.setattr(kDigestsAttribute, digests);
     } else {
       module.register_attribute(kDigestsAttribute, c10::StringType::get(), digests);

@@ -485,11 +485,7 @@ grpc::Status KnowledgeGraphService::Admit(grpc::CallbackServerContext* context,
   }
   // Admitted calls only: calls being refused (a flood of them) do not crowd out others.
   // A caller over its share waits for its own calls; other callers are still admitted.
-  const int64_t share =
-      limits_.max_caller_share >= 1
-          ? std::numeric_limits<int64_t>::max()
-          : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(limits_.max_calls_in_flight *
-                                                                limits_.max_caller_share)));
+  const int64_t share = CallerShare(limits_.max_calls_in_flight, limits_.max_caller_share);
   absl::MutexLock lock(&callers_mu_);
   int64_t& mine = calls_by_caller_[name];
   auto refuse = [&](absl::string_view limit, std::string message) {
@@ -497,7 +493,7 @@ grpc::Status KnowledgeGraphService::Admit(grpc::CallbackServerContext* context,
     observer_->OnServiceLimit(limit);
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(message));
   };
-  if (mine + 1 > share) {
+  if (limits_.max_caller_share < 1 && mine + 1 > share) {
     return refuse("max_caller_share",
                   absl::StrCat("this caller (", name, ") has ", mine,
                                " calls in flight; one caller may have ", share,

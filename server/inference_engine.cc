@@ -167,16 +167,17 @@ EngineLoad InferenceEngine::Load() const {
                     held_bytes_};
 }
 
-int64_t InferenceEngine::CallerShare(int64_t limit) const {
-  if (options_.max_caller_share >= 1) return limit;
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(limit * options_.max_caller_share)));
+int64_t CallerShare(int64_t limit, double share) {
+  if (share >= 1) return limit;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(limit * share)));
 }
 
 absl::Status InferenceEngine::Admit(Call& call, int64_t pending, int64_t bytes,
                                     absl::string_view* limit) {
   const bool shared = options_.max_caller_share < 1;
-  const int64_t share_pending = CallerShare(options_.max_pending_subgraphs);
-  const int64_t share_bytes = CallerShare(options_.max_queued_bytes);
+  const int64_t share_pending =
+      CallerShare(options_.max_pending_subgraphs, options_.max_caller_share);
+  const int64_t share_bytes = CallerShare(options_.max_queued_bytes, options_.max_caller_share);
   const std::string share_of = absl::StrCat("one caller may hold ", options_.max_caller_share,
                                             " of it (--max-caller-share)");
   // A call that could never be admitted, however idle the server: the caller must narrow

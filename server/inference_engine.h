@@ -82,6 +82,11 @@ namespace grail {
 
 using EngineClock = std::chrono::steady_clock;
 
+// One caller's share of `limit`: `share` of it rounded up, at least 1; `limit` itself for a
+// share of 1 or more (no per-caller limit). The engine's admission and the service's calls in
+// flight both count shares so.
+int64_t CallerShare(int64_t limit, double share);
+
 struct EngineOptions {
   int max_batch_size = 256;         // subgraphs per forward
   int max_batch_nodes = 4096;       // nodes per forward (a larger subgraph runs alone)
@@ -276,8 +281,6 @@ class InferenceEngine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a finished call's amounts off its caller's usage.
   void Release(Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // max_caller_share of `limit`, at least 1.
-  int64_t CallerShare(int64_t limit) const;
   void Wake();
 
   const EngineOptions options_;

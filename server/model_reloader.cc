@@ -62,12 +62,14 @@ absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested
   std::lock_guard<std::mutex> lock(mu_);
   const std::string path = requested.empty() ? options_.default_path : requested;
   const std::shared_ptr<const ServedModel> previous = predictor_.served_model();
+  // Whether the reload should go on: the server is not stopping and its caller still waits.
+  auto wanted = [&] { return !cancelled_.load() && (!still_wanted || still_wanted()); };
   auto gone = [&](absl::string_view stage) -> absl::Status {
     if (cancelled_.load()) {
       return absl::CancelledError(
           absl::StrCat("reload of ", path, " not applied: the server is stopping"));
     }
-    if (!still_wanted || still_wanted()) return absl::OkStatus();
+    if (wanted()) return absl::OkStatus();
     return absl::DeadlineExceededError(
         absl::StrCat("reload of ", path,
                      " not applied: the caller's deadline passed or it "
@@ -88,7 +90,7 @@ absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested
     absl::StatusOr<std::shared_ptr<const ServedModel>> loaded;
     {
       // The child's load stops if the caller goes or the server stops.
-      const ArchiveLoadScope scope([&] { return gone("").ok(); });
+      const ArchiveLoadScope scope(wanted);
       loaded = LoadServedModel(path, options_.device, previous->generation() + 1);
     }
     if (!loaded.ok()) return loaded.status();
@@ -97,7 +99,7 @@ absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested
     TripleStore& store = predictor_.store();
     const Clock::time_point warmup_start = Clock::now();
     WarmupOptions warmup = options_.warmup;
-    warmup.stop = [&] { return !gone("").ok(); };
+    warmup.stop = [&] { return !wanted(); };
     const absl::StatusOr<int> warm = WarmUp(*outcome.model, *store.Snapshot(), warmup);
     if (absl::Status s = gone("before the model was ready"); !s.ok()) return s;
     if (!warm.ok()) return warm.status();
