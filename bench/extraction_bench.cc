@@ -15,10 +15,10 @@
 
 #include "bench/data_dir.h"
 #include "common/seeded_random.h"
-#include "model/enclosing_subgraph.h"
-#include "model/testing/reference_extraction.h"
-#include "storage/static_graph.h"
-#include "storage/triple_file.h"
+#include "graph/static_graph.h"
+#include "graph/triple_file.h"
+#include "model/grail/enclosing_subgraph.h"
+#include "tests/testing/reference_extraction.h"
 
 namespace grail {
 namespace {

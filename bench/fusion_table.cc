@@ -1,7 +1,7 @@
 // The GraIL paper's late-fusion tables (Section 5.2, Tables 3-5, and the appendix's Hits@10):
 // each member alone and every pair of members — GraIL and KGE models, or two KGE models —
 // fused by a logistic regression fitted on the validation facts against one negative each
-// (as grail-fuse fits it: model/fused_model.h), then evaluated on the test facts with the
+// (as grail-fuse fits it: model/fusion/fused_model.h), then evaluated on the test facts with the
 // GraIL protocol (AUC-PR against one negative per fact, Hits@10 among 49 + 49 negatives; the
 // negatives grail-eval draws for the same seed). Every member scores each fact once: the
 // pairs reuse the scores.
@@ -28,11 +28,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/json.h"
-#include "model/evaluation.h"
-#include "model/fused_model.h"
-#include "model/linear_fusion.h"
-#include "model/model_graph.h"
-#include "storage/triple_file.h"
+#include "eval/evaluation.h"
+#include "graph/model_graph.h"
+#include "graph/triple_file.h"
+#include "model/core/runtime.h"
+#include "model/fusion/fused_model.h"
+#include "model/fusion/linear_fusion.h"
+#include "train/fusion_trainer.h"
 
 ABSL_FLAG(std::string, grail, "", "the GraIL model (grail-train's archive)");
 ABSL_FLAG(std::string, kge, "", "comma-separated KGE models (grail-kge-train's archives)");
@@ -108,7 +110,7 @@ int main(int argc, char** argv) {
   if (!fused.ok()) return Fail(fused.status());
   const grail::FusionVocabulary vocabulary =
       (*fused)->MapVocabulary(indexed.indexed.entities.names(), indexed.indexed.relations.names());
-  grail::ScoringOptions scoring;
+  grail::GrailScoringOptions scoring;
   scoring.threads = absl::GetFlag(FLAGS_threads);
   // Early fusion: a GraIL model with node features reads each graph entity's row.
   const std::vector<int32_t> feature_rows =

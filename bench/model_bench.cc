@@ -15,14 +15,15 @@
 #include "absl/strings/str_split.h"
 #include "bench/data_dir.h"
 #include "common/seeded_random.h"
-#include "model/blas_kernels.h"
-#include "model/enclosing_subgraph.h"
-#include "model/grail_model.h"
-#include "model/negative_sampling.h"
-#include "model/subgraph_batch.h"
-#include "model/trainer.h"
-#include "storage/static_graph.h"
-#include "storage/triple_file.h"
+#include "graph/negative_sampling.h"
+#include "graph/static_graph.h"
+#include "graph/triple_file.h"
+#include "model/core/blas_kernels.h"
+#include "model/core/runtime.h"
+#include "model/grail/enclosing_subgraph.h"
+#include "model/grail/grail_model.h"
+#include "model/grail/subgraph_batch.h"
+#include "train/grail_trainer.h"
 
 namespace grail {
 // Defined in model_bench_train_step.cc: one optimiser-free training step (forward, margin

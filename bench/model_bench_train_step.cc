@@ -1,7 +1,7 @@
 // The LibTorch half of bench/model_bench.cc, kept apart so the harness itself compiles
 // without LibTorch headers.
-#include "model/grail_model.h"
-#include "model/grail_module.h"
+#include "model/grail/grail_model.h"
+#include "model/grail/grail_module.h"
 
 namespace grail {
 

@@ -1,9 +1,9 @@
 // Ranking every entity for one query, offline (no server): the path-based scorer's one pass
-// (model/path_model.h) against GraIL's one enclosing subgraph per candidate within k + 1 hops
+// (model/path/path_model.h) against GraIL's one enclosing subgraph per candidate within k + 1 hops
 // of the fixed entity (every farther candidate shares one score, as the server ranks).
 // And scoring one fact (ScoreTriplet's work): the path model on the source's whole
 // neighbourhood, on the entities of paths of at most L facts to the tail (a query with
-// targets, model/path_batch.h), and GraIL on its enclosing subgraph.
+// targets, model/path/path_batch.h), and GraIL on its enclosing subgraph.
 // Untrained models of the default configurations: the cost does not depend on the weights.
 // The path model also without the reach mask (`_unmasked`, NBFNet's own computation): a
 // ranking then covers the whole graph, a fact the entities within L hops of its tail.
@@ -24,14 +24,15 @@
 #include "absl/strings/str_cat.h"
 #include "bench/data_dir.h"
 #include "common/seeded_random.h"
-#include "model/blas_kernels.h"
-#include "model/enclosing_subgraph.h"
-#include "model/fact_scoring.h"
-#include "model/grail_model.h"
-#include "model/path_batch.h"
-#include "model/path_model.h"
-#include "storage/static_graph.h"
-#include "storage/triple_file.h"
+#include "graph/static_graph.h"
+#include "graph/triple_file.h"
+#include "model/core/blas_kernels.h"
+#include "model/core/runtime.h"
+#include "model/grail/enclosing_subgraph.h"
+#include "model/grail/fact_scoring.h"
+#include "model/grail/grail_model.h"
+#include "model/path/path_batch.h"
+#include "model/path/path_model.h"
 
 namespace grail {
 namespace {
@@ -105,7 +106,7 @@ void BM_GrailRankAll(benchmark::State& state, const std::string& name) {
   Workload* w = Load(name);
   if (w == nullptr) return state.SkipWithError("data not found");
   SetComputeThreads(1);  // parallelism comes from the scoring workers
-  ScoringOptions scoring;
+  GrailScoringOptions scoring;
   scoring.threads = 2;
   const int reach = TrivialSubgraphDistance(w->grail->config().extraction()) - 1;
   size_t next = 0;
@@ -125,7 +126,8 @@ void BM_GrailRankAll(benchmark::State& state, const std::string& name) {
         break;
       }
     }
-    absl::StatusOr<std::vector<float>> scores = ScoreFacts(*w->grail, w->graph, {}, facts, scoring);
+    absl::StatusOr<std::vector<float>> scores =
+        ScoreGrailFacts(*w->grail, w->graph, {}, facts, scoring);
     if (!scores.ok()) return state.SkipWithError("scoring failed");
     subgraphs += static_cast<int64_t>(facts.size());
   }
@@ -174,12 +176,13 @@ void BM_GrailScoreFact(benchmark::State& state, const std::string& name) {
   Workload* w = Load(name);
   if (w == nullptr) return state.SkipWithError("data not found");
   SetComputeThreads(2);
-  ScoringOptions scoring;
+  GrailScoringOptions scoring;
   scoring.threads = 1;
   size_t next = 0;
   for (auto _ : state) {
     const Triple& f = w->queries[next++ % w->queries.size()];
-    absl::StatusOr<std::vector<float>> scores = ScoreFacts(*w->grail, w->graph, {}, {f}, scoring);
+    absl::StatusOr<std::vector<float>> scores =
+        ScoreGrailFacts(*w->grail, w->graph, {}, {f}, scoring);
     if (!scores.ok()) return state.SkipWithError("scoring failed");
     benchmark::DoNotOptimize(scores->data());
   }

@@ -44,7 +44,7 @@ def read(path):
 
 def expected_hits_of_50(rank, candidates, k=10, samples=50):
     """NBFNet's estimator: P(fewer than k of `samples` uniform draws outrank the answer); the
-    same as grail-eval's ExpectedHitsAmongSamples (model/ranking_metrics.cc)."""
+    same as grail-eval's ExpectedHitsAmongSamples (eval/ranking_metrics.cc)."""
     if candidates <= 0:
         return float(rank <= k)
     p = min(max((rank - 1) / candidates, 0.0), 1.0)

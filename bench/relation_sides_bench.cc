@@ -1,4 +1,4 @@
-// What keeping the relation sides' pairs (storage/relation_sides.h: what ULTRA's graph of
+// What keeping the relation sides' pairs (graph/relation_sides.h: what ULTRA's graph of
 // relations is built from) costs a write, against the graph's size.
 //
 // For power-law graphs of `grail-tools synth`'s generator (N entities, 5N facts, hubs of up to
@@ -15,9 +15,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "model/synthetic_graph.h"
-#include "storage/live_graph.h"
-#include "storage/triple_file.h"
+#include "datasets/synthetic_graph.h"
+#include "graph/triple_file.h"
+#include "store/live_graph.h"
 
 namespace {
 

@@ -14,7 +14,7 @@ namespace grail {
 
 // The three fields of `line` (views into it), or INVALID_ARGUMENT "expected 3 tab-separated
 // fields (head, relation, tail), found N". Only the shape is checked: whether a field is a
-// valid name is ValidateName's question (storage/vocabulary.h).
+// valid name is ValidateName's question (graph/vocabulary.h).
 inline absl::StatusOr<std::array<absl::string_view, 3>> SplitTripleFields(absl::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   std::array<absl::string_view, 3> fields;

@@ -1,5 +1,5 @@
 // libFuzzer target: enclosing-subgraph extraction on arbitrary small graphs against the
-// plain reference implementation of the definition (model/testing/reference_extraction.h).
+// plain reference implementation of the definition (tests/testing/reference_extraction.h).
 // The input's bytes choose the graph (up to 24 entities, 4 relations, 60 facts), k, the
 // enclosing/union variant and the target; the two must agree on every node's labels and on
 // the multiset of edges, and on the ranking path (one target's neighbourhood reused).
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
-#include "model/enclosing_subgraph.h"
-#include "model/testing/reference_extraction.h"
-#include "storage/static_graph.h"
+#include "graph/static_graph.h"
+#include "model/grail/enclosing_subgraph.h"
+#include "tests/testing/reference_extraction.h"
 
 namespace {
 

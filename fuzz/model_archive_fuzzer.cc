@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
-#include "model/grail_model.h"
+#include "model/grail/grail_model.h"
 #include "tests/testing/archive_surgery.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);

@@ -1,4 +1,4 @@
-// libFuzzer target: the triple-line parser (storage/triple_file.h, common/triple_line.h) on
+// libFuzzer target: the triple-line parser (graph/triple_file.h, common/triple_line.h) on
 // arbitrary bytes. A line either fails with a message or yields three fields without a
 // separator in them that print back to a line parsing to the same fact.
 #include <cstddef>
@@ -9,8 +9,8 @@
 #include "absl/strings/string_view.h"
 #include "common/triple_line.h"
 #include "fuzz/fuzz_check.h"
-#include "storage/triple_file.h"
-#include "storage/vocabulary.h"
+#include "graph/triple_file.h"
+#include "graph/vocabulary.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view line(reinterpret_cast<const char*>(data), size);

@@ -1,7 +1,7 @@
 """deploy/grafana/grail-dashboard.json asks only for what grail-server exports.
 
 Every PromQL expression's metric names must be series the server registers
-(server/server_metrics.cc, server/process_metrics.cc: read, not copied), with labels those
+(server/metrics/server_metrics.cc, server/metrics/process_metrics.cc: read, not copied), with labels those
 metrics carry; every expression must parse (the real PromQL parser: promtool check rules);
 the panels the observability issue asks for must be there.
 """

@@ -1,8 +1,8 @@
 """What the deploy tests hold deploy/ against, read from the project's own sources.
 
 Nothing here is a copy: grail-server's flags come from the ABSL_FLAG lines of
-server/server_main.cc, the exported metric names from the registrations in
-server/server_metrics.cc and server/process_metrics.cc, the package lists from
+server/rpc/server_main.cc, the exported metric names from the registrations in
+server/metrics/server_metrics.cc and server/metrics/process_metrics.cc, the package lists from
 scripts/setup.sh. A renamed flag or metric therefore fails the deploy tests until deploy/
 follows. The helpers at the end start the real grail-server for the tests that need it.
 """
@@ -36,7 +36,7 @@ def _strip_comments(cc_text):
 
 def server_flags():
     """grail-server's flags: {name: (type, default as a Python value)}."""
-    text = _strip_comments(read("server/server_main.cc"))
+    text = _strip_comments(read("server/rpc/server_main.cc"))
     flags = {}
     for m in re.finditer(r"ABSL_FLAG\(\s*([\w:]+)\s*,\s*(\w+)\s*,\s*([^,]+?)\s*,", text):
         kind, name, default = m.group(1), m.group(2), m.group(3)
@@ -120,7 +120,7 @@ class Metric:
 def exported_metrics():
     """{name: Metric} for every metric grail-server registers."""
     metrics = {}
-    for source in ("server/server_metrics.cc", "server/process_metrics.cc"):
+    for source in ("server/metrics/server_metrics.cc", "server/metrics/process_metrics.cc"):
         text = _strip_comments(read(source))
         # Every metric name literal, whoever passes it to the registry (graph_gauge does).
         for m in re.finditer(r'"((?:grail|process)_[a-z0-9_]+)"', text):

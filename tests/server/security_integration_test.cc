@@ -21,7 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
-#include "model/grail_model.h"
+#include "model/grail/grail_model.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"

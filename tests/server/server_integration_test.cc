@@ -22,15 +22,15 @@
 #include "absl/strings/str_replace.h"
 #include "client/channel.h"
 #include "gmock/gmock.h"
+#include "graph/static_graph.h"
+#include "graph/triple_file.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
-#include "model/fact_scoring.h"
-#include "model/grail_model.h"
-#include "storage/static_graph.h"
-#include "storage/triple_file.h"
+#include "model/grail/fact_scoring.h"
+#include "model/grail/grail_model.h"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/metrics_scrape.h"
 #include "tests/testing/run_binary.h"
@@ -165,9 +165,9 @@ class ServerTest : public ::testing::Test {
     const StaticGraph static_graph(indexed.entities.size(), graph_ids);
     const std::vector<Triple> fact_ids(indexed.triples.begin() + graph.size(),
                                        indexed.triples.end());
-    absl::StatusOr<std::vector<float>> scores =
-        ScoreFacts(*model_, static_graph, MapRelationsByName(indexed.relations.names(), kRelations),
-                   fact_ids, ScoringOptions{/*batch_size=*/7, /*threads=*/1});
+    absl::StatusOr<std::vector<float>> scores = ScoreGrailFacts(
+        *model_, static_graph, MapRelationsByName(indexed.relations.names(), kRelations), fact_ids,
+        GrailScoringOptions{/*batch_size=*/7, /*threads=*/1});
     EXPECT_TRUE(scores.ok()) << scores.status();
     return scores.ok() ? *scores : std::vector<float>();
   }

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "google/protobuf/message_lite.h"
+#include "graph/triple_file.h"
 #include "grpcpp/grpcpp.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
-#include "storage/triple_file.h"
 
 namespace grail {
 

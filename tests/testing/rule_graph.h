@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/seeded_random.h"
-#include "storage/triple_file.h"
+#include "graph/triple_file.h"
 
 namespace grail {
 

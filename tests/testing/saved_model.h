@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "model/grail_model.h"
+#include "model/grail/grail_model.h"
 
 namespace grail {
 

@@ -3,7 +3,7 @@
 #define GRAIL_TESTS_TESTING_SUBGRAPH_EXPECTATIONS_H_
 
 #include "gtest/gtest.h"
-#include "model/enclosing_subgraph.h"
+#include "model/grail/enclosing_subgraph.h"
 
 namespace grail {
 

@@ -1,0 +1,31 @@
+// Checking a model archive's container before LibTorch reads it.
+//
+// A TorchScript archive is a zip file. LibTorch 1.13 reads it without checking the entries'
+// CRC-32s (its miniz is built with MINIZ_DISABLE_ZIP_READER_CRC32_CHECKS) and its
+// deserializer is not hardened against damaged contents: fuzzing GrailModel::Load found a
+// flipped byte that made torch::jit::load crash the process (SEGV in
+// torch::jit::Source::findSourceRangeThatGenerated, docs/RELIABILITY.md). CheckModelArchiveBytes
+// walks the zip itself, bounds-checking every header, and verifies every entry's CRC-32
+// (inflating deflated ones), so a damaged file is refused with a clear error before LibTorch
+// sees a byte of it. It cannot make a crafted archive safe: TorchScript is code, and an
+// archive is as trusted as a binary.
+#ifndef GRAIL_MODEL_CORE_ARCHIVE_CHECK_H_
+#define GRAIL_MODEL_CORE_ARCHIVE_CHECK_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace grail {
+
+// Checks the zip container in `bytes` (the archive's whole contents; `path` names it in
+// messages): the end-of-central-directory record (zip64 too), every central and local
+// header within the file, stored or deflated entries only, every entry's CRC-32 and size,
+// and the TorchScript entries (<dir>/data.pkl, <dir>/constants.pkl, <dir>/version).
+// INVALID_ARGUMENT "PATH is not a model archive: ..." or "PATH is damaged: ..." otherwise.
+absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path);
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_CORE_ARCHIVE_CHECK_H_

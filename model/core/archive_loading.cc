@@ -1,0 +1,360 @@
+#include "model/core/archive_loading.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "model/core/checkpoint_reader.h"
+#include "model/core/torch_util.h"
+
+extern char** environ;
+
+namespace grail {
+namespace {
+
+constexpr char kProbeMode[] = "--grail-internal-archive-probe";
+// The probe's verdict, its last line: anything else (a sanitizer's report, LibTorch's
+// warnings) is only what it said on the way.
+constexpr char kVerdictOk[] = "GRAIL-PROBE-VERDICT ok";
+constexpr char kVerdictError[] = "GRAIL-PROBE-VERDICT error: ";
+constexpr size_t kMaxChildOutput = 4 << 10;  // the tail of what the child says
+
+struct Isolation {
+  std::mutex mu;
+  bool enabled = false;
+  bool cancelled = false;
+  ArchiveLoadLimits limits;
+  std::set<pid_t> children;
+};
+Isolation& State() {
+  static Isolation* const state = new Isolation;
+  return *state;
+}
+thread_local std::function<bool()> tl_still_wanted;
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      out.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      return out;
+    }
+  }
+}
+
+bool WriteAll(int fd, absl::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// The probe's own work: the same checks and load the parent is about to do.
+absl::Status Probe(absl::string_view kind, const std::string& bytes, const std::string& path) {
+  if (kind == "model") return LoadModelArchiveBytes(bytes, path, torch::kCPU).status();
+  if (kind == "checkpoint") return ReadCheckpointTensorsFromBytes(bytes, path).status();
+  return absl::InvalidArgumentError(absl::StrCat("unknown probe kind ", kind));
+}
+
+}  // namespace
+
+int RunArchiveProbeIfAsked(int argc, char** argv) {
+  if (argc != 4 || std::strcmp(argv[1], kProbeMode) != 0) return -1;
+  const std::string bytes = ReadAll(STDIN_FILENO);
+  const absl::Status status = Probe(argv[2], bytes, argv[3]);
+  const std::string verdict = status.ok()
+                                  ? absl::StrCat("\n", kVerdictOk, "\n")
+                                  : absl::StrCat("\n", kVerdictError, status.message(), "\n");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  WriteAll(STDOUT_FILENO, verdict);
+  // At once: exit-time work (static destructors, a sanitizer's leak check) is not the
+  // load's, and must not change the verdict.
+  _exit(status.ok() ? 0 : 1);
+}
+
+void IsolateArchiveLoads(const ArchiveLoadLimits& limits) {
+  Isolation& state = State();
+  std::lock_guard<std::mutex> lock(state.mu);
+  state.enabled = true;
+  state.limits = limits;
+}
+
+void SetArchiveLoadLimits(const ArchiveLoadLimits& limits) {
+  Isolation& state = State();
+  std::lock_guard<std::mutex> lock(state.mu);
+  state.limits = limits;
+}
+
+namespace {
+
+constexpr int kGuardedSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+char g_guard_line[2048];
+size_t g_guard_line_size = 0;
+struct sigaction g_guard_previous[std::size(kGuardedSignals)];
+stack_t g_guard_previous_stack;
+alignas(16) char g_guard_stack[1 << 16];
+
+void OnLoaderCrash(int) {
+  ssize_t ignored = write(STDERR_FILENO, g_guard_line, g_guard_line_size);
+  (void)ignored;
+  _exit(1);
+}
+
+}  // namespace
+
+LoaderCrashGuard::LoaderCrashGuard(const std::string& line) {
+  g_guard_line_size = std::min(line.size(), sizeof g_guard_line);
+  std::memcpy(g_guard_line, line.data(), g_guard_line_size);
+  // Its own stack: a stack overflow is one of the crashes it reports.
+  stack_t stack{};
+  stack.ss_sp = g_guard_stack;
+  stack.ss_size = sizeof g_guard_stack;
+  sigaltstack(&stack, &g_guard_previous_stack);
+  struct sigaction action {};
+  action.sa_handler = OnLoaderCrash;
+  action.sa_flags = SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  for (size_t i = 0; i < std::size(kGuardedSignals); ++i) {
+    sigaction(kGuardedSignals[i], &action, &g_guard_previous[i]);
+  }
+}
+
+LoaderCrashGuard::~LoaderCrashGuard() {
+  for (size_t i = 0; i < std::size(kGuardedSignals); ++i) {
+    sigaction(kGuardedSignals[i], &g_guard_previous[i], nullptr);
+  }
+  sigaltstack(&g_guard_previous_stack, nullptr);
+}
+
+ArchiveLoadLimits CurrentArchiveLoadLimits() {
+  Isolation& state = State();
+  std::lock_guard<std::mutex> lock(state.mu);
+  return state.limits;
+}
+
+void CancelArchiveLoads() {
+  Isolation& state = State();
+  std::lock_guard<std::mutex> lock(state.mu);
+  state.cancelled = true;
+  for (pid_t child : state.children) kill(child, SIGKILL);
+}
+
+ArchiveLoadScope::ArchiveLoadScope(std::function<bool()> still_wanted)
+    : previous_(std::move(tl_still_wanted)) {
+  tl_still_wanted = std::move(still_wanted);
+}
+ArchiveLoadScope::~ArchiveLoadScope() { tl_still_wanted = std::move(previous_); }
+
+absl::StatusOr<std::string> ReadModelFile(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked on what
+  // was opened, so a file swapped for a FIFO after a stat() cannot slip through.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot open model ", path, ": ", std::strerror(errno)));
+  }
+  struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    const bool directory = S_ISDIR(info.st_mode);
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("model ", path, " is not a regular file (",
+                                                   directory                ? "a directory"
+                                                   : S_ISFIFO(info.st_mode) ? "a FIFO"
+                                                   : S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)
+                                                       ? "a device"
+                                                   : S_ISSOCK(info.st_mode) ? "a socket"
+                                                                            : "not a file",
+                                                   "); give the path of a model archive"));
+  }
+  const int64_t limit = CurrentArchiveLoadLimits().max_bytes;
+  if (info.st_size > limit) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("model ", path, " is ", info.st_size,
+                                                   " bytes; the limit is ", limit,
+                                                   " (--max-model-bytes)"));
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::string bytes;
+  bytes.reserve(static_cast<size_t>(info.st_size));
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      close(fd);
+      return absl::NotFoundError(
+          absl::StrCat("cannot read model ", path, ": ", std::strerror(error)));
+    }
+    if (n == 0) break;
+    bytes.append(buffer, static_cast<size_t>(n));
+    if (static_cast<int64_t>(bytes.size()) > limit) {  // grew while being read
+      close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model ", path, " grew past ", limit, " bytes while being read (--max-model-bytes)"));
+    }
+  }
+  close(fd);
+  return bytes;
+}
+
+absl::Status ProbeInChildProcess(ArchiveKind kind, absl::string_view bytes,
+                                 const std::string& path) {
+  Isolation& state = State();
+  ArchiveLoadLimits limits;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (!state.enabled) return absl::OkStatus();
+    if (state.cancelled) {
+      return absl::CancelledError(absl::StrCat("not loading ", path, ": the process is stopping"));
+    }
+    limits = state.limits;
+  }
+  // The bytes travel in an anonymous file: the child reads exactly what this process loads.
+  const int input = memfd_create("grail-model-probe", MFD_CLOEXEC);
+  int output[2] = {-1, -1};
+  if (input < 0 || pipe2(output, O_CLOEXEC) != 0) {
+    if (input >= 0) close(input);
+    return absl::InternalError(absl::StrCat("cannot start a probe: ", std::strerror(errno)));
+  }
+  auto close_all = [&] {
+    close(input);
+    if (output[0] >= 0) close(output[0]);
+    if (output[1] >= 0) close(output[1]);
+  };
+  if (!WriteAll(input, bytes) || lseek(input, 0, SEEK_SET) != 0) {
+    close_all();
+    return absl::InternalError(absl::StrCat("cannot start a probe: ", std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, input, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, output[1], STDERR_FILENO);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);  // the server blocks its signals
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  const std::string kind_name = kind == ArchiveKind::kModel ? "model" : "checkpoint";
+  std::string self = "/proc/self/exe";
+  char* argv[] = {self.data(), const_cast<char*>(kProbeMode), const_cast<char*>(kind_name.c_str()),
+                  const_cast<char*>(path.c_str()), nullptr};
+  pid_t child = -1;
+  int spawned;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    spawned = state.cancelled
+                  ? ECANCELED
+                  : posix_spawn(&child, self.c_str(), &actions, &attributes, argv, environ);
+    if (spawned == 0) state.children.insert(child);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  close(output[1]);
+  output[1] = -1;
+  if (spawned != 0) {
+    close_all();
+    if (spawned == ECANCELED) {
+      return absl::CancelledError(absl::StrCat("not loading ", path, ": the process is stopping"));
+    }
+    return absl::InternalError(absl::StrCat("cannot start a probe: ", std::strerror(spawned)));
+  }
+
+  // Wait for the verdict, reading what the child writes (its error; LibTorch's warnings)
+  // so that it never blocks on a full pipe, and give up at the time bound, on cancellation,
+  // or when the caller has gone.
+  const auto deadline = std::chrono::steady_clock::now() + limits.timeout;
+  std::string said;
+  absl::Status stopped;
+  int wstatus = 0;
+  for (;;) {
+    pollfd fd{output[0], POLLIN, 0};
+    if (poll(&fd, 1, 50) > 0) {
+      char buffer[4096];
+      const ssize_t n = read(output[0], buffer, sizeof buffer);
+      if (n > 0) {
+        said.append(buffer, static_cast<size_t>(n));
+        if (said.size() > kMaxChildOutput) said.erase(0, said.size() - kMaxChildOutput);
+      }
+    }
+    const pid_t done = waitpid(child, &wstatus, WNOHANG);
+    if (done == child) break;
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      cancelled = state.cancelled;
+    }
+    if (cancelled) {
+      stopped =
+          absl::CancelledError(absl::StrCat("loading ", path, " stopped: the process is stopping"));
+    } else if (std::chrono::steady_clock::now() > deadline) {
+      stopped = absl::DeadlineExceededError(
+          absl::StrCat("loading ", path, " took longer than ", limits.timeout.count(),
+                       " s (--model-load-timeout-seconds); the previous model keeps serving"));
+    } else if (tl_still_wanted && !tl_still_wanted()) {
+      stopped = absl::DeadlineExceededError(
+          absl::StrCat("loading ", path, " stopped: the caller's deadline passed or it cancelled"));
+    }
+    if (!stopped.ok()) {
+      kill(child, SIGKILL);
+      while (waitpid(child, &wstatus, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.children.erase(child);
+    // Killed by CancelArchiveLoads between two looks: not a crash.
+    if (stopped.ok() && state.cancelled && WIFSIGNALED(wstatus)) {
+      stopped =
+          absl::CancelledError(absl::StrCat("loading ", path, " stopped: the process is stopping"));
+    }
+  }
+  close_all();
+  if (!stopped.ok()) return stopped;
+  // The verdict line decides; a child that ended without one crashed.
+  const size_t verdict = said.rfind("GRAIL-PROBE-VERDICT ");
+  if (verdict != std::string::npos) {
+    absl::string_view line = absl::string_view(said).substr(verdict);
+    line = line.substr(0, line.find('\n'));
+    if (line == kVerdictOk) return absl::OkStatus();
+    if (absl::ConsumePrefix(&line, kVerdictError)) return absl::InvalidArgumentError(line);
+  }
+  const std::string how =
+      WIFSIGNALED(wstatus)
+          ? absl::StrCat("signal ", WTERMSIG(wstatus), ", ", strsignal(WTERMSIG(wstatus)))
+          : absl::StrCat("exit status ", WEXITSTATUS(wstatus), " without a verdict");
+  return absl::InvalidArgumentError(absl::StrCat(
+      "loading model ", path, " crashed LibTorch's loader (", how,
+      ", in a child process; nothing here was affected): the file is damaged or not a model "
+      "archive"));
+}
+
+}  // namespace grail

@@ -1,0 +1,191 @@
+#include "model/core/torch_util.h"
+
+#include <openssl/evp.h>
+#include <torch/cuda.h>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "model/core/archive_check.h"
+#include "model/core/archive_loading.h"
+
+namespace grail {
+
+absl::StatusOr<torch::Device> ParseDevice(absl::string_view name) {
+  try {
+    torch::Device device{std::string(name)};
+    if (device.is_cuda() && !torch::cuda::is_available()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device '", name, "' requested, but this LibTorch has no CUDA support or sees no GPU"));
+    }
+    return device;
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad device '", name, "': expected cpu or cuda[:N]"));
+  }
+}
+
+torch::Tensor LinearInit(std::vector<int64_t> shape, int64_t fan_in) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  return torch::empty(shape).uniform_(-bound, bound);
+}
+
+torch::Tensor Int64Tensor(const std::vector<int64_t>& values, const torch::Device& device) {
+  return torch::from_blob(const_cast<int64_t*>(values.data()),
+                          {static_cast<int64_t>(values.size())}, torch::kInt64)
+      .to(device, /*non_blocking=*/false, /*copy=*/true);
+}
+
+namespace {
+
+constexpr char kDigestsAttribute[] = "parameter_digests";
+
+// SHA-256 of a tensor's dtype, shape and contents, hex.
+std::string TensorDigest(const torch::Tensor& tensor) {
+  const torch::Tensor cpu = tensor.detach().to(torch::kCPU).contiguous();
+  EVP_MD_CTX* context = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(context, EVP_sha256(), nullptr);
+  const std::string header =
+      absl::StrCat(c10::toString(cpu.scalar_type()), ":", absl::StrJoin(cpu.sizes(), ","), ":");
+  EVP_DigestUpdate(context, header.data(), header.size());
+  EVP_DigestUpdate(context, cpu.data_ptr(), cpu.numel() * cpu.element_size());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_DigestFinal_ex(context, digest, &size);
+  EVP_MD_CTX_free(context);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest), size));
+}
+
+// "name sha256" per line, for every tensor the module holds (parameters, buffers, tensor
+// attributes), in the module's order.
+std::map<std::string, std::string> ParameterDigests(const torch::jit::Module& module) {
+  std::map<std::string, std::string> digests;
+  for (const auto& attribute : module.named_attributes(/*recurse=*/true)) {
+    if (attribute.value.isTensor()) {
+      digests[attribute.name] = TensorDigest(attribute.value.toTensor());
+    }
+  }
+  return digests;
+}
+
+}  // namespace
+
+absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& bytes,
+                                                         const std::string& path,
+                                                         const torch::Device& device) {
+  if (absl::Status container = CheckModelArchiveBytes(bytes, path); !container.ok()) {
+    return container;
+  }
+  torch::jit::Module module;
+  try {
+    std::istringstream in(bytes);
+    module = torch::jit::load(in, device);
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load model ", path, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", e.what()));
+  }
+  // The digests its trainer wrote (archives written before them carry none): a tensor
+  // altered anywhere, even with its record's CRC-32 recomputed, is refused by name. They
+  // guard against damage, not forgery: whoever can write the archive can write them.
+  // An empty list is no list (an archive edited outside a trainer, as tests do).
+  if (module.hasattr(kDigestsAttribute) && !module.attr(kDigestsAttribute).toStringRef().empty()) {
+    std::map<std::string, std::string> written;
+    for (absl::string_view line :
+         absl::StrSplit(module.attr(kDigestsAttribute).toStringRef(), '\n', absl::SkipEmpty())) {
+      const std::pair<std::string, std::string> entry = absl::StrSplit(line, ' ');
+      written[entry.first] = entry.second;
+    }
+    const std::map<std::string, std::string> found = ParameterDigests(module);
+    for (const auto& [name, digest] : found) {
+      const auto it = written.find(name);
+      if (it == written.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, " is damaged: it holds a tensor ",
+                                                       name, " its trainer did not write"));
+      }
+      if (it->second != digest) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, " is damaged: tensor ", name, " differs from what its trainer wrote (SHA-256 ",
+            digest.substr(0, 16), ", written ", it->second.substr(0, 16), ")"));
+      }
+    }
+    for (const auto& [name, digest] : written) {
+      if (!found.count(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, " is damaged: tensor ", name, " its trainer wrote is missing"));
+      }
+    }
+  }
+  return module;
+}
+
+absl::StatusOr<torch::jit::Module> LoadModelArchive(const std::string& path,
+                                                    const torch::Device& device) {
+  absl::StatusOr<std::string> bytes = ReadModelFile(path);
+  if (!bytes.ok()) return bytes.status();
+  if (absl::Status probe = ProbeInChildProcess(ArchiveKind::kModel, *bytes, path); !probe.ok()) {
+    return probe;
+  }
+  return LoadModelArchiveBytes(*bytes, path, device);
+}
+
+std::string ArchiveFormat(const torch::jit::Module& module) {
+  return module.hasattr("format") ? module.attr("format").toStringRef() : "";
+}
+
+std::vector<std::string> ArchiveRelations(const torch::jit::Module& module) {
+  std::vector<std::string> relations;
+  for (const c10::IValue& name : module.attr("relations").toListRef()) {
+    relations.push_back(name.toStringRef());
+  }
+  return relations;
+}
+
+absl::Status SaveModelArchive(torch::jit::Module& module, const std::string& fingerprint,
+                              const std::string& path) {
+  try {
+    module.setattr("training_fingerprint", fingerprint);
+    std::string digests;
+    for (const auto& [name, digest] : ParameterDigests(module)) {
+      absl::StrAppend(&digests, name, " ", digest, "\n");
+    }
+    if (module.hasattr(kDigestsAttribute)) {
+      module.setattr(kDigestsAttribute, digests);
+    } else {
+      module.register_attribute(kDigestsAttribute, c10::StringType::get(), digests);
+    }
+    module.save(path);
+    return absl::OkStatus();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("cannot save model to ", path, ": ", e.what_without_backtrace()));
+  }
+}
+
+int64_t CountParameters(const torch::jit::Module& module) {
+  int64_t n = 0;
+  for (const torch::Tensor& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+absl::Status CheckFiniteParameters(const torch::jit::Module& module, const std::string& path) {
+  for (const auto& p : module.named_parameters()) {
+    const int64_t bad = (~torch::isfinite(p.value)).sum().item<int64_t>();
+    if (bad > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": parameter ", p.name, " holds ", bad,
+                       " NaN or Inf value(s): the training diverged or the archive is damaged"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace grail

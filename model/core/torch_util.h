@@ -1,0 +1,56 @@
+// Small LibTorch helpers shared by the model families (model/grail/grail_model.cc,
+// model/path/path_model.cc). Includes LibTorch: only those translation units include it.
+#ifndef GRAIL_MODEL_CORE_TORCH_UTIL_H_
+#define GRAIL_MODEL_CORE_TORCH_UTIL_H_
+
+#include <torch/script.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace grail {
+
+// "cpu" or "cuda[:N]". Errors: INVALID_ARGUMENT for another name; FAILED_PRECONDITION for
+// CUDA when this LibTorch has none or sees no GPU.
+absl::StatusOr<torch::Device> ParseDevice(absl::string_view name);
+
+// torch.nn.Linear's default initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+torch::Tensor LinearInit(std::vector<int64_t> shape, int64_t fan_in);
+
+// `values` as an int64 tensor on `device` (copied).
+torch::Tensor Int64Tensor(const std::vector<int64_t>& values, const torch::Device& device);
+
+// Opens a model archive: reads the file (model/core/archive_loading.h: regular files, bounded),
+// checks its container and tensor records (model/core/archive_check.h: LibTorch trusts them and
+// can crash on damaged ones), loads it in a child process first where this program
+// isolates loads, then loads the TorchScript module on `device` and checks its tensors
+// against the digests its trainer wrote. Errors name the path: "PATH is damaged: ...",
+// "cannot load model PATH: ...", and those of ReadModelFile / ProbeInChildProcess.
+absl::StatusOr<torch::jit::Module> LoadModelArchive(const std::string& path,
+                                                    const torch::Device& device);
+// The same from the file's bytes, in this process (no probe): what the probe itself runs.
+absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& bytes,
+                                                         const std::string& path,
+                                                         const torch::Device& device);
+// The archive's "format" attribute ("" if it has none).
+std::string ArchiveFormat(const torch::jit::Module& module);
+// The archive's relation vocabulary, in the model's id order.
+std::vector<std::string> ArchiveRelations(const torch::jit::Module& module);
+// Writes `module` to `path` with `fingerprint` as its training_fingerprint attribute and the
+// SHA-256 of every tensor it holds as its parameter_digests attribute.
+absl::Status SaveModelArchive(torch::jit::Module& module, const std::string& fingerprint,
+                              const std::string& path);
+// Number of scalars in the module's parameters.
+int64_t CountParameters(const torch::jit::Module& module);
+
+// INVALID_ARGUMENT naming the first parameter of `module` holding a NaN or Inf: the training
+// diverged or the archive is damaged, and such a model would rank arbitrarily.
+absl::Status CheckFiniteParameters(const torch::jit::Module& module, const std::string& path);
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_CORE_TORCH_UTIL_H_

@@ -1,0 +1,472 @@
+#include "model/path/path_batch.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+
+namespace grail {
+
+int64_t PathBatch::NodeOf(int64_t q, EntityId entity) const {
+  const auto begin = sorted_nodes_.begin() + node_begin[q];
+  const auto end = sorted_nodes_.begin() + node_begin[q + 1];
+  const auto it = std::lower_bound(begin, end, std::make_pair(entity, int64_t{-1}));
+  return it != end && it->first == entity ? it->second : -1;
+}
+
+void PathBatch::Clear() {
+  for (std::vector<int64_t>* v :
+       {&node_entity, &node_query, &node_dist, &edge_src, &edge_dst, &edge_relation, &shared_entity,
+        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin}) {
+    v->clear();
+  }
+  columns = 1;
+  graph_relations = 0;
+  side_pairs = nullptr;
+  sorted_nodes_.clear();
+}
+
+void PathBatch::Append(const PathBatch& other) {
+  const int64_t nodes = num_nodes(), queries = num_queries(), edges = num_edges();
+  if (node_begin.empty()) node_begin.push_back(0);
+  if (edge_begin.empty()) edge_begin.push_back(0);
+  for (size_t q = 1; q < other.edge_begin.size(); ++q) {
+    edge_begin.push_back(other.edge_begin[q] + edges);
+  }
+  node_entity.insert(node_entity.end(), other.node_entity.begin(), other.node_entity.end());
+  node_dist.insert(node_dist.end(), other.node_dist.begin(), other.node_dist.end());
+  for (int64_t q : other.node_query) node_query.push_back(q + queries);
+  for (int64_t v : other.edge_src) edge_src.push_back(v + nodes);
+  for (int64_t v : other.edge_dst) edge_dst.push_back(v + nodes);
+  edge_relation.insert(edge_relation.end(), other.edge_relation.begin(), other.edge_relation.end());
+  for (int64_t v : other.source_index) source_index.push_back(v + nodes);
+  query_relation.insert(query_relation.end(), other.query_relation.begin(),
+                        other.query_relation.end());
+  for (size_t q = 1; q < other.node_begin.size(); ++q) {
+    node_begin.push_back(other.node_begin[q] + nodes);
+  }
+  for (const auto& [entity, node] : other.sorted_nodes_) {
+    sorted_nodes_.emplace_back(entity, node + nodes);
+  }
+  if (side_pairs == nullptr) {
+    side_pairs = other.side_pairs;
+    graph_relations = other.graph_relations;
+  }
+}
+
+int64_t PathBatch::AppendOrShare(const PathBatch& one) {
+  const int64_t nodes = one.num_nodes(), edges = one.num_edges();
+  for (int64_t q = 0; q < num_queries(); ++q) {
+    const int64_t node0 = node_begin[q], edge0 = edge_begin[q];
+    if (query_relation[q] != one.query_relation[0] || node_begin[q + 1] - node0 != nodes ||
+        edge_begin[q + 1] - edge0 != edges || node_entity[node0] != one.node_entity[0]) {
+      continue;
+    }
+    auto same = [&](const std::vector<int64_t>& mine, int64_t at,
+                    const std::vector<int64_t>& theirs, int64_t shift) {
+      for (size_t i = 0; i < theirs.size(); ++i) {
+        if (mine[at + i] != theirs[i] + shift) return false;
+      }
+      return true;
+    };
+    if (same(node_entity, node0, one.node_entity, 0) && same(node_dist, node0, one.node_dist, 0) &&
+        same(edge_src, edge0, one.edge_src, node0) && same(edge_dst, edge0, one.edge_dst, node0) &&
+        same(edge_relation, edge0, one.edge_relation, 0)) {
+      return q;
+    }
+  }
+  Append(one);
+  return num_queries() - 1;
+}
+
+size_t PathBatch::MemoryBytes() const {
+  size_t bytes = sorted_nodes_.capacity() * sizeof(sorted_nodes_[0]);
+  for (const std::vector<int64_t>* v :
+       {&node_entity, &node_query, &node_dist, &edge_src, &edge_dst, &edge_relation, &shared_entity,
+        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin}) {
+    bytes += v->capacity() * sizeof(int64_t);
+  }
+  return bytes;
+}
+
+PathBatchBuilder::PathBatchBuilder(const GraphView& graph, const RelationMap& relations,
+                                   int32_t num_relations, int radius, int64_t max_nodes)
+    : bound_relations_(relations) {
+  bound_ = {&graph, &bound_relations_, num_relations, radius, max_nodes};
+}
+
+absl::Status PathBatchBuilder::Add(const PathQuery& q, PathBatch* batch) {
+  return Add(bound_, q, batch);
+}
+
+absl::Status PathBatchBuilder::Build(absl::Span<const PathQuery> queries, PathBatch* batch) {
+  return Build(bound_, queries, batch);
+}
+
+namespace {
+
+int32_t ModelRelation(const PathNeighbourhoodSpec& spec, RelationId r) {
+  const int32_t m = (*spec.relations)(r);
+  return m < spec.num_relations ? m : -1;
+}
+
+// Calls fn(w) for each neighbour w of u over a fact the query may pass messages on (a
+// relation the model knows, not left out), in either direction, until fn returns false.
+template <typename LeftOutFn, typename Fn>
+void ForEachNeighbour(const PathNeighbourhoodSpec& spec, const LeftOutFn& left_out, EntityId u,
+                      Fn fn) {
+  for (const Neighbor& n : spec.graph->OutEdges(u)) {
+    if (ModelRelation(spec, n.relation) < 0 || left_out(u, n.relation, n.entity)) continue;
+    if (!fn(n.entity)) return;
+  }
+  for (const Neighbor& n : spec.graph->InEdges(u)) {
+    if (ModelRelation(spec, n.relation) < 0 || left_out(n.entity, n.relation, u)) continue;
+    if (!fn(n.entity)) return;
+  }
+}
+
+}  // namespace
+
+void PathBatchBuilder::LeftOut::Clear(std::vector<uint8_t>& marks) {
+  for (EntityId s : sources_) marks[s] = 0;
+  sources_.clear();
+  pairs_.clear();
+  facts_.clear();
+}
+
+void PathBatchBuilder::LeftOut::Add(const PathQuery& q, std::vector<uint8_t>& marks) {
+  if (!marks[q.source]) {
+    marks[q.source] = 1;
+    sources_.push_back(q.source);
+  }
+  for (EntityId other : q.unlinked) pairs_.insert(std::minmax(q.source, other));
+  if (q.hidden_fact) facts_.insert(*q.hidden_fact);
+}
+
+bool PathBatchBuilder::LeftOut::Lookup(EntityId a, RelationId r, EntityId b) const {
+  return (!pairs_.empty() && pairs_.contains(std::minmax(a, b))) ||
+         (!facts_.empty() && facts_.contains(Triple{a, r, b}));
+}
+
+absl::Status PathBatchBuilder::Prepare(const PathNeighbourhoodSpec& spec, const PathQuery& q) {
+  const GraphView& graph = *spec.graph;
+  if (q.source >= graph.num_entities()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("entity id ", q.source, " is outside the graph's ", graph.num_entities()));
+  }
+  if (q.relation < 0 || q.relation >= 2 * spec.num_relations) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "query relation ", q.relation, " is outside the model's 2 x ", spec.num_relations));
+  }
+  if (local_.size() < graph.num_entities()) local_.resize(graph.num_entities(), -1);
+  if (source_marks_.size() < graph.num_entities()) source_marks_.resize(graph.num_entities(), 0);
+  return absl::OkStatus();
+}
+
+std::optional<size_t> PathBatchBuilder::SelectForTargets(const PathNeighbourhoodSpec& spec,
+                                                         const PathQuery& q) {
+  const uint32_t n = spec.graph->num_entities();
+  const int64_t length = spec.path_length;
+  const auto left_out = [this](EntityId a, RelationId r, EntityId b) {
+    return left_out_.Contains(source_marks_, a, r, b);
+  };
+  if (target_dist_.size() < n) target_dist_.resize(n, -1);
+  // d(v, T) for every v within `length` hops of a target.
+  target_reached_.clear();
+  for (EntityId t : q.targets) {
+    if (t >= n || target_dist_[t] >= 0) continue;
+    target_dist_[t] = 0;
+    target_reached_.push_back(t);
+  }
+  bool within_limit = true;
+  for (size_t i = 0; i < target_reached_.size() && within_limit; ++i) {
+    const int32_t d = target_dist_[target_reached_[i]];
+    if (d >= length) break;  // every later entity is as far
+    ForEachNeighbour(spec, left_out, target_reached_[i], [&](EntityId w) {
+      if (target_dist_[w] >= 0) return true;
+      if (spec.max_nodes > 0 && static_cast<int64_t>(target_reached_.size()) >= spec.max_nodes) {
+        within_limit = false;
+        return false;
+      }
+      target_dist_[w] = d + 1;
+      target_reached_.push_back(w);
+      return true;
+    });
+  }
+  std::optional<size_t> others_begin;
+  if (within_limit && spec.radius < 0) {
+    // Without the reach mask S is every entity within `length` hops of a target: the source
+    // first (as an isolated node when it lies beyond), then S in breadth-first order from it,
+    // then the rest of S, which no path within S reaches.
+    nodes_.push_back(q.source);
+    dist_.push_back(0);
+    local_[q.source] = 0;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const int64_t next = dist_[i] + 1;
+      ForEachNeighbour(spec, left_out, nodes_[i], [&](EntityId w) {
+        if (local_[w] < 0 && target_dist_[w] >= 0) {
+          local_[w] = static_cast<int32_t>(nodes_.size());
+          nodes_.push_back(w);
+          dist_.push_back(next);
+        }
+        return true;
+      });
+    }
+    for (EntityId w : target_reached_) {
+      if (local_[w] >= 0) continue;
+      local_[w] = static_cast<int32_t>(nodes_.size());
+      nodes_.push_back(w);
+      dist_.push_back(kUnreached);
+    }
+    others_begin = nodes_.size();
+  } else if (within_limit) {
+    // S in breadth-first order from the source, which always comes first.
+    nodes_.push_back(q.source);
+    dist_.push_back(0);
+    local_[q.source] = 0;
+    for (size_t i = 0; i < nodes_.size() && dist_[i] < length; ++i) {
+      const int64_t next = dist_[i] + 1;
+      ForEachNeighbour(spec, left_out, nodes_[i], [&](EntityId w) {
+        if (local_[w] < 0 && target_dist_[w] >= 0 && next + target_dist_[w] <= length) {
+          local_[w] = static_cast<int32_t>(nodes_.size());
+          nodes_.push_back(w);
+          dist_.push_back(next);
+        }
+        return true;
+      });
+    }
+    others_begin = nodes_.size();
+    if (spec.every_in_edge) {  // S's other in-neighbours, for PNA's degree statistics
+      for (size_t i = 0; i < *others_begin; ++i) {
+        ForEachNeighbour(spec, left_out, nodes_[i], [&](EntityId w) {
+          if (local_[w] < 0) {
+            local_[w] = static_cast<int32_t>(nodes_.size());
+            nodes_.push_back(w);
+            dist_.push_back(kUnreached);
+          }
+          return true;
+        });
+      }
+    }
+  }
+  for (EntityId e : target_reached_) target_dist_[e] = -1;
+  return others_begin;
+}
+
+absl::Status PathBatchBuilder::SelectNodes(const PathNeighbourhoodSpec& spec, const PathQuery& q,
+                                           size_t* others_begin) {
+  const GraphView& graph = *spec.graph;
+  const auto left_out = [this](EntityId a, RelationId r, EntityId b) {
+    return left_out_.Contains(source_marks_, a, r, b);
+  };
+  nodes_.clear();
+  dist_.clear();
+  const auto too_many = [&] {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the neighbourhood of entity ", q.source, " within ", spec.radius,
+                     " hops exceeds the limit of ", spec.max_nodes, " entities"));
+  };
+  absl::Status status;
+  // Nodes from `others_begin` on are not in S of a query with targets (none otherwise).
+  *others_begin = SIZE_MAX;
+  std::optional<size_t> targeted;
+  if (!q.targets.empty() && (spec.radius >= 0 || spec.path_length > 0)) {
+    targeted = SelectForTargets(spec, q);
+  }
+  if (targeted) {
+    *others_begin = *targeted;
+    if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) > spec.max_nodes) {
+      status = too_many();
+    }
+    return status;
+  }
+  // Breadth-first search from the source over facts in both directions.
+  nodes_.push_back(q.source);
+  dist_.push_back(0);
+  local_[q.source] = 0;
+  for (size_t i = 0; i < nodes_.size() && status.ok(); ++i) {
+    if (spec.radius >= 0 && dist_[i] >= spec.radius) break;  // every later node is as far
+    const int64_t next = dist_[i] + 1;
+    ForEachNeighbour(spec, left_out, nodes_[i], [&](EntityId w) {
+      if (local_[w] >= 0) return true;
+      if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
+        status = too_many();
+        return false;
+      }
+      local_[w] = static_cast<int32_t>(nodes_.size());
+      nodes_.push_back(w);
+      dist_.push_back(next);
+      return true;
+    });
+  }
+  // The whole graph: the unreached entities too.
+  for (EntityId e = 0; spec.radius < 0 && status.ok() && e < graph.num_entities(); ++e) {
+    if (local_[e] >= 0) continue;
+    if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) >= spec.max_nodes) {
+      status = absl::ResourceExhaustedError(absl::StrCat("the graph has more than ", spec.max_nodes,
+                                                         " entities, the limit of one query"));
+      break;
+    }
+    local_[e] = static_cast<int32_t>(nodes_.size());
+    nodes_.push_back(e);
+    dist_.push_back(kUnreached);
+  }
+  return status;
+}
+
+void PathBatchBuilder::ResetLocal() {
+  for (EntityId e : nodes_) local_[e] = -1;
+}
+
+void PathBatchBuilder::AppendNodes(const PathQuery& q, PathBatch* batch) {
+  const int64_t offset = batch->num_nodes();
+  const int64_t query = batch->num_queries();
+  if (batch->node_begin.empty()) batch->node_begin.push_back(0);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    batch->node_entity.push_back(nodes_[i]);
+    batch->node_query.push_back(query);
+    batch->node_dist.push_back(dist_[i]);
+    batch->sorted_nodes_.emplace_back(nodes_[i], offset + static_cast<int64_t>(i));
+  }
+  std::sort(batch->sorted_nodes_.begin() + offset, batch->sorted_nodes_.end());
+  batch->node_begin.push_back(batch->num_nodes());
+  batch->source_index.push_back(offset);
+  batch->query_relation.push_back(q.relation);
+}
+
+void PathBatchBuilder::AppendEdges(const PathNeighbourhoodSpec& spec, int64_t query,
+                                   size_t others_begin, PathBatch* batch) {
+  const GraphView& graph = *spec.graph;
+  const int64_t offset = batch->node_begin[query];
+  if (batch->edge_begin.empty()) batch->edge_begin.push_back(0);
+  // Every fact among the nodes, once from its head's out-edges, in both directions (but none
+  // between two nodes outside S: no message of theirs matters).
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const EntityId u = nodes_[i];
+    for (const Neighbor& n : graph.OutEdges(u)) {
+      const int32_t r = ModelRelation(spec, n.relation);
+      if (local_[n.entity] < 0 || r < 0 ||
+          left_out_.Contains(source_marks_, u, n.relation, n.entity)) {
+        continue;
+      }
+      if (i >= others_begin && static_cast<size_t>(local_[n.entity]) >= others_begin) continue;
+      const int64_t a = offset + static_cast<int64_t>(i);
+      const int64_t b = offset + local_[n.entity];
+      batch->edge_src.push_back(a);
+      batch->edge_dst.push_back(b);
+      batch->edge_relation.push_back(r);
+      batch->edge_src.push_back(b);
+      batch->edge_dst.push_back(a);
+      batch->edge_relation.push_back(r + spec.num_relations);
+    }
+  }
+  batch->edge_begin.push_back(batch->num_edges());
+}
+
+absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const PathQuery& q,
+                                   PathBatch* batch) {
+  if (absl::Status s = Prepare(spec, q); !s.ok()) return s;
+  left_out_.Add(q, source_marks_);
+  size_t others_begin = SIZE_MAX;
+  absl::Status status = SelectNodes(spec, q, &others_begin);
+  if (status.ok()) {
+    AppendNodes(q, batch);
+    AppendEdges(spec, batch->num_queries() - 1, others_begin, batch);
+    SetRelationGraph(spec, batch);
+  }
+  ResetLocal();
+  left_out_.Clear(source_marks_);
+  return status;
+}
+
+absl::Status PathBatchBuilder::Build(const PathNeighbourhoodSpec& spec,
+                                     absl::Span<const PathQuery> queries, PathBatch* batch) {
+  batch->Clear();
+  for (const PathQuery& q : queries) {
+    if (absl::Status s = Prepare(spec, q); !s.ok()) return s;
+  }
+  for (const PathQuery& q : queries) left_out_.Add(q, source_marks_);
+  const GraphView& graph = *spec.graph;
+  std::vector<size_t> others(queries.size());
+  double disjoint_cost = 0;
+  absl::Status status;
+  for (size_t i = 0; i < queries.size() && status.ok(); ++i) {
+    status = SelectNodes(spec, queries[i], &others[i]);
+    if (status.ok()) {
+      AppendNodes(queries[i], batch);
+      for (EntityId e : nodes_) disjoint_cost += 1 + kPathEdgeCost * graph.Degree(e);
+    }
+    ResetLocal();
+  }
+  if (!status.ok()) {
+    left_out_.Clear(source_marks_);
+    batch->Clear();
+    return status;
+  }
+  // The union of the neighbourhoods, in order of first appearance.
+  const int64_t num_queries = batch->num_queries();
+  double shared_cost = 0;
+  for (int64_t e : batch->node_entity) {
+    if (local_[e] >= 0) continue;
+    local_[e] = static_cast<int32_t>(batch->shared_entity.size());
+    batch->shared_entity.push_back(e);
+    shared_cost += 1 + kPathEdgeCost * graph.Degree(static_cast<EntityId>(e));
+  }
+  const bool shared =
+      num_queries > 1 && (spec.layout == PathLayout::kShared ||
+                          (spec.layout == PathLayout::kCheaper &&
+                           static_cast<double>(num_queries) * shared_cost <= disjoint_cost));
+  if (shared) {
+    Share(spec, batch);
+  }
+  for (int64_t e : batch->shared_entity) local_[e] = -1;
+  if (!shared) {
+    batch->shared_entity.clear();
+    for (int64_t q = 0; q < num_queries; ++q) {
+      nodes_.assign(batch->node_entity.begin() + batch->node_begin[q],
+                    batch->node_entity.begin() + batch->node_begin[q + 1]);
+      for (size_t i = 0; i < nodes_.size(); ++i) local_[nodes_[i]] = static_cast<int32_t>(i);
+      AppendEdges(spec, q, others[q], batch);
+      ResetLocal();
+    }
+  }
+  left_out_.Clear(source_marks_);
+  SetRelationGraph(spec, batch);
+  return absl::OkStatus();
+}
+
+void PathBatchBuilder::SetRelationGraph(const PathNeighbourhoodSpec& spec, PathBatch* batch) {
+  if (!spec.relation_graph) return;
+  batch->graph_relations = spec.num_relations;
+  batch->side_pairs = spec.graph->SidePairs();
+}
+
+void PathBatchBuilder::Share(const PathNeighbourhoodSpec& spec, PathBatch* batch) {
+  const GraphView& graph = *spec.graph;
+  batch->columns = batch->num_queries();
+  batch->node_shared.resize(batch->node_entity.size());
+  for (size_t i = 0; i < batch->node_entity.size(); ++i) {
+    batch->node_shared[i] = local_[batch->node_entity[i]];
+  }
+  // Every fact among the union's entities, once from its head's out-edges, both directions.
+  for (size_t i = 0; i < batch->shared_entity.size(); ++i) {
+    const EntityId u = static_cast<EntityId>(batch->shared_entity[i]);
+    for (const Neighbor& n : graph.OutEdges(u)) {
+      const int32_t r = ModelRelation(spec, n.relation);
+      if (local_[n.entity] < 0 || r < 0 ||
+          left_out_.Contains(source_marks_, u, n.relation, n.entity)) {
+        continue;
+      }
+      const int64_t a = static_cast<int64_t>(i), b = local_[n.entity];
+      batch->edge_src.push_back(a);
+      batch->edge_dst.push_back(b);
+      batch->edge_relation.push_back(r);
+      batch->edge_src.push_back(b);
+      batch->edge_dst.push_back(a);
+      batch->edge_relation.push_back(r + spec.num_relations);
+    }
+  }
+}
+
+}  // namespace grail

@@ -1,0 +1,261 @@
+// The input of the path-based scorer (model/path/path_model.h): for each query (source entity,
+// query relation), the source's neighbourhood within a radius; the forward runs either on
+// the disjoint union of those neighbourhoods or on one graph shared by the whole batch, each
+// query a column of every node's state (PathBatch says which; PathBatchBuilder::Build picks).
+//
+// The path model propagates from the source only: after layer l every entity farther than l
+// hops from the source still has state 0 (the semiring's zero), so after L layers an
+// entity's state depends only on the graph within L hops of the source, and an entity
+// beyond L hops has state 0 and the query's "far" score. A query's neighbourhood within L
+// hops (L + 1 with PNA aggregation, whose degree scalers need every edge of the nodes at
+// distance L) therefore gives exactly the scores the whole graph would.
+//
+// Edges are message-passing edges: every fact h -r-> t of the neighbourhood gives h -> t with
+// relation r and t -> h with the inverse relation r + R (R: the model's relation count), as
+// the path model's paper adds inverse edges. Plain arrays, no LibTorch.
+#ifndef GRAIL_MODEL_PATH_PATH_BATCH_H_
+#define GRAIL_MODEL_PATH_PATH_BATCH_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "graph/graph_view.h"
+#include "graph/ids.h"
+#include "graph/relation_map.h"
+
+namespace grail {
+
+// One query (source, relation, ?). `relation` is a model relation id in [0, 2R): r asks
+// for tails of r, r + R for heads of r (the inverse query).
+struct PathQuery {
+  PathQuery() = default;
+  PathQuery(EntityId source, int32_t relation, std::vector<EntityId> unlinked = {},
+            std::optional<Triple> hidden_fact = std::nullopt, std::vector<EntityId> targets = {})
+      : source(source),
+        relation(relation),
+        unlinked(std::move(unlinked)),
+        hidden_fact(hidden_fact),
+        targets(std::move(targets)) {}
+
+  EntityId source = 0;
+  int32_t relation = 0;
+  // Edges left out of this query's graph (training: the fact being predicted must not be a
+  // message edge). Every fact between the source and one of `unlinked`, any relation and
+  // either direction (the path model's paper's "remove one hop"); and `hidden_fact`, a fact
+  // of the graph (graph ids) touching the source.
+  std::vector<EntityId> unlinked;
+  std::optional<Triple> hidden_fact;
+  // The entities whose scores are wanted; empty: every entity (a ranking). With targets the
+  // neighbourhood keeps only what their scores depend on (see PathNeighbourhoodSpec), and
+  // only the targets' scores are exact.
+  std::vector<EntityId> targets;
+};
+
+struct PathBatch {
+  // Per query node: each query's neighbourhood, contiguous, the source first, then in
+  // breadth-first order. Scores (PathScores::node) are per query node in this order.
+  std::vector<int64_t> node_entity;  // graph entity id
+  std::vector<int64_t> node_query;   // index of the query
+  std::vector<int64_t> node_dist;    // hops from the query's source
+  // The graph the forward runs on, in one of two layouts:
+  //   disjoint (columns == 1): the disjoint union of the queries' neighbourhoods, a forward
+  //     node per query node; edge_src/edge_dst index query nodes, and edge_begin delimits
+  //     each query's edges;
+  //   shared (columns == B > 1): one graph for the whole batch, a forward node per distinct
+  //     entity of the neighbourhoods (shared_entity), every query a column of each node's
+  //     state; edge_src/edge_dst index those nodes, node_shared maps each query node to its
+  //     forward node, and edge_begin is empty. A query's columns are its own: an entity
+  //     outside its neighbourhood has state 0 there (distance kUnreached).
+  // Both give the same scores (PathBatchBuilder::Build picks the cheaper).
+  std::vector<int64_t> edge_src, edge_dst;
+  std::vector<int64_t> edge_relation;  // model relation id in [0, 2R)
+  int64_t columns = 1;
+  std::vector<int64_t> shared_entity;
+  std::vector<int64_t> node_shared;
+  // Per query.
+  std::vector<int64_t> source_index;    // query node index of the source
+  std::vector<int64_t> query_relation;  // in [0, 2R)
+  std::vector<int64_t> node_begin;      // nodes of query q: [node_begin[q], node_begin[q + 1])
+  std::vector<int64_t> edge_begin;      // disjoint: edges of query q
+  // For a model whose relation vectors come from the graph of relations (ULTRA,
+  // model/path/relation_graph.h): the graph's relation count R and which of its relation sides
+  // meet, set from the spec's graph when the spec asks (PathNeighbourhoodSpec).
+  int64_t graph_relations = 0;
+  std::shared_ptr<const RelationSidePairs> side_pairs;
+
+  int64_t num_queries() const { return static_cast<int64_t>(source_index.size()); }
+  int64_t num_nodes() const { return static_cast<int64_t>(node_entity.size()); }
+  int64_t num_edges() const { return static_cast<int64_t>(edge_src.size()); }
+  bool shared() const { return columns > 1; }
+  // Nodes of the graph the forward runs on.
+  int64_t num_forward_nodes() const {
+    return shared() ? static_cast<int64_t>(shared_entity.size()) : num_nodes();
+  }
+
+  // Query node index of `entity` in query q's neighbourhood, or -1 if it lies beyond it.
+  int64_t NodeOf(int64_t q, EntityId entity) const;
+
+  void Clear();
+  // Appends every query of `other` (its indices shifted past this batch's). Both batches
+  // must be disjoint (a batch of one query always is).
+  void Append(const PathBatch& other);
+  // Appends `one` (a batch of one query) unless this batch already holds the same query
+  // over the same neighbourhood (same source, relation, entities, distances and edges: then
+  // its scores are the same), and returns the index of the query that answers it. Disjoint
+  // batches only.
+  int64_t AppendOrShare(const PathBatch& one);
+  // Heap bytes held, for admission control.
+  size_t MemoryBytes() const;
+
+ private:
+  friend class PathBatchBuilder;
+  // Per query, its (entity, node) pairs sorted by entity, for NodeOf.
+  std::vector<std::pair<EntityId, int64_t>> sorted_nodes_;
+};
+
+// What a neighbourhood is built from. `relations` maps graph relation ids to the model's
+// (empty: identity); facts of unknown relations are not message edges. `num_relations` is
+// the model's R. `radius` is the neighbourhood's hop count, -1 for the whole graph (every
+// entity: those the source reaches in breadth-first order, then the others in id order at
+// distance kUnreached); `max_nodes` bounds one query's neighbourhood (0: none).
+//
+// A query with targets T (scoring facts, not ranking) needs less. With the reach mask, node
+// v's state after layer l is 0 unless d(h, v) <= l, and the target's state after layer L
+// reads v's state after layer l only if d(v, T) <= L - l. So only the entities on a path of
+// at most L = `path_length` facts from the source to a target take part: S = {v : d(h, v) +
+// d(v, T) <= L}, with every message edge between them (a shortest path from h to v in S lies
+// in S, so the distances within S are the graph's). Any other in-neighbour u of such a v has
+// state 0 whenever v's state matters (d(h, u) >= l there); sum aggregation ignores it, but PNA
+// (`every_in_edge`) counts it in v's degree, mean, max, min and deviation, so it joins as a
+// node at distance kUnreached (state 0 at every layer) with its edges into S. This is the
+// enclosing subgraph of the path model, as GraIL's is of its own: it gives the targets'
+// scores exactly, and on WN18RR it is a few dozen entities where the ball is thousands. When
+// d(h, T) > L the query is the source alone (every target has the far score). If the search
+// from the targets passes `max_nodes` (a hub among them), the query falls back to the ball.
+//
+// Without the reach mask (radius -1) every entity is updated at every layer, so the target's
+// state after L layers reads every entity within L hops of it, whatever its distance from the
+// source: S = {v : d(v, T) <= L}, every message edge between them, and the source (alone, its
+// boundary reaching no target, when it lies beyond). PNA needs nothing more: a node whose
+// state after layer l >= 1 matters lies within L - 1 hops of T, so its in-neighbours are in S.
+// That bounds ScoreTriplet by the targets' L-hop ball instead of the whole graph.
+inline constexpr int64_t kUnreached = int64_t{1} << 40;
+
+// Which layout PathBatchBuilder::Build gives a batch of several queries.
+enum class PathLayout { kDisjoint, kCheaper, kShared };
+
+struct PathNeighbourhoodSpec {
+  const GraphView* graph = nullptr;
+  const RelationMap* relations = nullptr;
+  int32_t num_relations = 0;
+  int radius = 0;
+  int64_t max_nodes = 0;
+  // For queries with targets (above): the model's layer count, and whether its aggregation
+  // reads every in-edge of a node (PNA).
+  int path_length = 0;
+  bool every_in_edge = false;
+  // The layouts the model's forward takes (PathBatch): kDisjoint only, or both, the cheaper
+  // chosen (kCheaper, or kShared to force it).
+  PathLayout layout = PathLayout::kDisjoint;
+  // Whether batches carry the graph's relation side pairs (PathBatch::side_pairs).
+  bool relation_graph = false;
+};
+
+// The cost rule of PathBatchBuilder::Build, in units of one node's update (the combine step
+// and the layer norm of d values): a message costs kPathEdgeCost of it. A layout costs, per
+// layer, nodes + kPathEdgeCost * edges, times the columns. Measured with bench/path_layout:
+// see docs/BENCHMARKS.md ("One graph per batch").
+inline constexpr double kPathEdgeCost = 0.25;
+
+// Builds batches. Holds scratch sized to the largest graph it has seen, so keep one per
+// thread and reuse it.
+class PathBatchBuilder {
+ public:
+  // A builder for any graph (the spec comes with each call).
+  PathBatchBuilder() = default;
+  // A builder bound to one graph and model.
+  PathBatchBuilder(const GraphView& graph, const RelationMap& relations, int32_t num_relations,
+                   int radius, int64_t max_nodes = 0);
+
+  // Appends query's neighbourhood to `batch` (disjoint), leaving out the facts the query
+  // leaves out. Errors: INVALID_ARGUMENT for a source outside the graph or a relation outside
+  // [0, 2R); RESOURCE_EXHAUSTED when the neighbourhood exceeds max_nodes (the batch is left
+  // as it was).
+  absl::Status Add(const PathQuery& query, PathBatch* batch);
+  absl::Status Add(const PathNeighbourhoodSpec& spec, const PathQuery& query, PathBatch* batch);
+
+  // Builds a batch of `queries` into `batch` (cleared first). A fact that any query of the
+  // batch leaves out is left out of every query's graph, as the path model's paper does for a
+  // training batch: with one graph shared by the batch that is the only consistent rule, and
+  // it costs each query at most the batch's few predicted facts. The layout is the cheaper by
+  // the cost rule (kPathEdgeCost): shared where the queries' neighbourhoods overlap (a whole
+  // graph per query without the reach mask), disjoint where they are far smaller than their
+  // union (a few dozen entities per query with targets); or as spec.layout forces it.
+  // Errors as Add's, naming the query; the batch is cleared on error.
+  absl::Status Build(const PathNeighbourhoodSpec& spec, absl::Span<const PathQuery> queries,
+                     PathBatch* batch);
+  absl::Status Build(absl::Span<const PathQuery> queries, PathBatch* batch);
+
+ private:
+  // The facts a batch leaves out (PathQuery::unlinked and hidden_fact of each query), looked
+  // up only for facts that touch a query's source.
+  class LeftOut {
+   public:
+    void Clear(std::vector<uint8_t>& marks);
+    void Add(const PathQuery& q, std::vector<uint8_t>& marks);
+    bool Contains(const std::vector<uint8_t>& marks, EntityId a, RelationId r, EntityId b) const {
+      return (marks[a] || marks[b]) && Lookup(a, r, b);
+    }
+
+   private:
+    bool Lookup(EntityId a, RelationId r, EntityId b) const;
+    std::vector<EntityId> sources_;
+    absl::flat_hash_set<std::pair<EntityId, EntityId>> pairs_;  // (min, max)
+    absl::flat_hash_set<Triple> facts_;
+  };
+
+  RelationMap bound_relations_;  // a copy: callers pass temporaries ({} for identity)
+  PathNeighbourhoodSpec bound_;
+  std::vector<int32_t> local_;         // entity -> index within the current node list, or -1
+  std::vector<uint8_t> source_marks_;  // entity -> whether a query of the batch starts there
+  std::vector<EntityId> nodes_;
+  std::vector<int64_t> dist_;
+  // Queries with targets: entity -> hops from the nearest target (-1: farther than the path
+  // length), and the entities set there.
+  std::vector<int32_t> target_dist_;
+  std::vector<EntityId> target_reached_;
+  LeftOut left_out_;
+
+  // Checks the query against the spec and sizes the scratch to the graph.
+  absl::Status Prepare(const PathNeighbourhoodSpec& spec, const PathQuery& q);
+  // Fills nodes_/dist_ (local_ set for them) with the query's neighbourhood; sets
+  // *others_begin to the first node not in S of a query with targets (SIZE_MAX otherwise).
+  absl::Status SelectNodes(const PathNeighbourhoodSpec& spec, const PathQuery& q,
+                           size_t* others_begin);
+  // Fills nodes_/dist_ (local_ set for them) with S and, for PNA, its other in-neighbours;
+  // returns the index of the first of those, or nullopt when the targets' search passes
+  // max_nodes (nothing set then).
+  std::optional<size_t> SelectForTargets(const PathNeighbourhoodSpec& spec, const PathQuery& q);
+  // Appends nodes_ as query `q`'s nodes.
+  void AppendNodes(const PathQuery& q, PathBatch* batch);
+  // Appends the message edges among nodes_ (local_ set), query `query`'s nodes, as its edges
+  // (disjoint; every earlier query's edges are appended already).
+  void AppendEdges(const PathNeighbourhoodSpec& spec, int64_t query, size_t others_begin,
+                   PathBatch* batch);
+  // Turns `batch` (its nodes appended, no edges) into the shared layout with every message
+  // edge among the union of its queries' nodes.
+  void Share(const PathNeighbourhoodSpec& spec, PathBatch* batch);
+  void ResetLocal();
+  // Sets the batch's relation graph inputs when the spec asks for them.
+  static void SetRelationGraph(const PathNeighbourhoodSpec& spec, PathBatch* batch);
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_MODEL_PATH_PATH_BATCH_H_

@@ -1,0 +1,167 @@
+// One model as the server serves it: the network, the archive it came from and its version,
+// and its relation vocabulary by name. Calls hold a shared_ptr to the ServedModel they
+// started with, so a reload (ReloadModel, SIGHUP) swaps the pointer without disturbing
+// them: the old model lives until its last call finishes.
+//
+// Also the warm-up a model passes before it serves (WarmUp): it runs representative forwards so
+// that the first user call does not pay for LibTorch's first runs (the TorchScript executor
+// profiles and optimises the graph on its first calls, and allocators grow their pools).
+//
+// Thread safety: a ServedModel is immutable after LoadServedModel returns, except for the
+// relation-map cache, which is guarded; every method may be called from any thread.
+#ifndef GRAIL_SERVER_SCORING_SERVED_MODEL_H_
+#define GRAIL_SERVER_SCORING_SERVED_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/families.h"
+#include "model/fusion/fused_model.h"
+#include "model/grail/grail_model.h"
+#include "model/grail/subgraph_batch.h"
+#include "model/path/path_model.h"
+#include "store/live_graph.h"
+
+namespace grail {
+
+// A fused archive's KGE member, as GetStats describes it.
+struct KgeMemberSummary {
+  std::string kind;  // KgeKindName
+  int dim = 0;
+  uint32_t entities = 0;
+  int32_t relations = 0;
+  double weight = 0;  // the fused classifier's weight on its score
+};
+
+// What GetStats and /metrics say about a model, whatever its family.
+struct ModelSummary {
+  // The archive format: kModelFormat, kPathModelFormat or kFusedModelFormat (then the
+  // network fields are its GraIL model's).
+  std::string format;
+  int hops = 0;  // GraIL: the subgraph radius k; path: a query's neighbourhood radius
+  int layers = 0;
+  int dim = 0;
+  int64_t parameters = 0;
+  std::string training_fingerprint;
+  std::string device;
+  std::vector<KgeMemberSummary> kge_members;  // a fused archive's
+};
+
+class ServedModel {
+ public:
+  ServedModel(std::shared_ptr<const GrailModel> model, std::string path, std::string sha256,
+              uint64_t generation);
+  ServedModel(std::shared_ptr<const PathModel> model, std::string path, std::string sha256,
+              uint64_t generation);
+  // A fused archive: served as its GraIL model, whose scores its classifiers then combine
+  // with the KGE models' (see fused()).
+  ServedModel(std::shared_ptr<const FusedModel> model, std::string path, std::string sha256,
+              uint64_t generation);
+  ServedModel(const ServedModel&) = delete;
+  ServedModel& operator=(const ServedModel&) = delete;
+
+  ModelFamily family() const {
+    return path_model_ ? ModelFamily::kPath : fused_ ? ModelFamily::kFused : ModelFamily::kGrail;
+  }
+  // The GraIL network; for family() kGrail, and kFused (the archive's GraIL model).
+  const GrailModel& model() const { return *model_; }
+  // The fused archive, or null for the other families.
+  const FusedModel* fused() const { return fused_.get(); }
+  // The path-based scorer; only for family() == kPath.
+  const PathModel& path_model() const { return *path_model_; }
+  // The relation vocabulary in the model's id order.
+  const std::vector<std::string>& relations() const { return *relations_; }
+  ModelSummary Summary() const;
+  const std::string& path() const { return path_; }
+  // Hex SHA-256 of the archive's bytes.
+  const std::string& sha256() const { return sha256_; }
+  // "PATH@" + the first 16 hex digits of sha256(): what responses carry.
+  const std::string& version() const { return version_; }
+  // 1 for the model loaded at start, one more per reload.
+  uint64_t generation() const { return generation_; }
+  double loaded_at_unix_seconds() const { return loaded_at_unix_seconds_; }
+
+  // Whether the model scores any relation (ULTRA's): its relation ids are the graph's.
+  bool open_vocabulary() const { return path_model_ && path_model_->open_vocabulary(); }
+  // The model's id of relation `name` on `graph`, or INVALID_ARGUMENT naming it: not in the
+  // model's vocabulary, or for a model of any relation, not in the graph.
+  absl::StatusOr<int32_t> RelationId(absl::string_view name, const GraphSnapshot& graph) const;
+  // The map from `graph`'s relation ids to the model's (MapRelationsByName). Cached: a
+  // store only ever appends relation names, so a map built for the first n stays right and
+  // is rebuilt only when a snapshot has more.
+  std::shared_ptr<const RelationMap> RelationsOf(const GraphSnapshot& graph) const;
+
+ private:
+  // One of the families: `grail` or `path_model`, and with `grail`, optionally the fused
+  // archive it belongs to; `relations` is the vocabulary.
+  ServedModel(std::shared_ptr<const GrailModel> grail, std::shared_ptr<const PathModel> path_model,
+              std::shared_ptr<const FusedModel> fused, const std::vector<std::string>* relations,
+              std::string path, std::string sha256, uint64_t generation);
+
+  const std::shared_ptr<const GrailModel> model_;
+  const std::shared_ptr<const PathModel> path_model_;
+  const std::shared_ptr<const FusedModel> fused_;
+  const std::vector<std::string>* const relations_;
+  const std::string path_;
+  const std::string sha256_;
+  const std::string version_;
+  const uint64_t generation_;
+  const double loaded_at_unix_seconds_;
+  absl::flat_hash_map<std::string, int32_t> relation_ids_;
+
+  mutable std::mutex relation_map_mu_;
+  mutable std::shared_ptr<const RelationMap> relation_map_;
+};
+
+// Loads the archive at `path` on `device` — GraIL, path-family or fused (LoadAnyModel: format
+// and contents checked) — and fingerprints its bytes. Errors name the path: NOT_FOUND if it
+// cannot be read, INVALID_ARGUMENT if it is not a model archive of this format, or a KGE
+// model alone (it has no embedding for an entity added at runtime).
+absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::string& path,
+                                                                   absl::string_view device,
+                                                                   uint64_t generation);
+
+// Up to `count` stored facts of `graph` that `model` can score, drawn at random from the
+// entities' out-edges (self-loops and relations the model does not know are skipped); fewer
+// when the graph has few. For warm-ups: the shapes users will send.
+std::vector<Triple> SampleStoredFacts(const ServedModel& model, const GraphSnapshot& graph,
+                                      size_t count, uint64_t seed);
+
+// The relations the stored graph uses (those with facts) that `model` does not know (their
+// facts are left out of every subgraph it scores), in the graph's id order.
+std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphSnapshot& graph);
+
+struct WarmupOptions {
+  int batches = 3;      // forwards to run; 0: none
+  int batch_size = 64;  // subgraphs per forward, at most
+  int max_batch_nodes = 4096;
+  int max_batch_edges = 8192;
+  uint64_t seed = 1;
+  // Checked before each forward; once it returns true the warm-up ends with CANCELLED (a
+  // reload whose caller has gone, a server stopping). May be empty.
+  std::function<bool()> stop;
+};
+
+// Runs `options.batches` forwards of the model over enclosing subgraphs of facts sampled
+// from `graph` (stored facts, so the shapes are those users will send): even forwards
+// filled up to the batch limits, odd ones with a single subgraph (a lone ScoreTriplet's
+// shape); with no facts stored, over a small synthetic graph of the model's relations.
+// A path model runs its queries (the sampled facts' heads and relations) instead of
+// subgraphs, within the same limits. A fused archive warms up its GraIL model so, and then
+// each KGE model with a fact and a ranking of every entity.
+// Returns the number of forwards run (and KGE calls, for a fused archive). An error (a forward
+// failing) means the model cannot serve.
+absl::StatusOr<int> WarmUp(const ServedModel& model, const GraphSnapshot& graph,
+                           const WarmupOptions& options);
+
+}  // namespace grail
+
+#endif  // GRAIL_SERVER_SCORING_SERVED_MODEL_H_

@@ -1,0 +1,320 @@
+// The live triple store: the product's source of truth, on RocksDB, with an in-memory
+// index (LiveGraph) that mirrors it for reads.
+//
+// Facts arrive in chunks (the AddTriples stream) and leave in chunks (RemoveTriples). A chunk is
+// validated whole, then written as ONE rocksdb::WriteBatch with the WAL on, then published to the
+// in-memory index, then acknowledged. So a chunk is all or nothing on disk (one batch), all or
+// nothing in memory (one version swap), and anything acknowledged survives a process crash (kill
+// -9); with StoreOptions::sync it also survives a machine crash. Reopening the directory restores
+// the same entities, relations, facts and ids, and rebuilds the index from disk.
+//
+// RocksDB layout (format version 2; a version 1 store, which lacks removed_entities, is
+// upgraded on open; constants and key encodings in store/store_layout.h; ids are u32 and
+// counters u64, both fixed-width big-endian, so bytewise order is numeric order):
+//   column family     key                          value
+//   meta              "format_version"             2
+//                     "entities" "relations"       counts (= next free id)
+//                     "facts"                      number of distinct facts
+//                     "sequence"                   chunks committed so far (a replica:
+//                                                  the log sequence of the last applied)
+//   entity_by_name    name                         id
+//   entity_names      id                           name
+//   relation_by_name  name                         id
+//   relation_names    id                           name
+//   facts_out         head|relation|tail           (empty)
+//   facts_in          tail|relation|head           (empty)
+//   removed_entities  id                           (empty)   entities removed explicitly
+// The fact families use a fixed 4-byte prefix extractor and bloom filters, so one entity's
+// out- or in-adjacency is one prefix scan and a fact lookup is one bloom-filtered Get; the
+// dictionaries both ways let tools look names up without loading the index. The default
+// column family is unused. A chunk's batch holds its new names (both directions), its new
+// facts (both directions) and the four counters, so the counters always agree with the
+// data; Open checks that they do.
+//
+// Ids are dense and assigned in order of first appearance (within a fact: head, then
+// relation, then tail) and never change or get reused. Names are opaque bytes: any
+// non-empty string without TAB, CR or LF of at most StoreOptions::max_name_bytes.
+// docs/STORAGE.md has the overview: write path, recovery, how snapshots share structure.
+#ifndef GRAIL_STORE_TRIPLE_STORE_H_
+#define GRAIL_STORE_TRIPLE_STORE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "graph/triple_file.h"
+#include "store/live_graph.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+class Env;
+class FileSystem;
+class Logger;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace grail {
+
+struct StoreOptions {
+  // Whether each chunk's write is fsynced before AddChunk returns. false (default): the
+  // WAL is written to the OS before AddChunk returns, so acknowledged chunks survive a
+  // process crash but a machine crash may lose the most recent ones (never part of one:
+  // recovery replays the WAL up to the last complete batch). true: they survive a machine
+  // crash too, at the cost of one fsync per chunk.
+  bool sync = false;
+  // Longest accepted entity or relation name, in bytes.
+  size_t max_name_bytes = 1024;
+  // Largest accepted chunk, in facts.
+  size_t max_chunk_facts = 100000;
+  // When set, a fact whose relation is not in this list rejects its chunk (the operator's
+  // choice to accept only relations the model knows).
+  std::optional<std::vector<std::string>> allowed_relations;
+  // What Open does with a write-ahead log corrupted before its end (a record failing its
+  // checksum with valid records after it: a bad disk or a damaged copy, not a crash, which
+  // only ever cuts the last record short). false: Open fails with DATA_LOSS and changes
+  // nothing. true: the store is recovered up to the corruption, the chunks after it are
+  // lost, and recovery_note() says so.
+  bool truncate_corrupted_wal = false;
+  // Where the store's warnings go (RocksDB's own warnings and errors, prefixed "rocksdb: ",
+  // and the store's: read-only on a full disk, writes resumed): level ("warning", "error")
+  // and message. Unset: stderr. RocksDB's info-level lines are dropped, and RocksDB writes no
+  // info LOG file into the store: on a full disk that file's writer aborts the process.
+  std::function<void(absl::string_view level, absl::string_view message)> log;
+  // The file system RocksDB runs on; unset: the local one. Tests inject faults through it.
+  std::shared_ptr<rocksdb::FileSystem> file_system;
+  // Called with the new sequence after each chunk is committed and visible to Snapshot(), on
+  // the writer's thread with the writers' lock held: it must be quick and must not write.
+  std::function<void(uint64_t sequence)> on_commit;
+};
+
+// What one committed chunk did.
+struct ChunkResult {
+  // Chunks committed so far in this store, this one included; persisted with the chunk, so
+  // it keeps counting across reopen. A client that saw sequence n knows chunks 1..n are
+  // stored.
+  uint64_t sequence = 0;
+  uint32_t facts_added = 0;
+  // Facts of the chunk already stored, or repeated within the chunk.
+  uint32_t duplicate_facts = 0;
+  uint32_t entities_created = 0;
+  uint32_t relations_created = 0;
+  // RemoveChunk only: facts removed (those of removed entities included), and facts of the
+  // chunk that were not stored (unknown names included) or repeated within it; entities
+  // removed, and entity names that were unknown, already removed or repeated.
+  uint32_t facts_removed = 0;
+  uint32_t facts_not_present = 0;
+  uint32_t entities_removed = 0;
+  uint32_t entities_not_present = 0;
+  // Relations whose every fact the chunk removed (named in `relations`), and relation names
+  // that were unknown, had no facts, or were repeated.
+  uint32_t relations_removed = 0;
+  uint32_t relations_not_present = 0;
+};
+
+// Thread safety: every method may be called from any thread. AddChunk and RemoveChunk
+// calls are serialised internally (one writer at a time). Snapshot() never waits for a
+// chunk being written: it copies a pointer under a mutex that writers hold only to swap
+// that pointer.
+class TripleStore {
+ public:
+  // Opens the store in `dir`, creating it if the directory holds no store, and rebuilds
+  // the in-memory index from it. Errors: FAILED_PRECONDITION if `dir` holds another
+  // RocksDB database, a store of an unknown format version, or a store another process has
+  // open; DATA_LOSS if the store's contents contradict each other (e.g. counters vs data)
+  // or its write-ahead log is corrupted before its end (see truncate_corrupted_wal);
+  // INTERNAL (with RocksDB's message) for other RocksDB errors.
+  static absl::StatusOr<std::unique_ptr<TripleStore>> Open(const std::string& dir,
+                                                           const StoreOptions& options);
+
+  // Syncs the WAL (so a clean shutdown is durable against a later machine crash) and
+  // closes the database. Snapshots taken from the store stay valid.
+  ~TripleStore();
+  TripleStore(const TripleStore&) = delete;
+  TripleStore& operator=(const TripleStore&) = delete;
+
+  // Adds a chunk of facts atomically and durably (see StoreOptions::sync); on success every
+  // snapshot taken afterwards sees the whole chunk. Facts already stored, and repeats
+  // within the chunk, are ignored (counted in duplicate_facts). An empty chunk, or one of
+  // only duplicates, still commits and takes a sequence number.
+  //
+  // The chunk is validated before anything is written. INVALID_ARGUMENT rejects the whole
+  // chunk, storing nothing and leaving the sequence unchanged, with a message that starts
+  // "fact N: " where N is the 0-based position of the first offending fact (also
+  // available as RejectedFactIndex(status)), for: an empty name; a name longer than
+  // max_name_bytes; a name containing TAB, CR or LF; a relation outside allowed_relations;
+  // more than max_chunk_facts facts (N is then max_chunk_facts, the first fact too many).
+  // RESOURCE_EXHAUSTED if the chunk would need more than 2^32 - 1 entities or relations.
+  //
+  // If RocksDB fails the write, that error is returned and nothing of the chunk is served.
+  // A full disk is RESOURCE_EXHAUSTED "...No space left on device": reads go on, every later
+  // chunk first asks RocksDB to resume (DB::Resume, which starts a new WAL and flushes the
+  // memtables), so writes start again by themselves once space is freed; until then each
+  // fails RESOURCE_EXHAUSTED. Any other failed write makes the store refuse every later chunk
+  // (FAILED_PRECONDITION) until reopened: whether the failed batch reached the WAL is unknown,
+  // and the index must not disagree with the disk. A store opened on a full disk (the WAL
+  // replay or a new WAL could not be written) is opened read-only, serves its graph, and
+  // becomes writable at the first chunk after space is freed.
+  //
+  // `sequence`: 0 gives the chunk the next sequence number (current + 1). Otherwise the
+  // chunk takes `sequence`, which must be above the current one (FAILED_PRECONDITION, storing
+  // nothing, if not): a replica takes its log's sequence numbers, stored in the chunk's own
+  // batch, so that after a crash it knows exactly which log entry it applied last.
+  absl::StatusOr<ChunkResult> AddChunk(absl::Span<const NamedTriple> facts, uint64_t sequence = 0);
+
+  // Removes a chunk of facts, and of entities, atomically and durably, like AddChunk: one
+  // WriteBatch deletes the facts from both fact families, records the removed entities and
+  // updates the counters, then one version swap hides them. Facts not stored (including
+  // facts naming an entity or relation the store does not know) and repeats within the
+  // chunk are ignored, counted in facts_not_present; the chunk still commits and takes a
+  // sequence number.
+  //
+  // An entity left with no facts by removed facts stays: it keeps its id and name, stays
+  // resolvable and is still ranked as a candidate. An entity named in `entities` is removed
+  // with every fact it is in: FindEntity no longer finds it and rankings skip it; its id
+  // stays taken, and a later AddChunk that names it brings it back with that id (counted in
+  // entities_created). Unknown or already removed names are counted in
+  // entities_not_present. Removing an entity costs O(its degree): a hub's every fact goes
+  // into the one batch.
+  //
+  // A relation named in `relations` loses every fact it has: it then no longer counts as
+  // one the graph uses (GraphSnapshot::num_live_relations, SetAllowedRelations), and a later
+  // fact naming it uses it again, with its id. Finding its facts costs a pass over the
+  // graph's adjacency; a relation with more than max_chunk_facts facts is refused
+  // (INVALID_ARGUMENT "relations[N]: ...": remove its facts over several chunks first).
+  // Unknown names, relations without facts and repeats are counted in
+  // relations_not_present.
+  //
+  // Validation and errors as AddChunk, except that relations outside allowed_relations are
+  // simply not present; a bad entity or relation name is INVALID_ARGUMENT "entities[N]: ..."
+  // / "relations[N]: ..." (not a RejectedFactIndex).
+  // `sequence` as for AddChunk.
+  absl::StatusOr<ChunkResult> RemoveChunk(absl::Span<const NamedTriple> facts,
+                                          absl::Span<const std::string> entities = {},
+                                          absl::Span<const std::string> relations = {},
+                                          uint64_t sequence = 0);
+
+  // Moves the sequence to `sequence` (above the current one) without changing the graph: a
+  // replica records a log entry that it skips (one that every replica rejects), so that
+  // the entry is not read again after a restart. Durable and visible like a chunk.
+  absl::StatusOr<ChunkResult> AdvanceSequence(uint64_t sequence);
+
+  // Checks a chunk against the rules AddChunk (adding) or RemoveChunk applies before writing,
+  // without writing: the same errors, so a chunk that passes is one the store would take
+  // (unless the disk fails). For replication, where a chunk is validated before it is
+  // logged and applied later.
+  absl::Status CheckChunk(absl::Span<const NamedTriple> facts,
+                          absl::Span<const std::string> entities,
+                          absl::Span<const std::string> relations, bool adding) const;
+
+  // The latest version of the graph: every chunk whose AddChunk or RemoveChunk returned
+  // before this call.
+  std::shared_ptr<const GraphSnapshot> Snapshot() const { return graph_.Snapshot(); }
+
+  // Replaces the allowed relation vocabulary (a no-op for a store opened without one), for
+  // a new model. FAILED_PRECONDITION, changing nothing, if a relation the stored graph uses
+  // (one with facts) is not in `relations` (the message names the first few). Serialised with the
+  // writers, so no chunk slips in between the check and the swap.
+  absl::Status SetAllowedRelations(const std::vector<std::string>& relations);
+  // Lifts the allowed vocabulary (for a model that scores any relation, ULTRA's): every
+  // relation is accepted until the next SetAllowedRelations.
+  void AllowAnyRelation();
+
+  // Fsyncs the WAL: every chunk committed so far survives a machine crash. After a failed
+  // write it returns that error instead (RocksDB must not touch the failed WAL again).
+  absl::Status Sync();
+
+  // Writes a consistent copy of the store into `dir` (which must not exist; hard links where
+  // the file system allows) and returns the sequence it holds. Writers wait meanwhile. A
+  // store opened on the copy holds exactly the graph of that sequence. FAILED_PRECONDITION
+  // if `dir` exists; INTERNAL for RocksDB's errors.
+  absl::StatusOr<uint64_t> CreateCheckpoint(const std::string& dir);
+
+  // false while writes fail for want of disk space (after a failed write, or opened
+  // read-only on a full disk), until a chunk finds space again.
+  bool writable() const { return writable_.load(std::memory_order_relaxed); }
+
+  // Scans every column family and checks that the disk agrees with itself and with the
+  // in-memory index: counters, dense dictionaries in both directions, and facts_out and
+  // facts_in each holding exactly the index's facts. O(store size); blocks writers while it
+  // runs. Errors: DATA_LOSS describing the first disagreement found.
+  absl::Status CheckConsistency() const;
+
+  // Sizes of the in-memory index (walks it; O(entities)).
+  LiveGraph::MemoryUsage IndexMemoryUsage() const { return graph_.ApproximateMemoryUsage(); }
+
+  const std::string& dir() const { return dir_; }
+  // Set when Open recovered past a corrupted write-ahead log (truncate_corrupted_wal): what
+  // happened and what was lost. Empty otherwise.
+  const std::string& recovery_note() const { return recovery_note_; }
+
+ private:
+  TripleStore(std::string dir, StoreOptions options);
+  // Reads the whole store into the in-memory index (Open's second half).
+  absl::Status Load();
+  // Checks the chunk against the validation rules (see AddChunk); the allowed relations only
+  // with `check_relations`. Requires write_mu_.
+  absl::Status Validate(absl::Span<const NamedTriple> facts, bool check_relations) const;
+  // RemoveChunk's check of its entity names.
+  // Each name valid as `what` ("entities", "relations"): INVALID_ARGUMENT "what[N]: ...".
+  absl::Status ValidateNames(absl::Span<const std::string> names, absl::string_view what) const;
+  // The sequence a chunk on `base` takes: `sequence`, or base's + 1 for 0 (see AddChunk).
+  absl::StatusOr<uint64_t> NextSequence(const GraphSnapshot& base, uint64_t sequence) const;
+  // OK when a chunk can be written now: after a write failed for want of space, or when
+  // opened read-only on a full disk, tries to get RocksDB writing again first.
+  // RESOURCE_EXHAUSTED while the disk is still full; FAILED_PRECONDITION after any other
+  // failed write. Requires write_mu_.
+  absl::Status Writable();
+  // Replaces the read-only database with a writable one. Requires write_mu_.
+  absl::Status ReopenWritable();
+  // To StoreOptions::log, or stderr: the store's own warnings and RocksDB's forwarded lines.
+  void Log(absl::string_view level, absl::string_view message) const;
+  // Writes `batch` (the chunk's changes, without the counters, which this adds) and
+  // publishes `delta` once it is durable. Requires write_mu_.
+  absl::Status Commit(rocksdb::WriteBatch& batch, const GraphDelta& delta, uint64_t num_entities,
+                      uint64_t num_relations, uint64_t num_facts);
+
+  const std::string dir_;
+  const StoreOptions options_;
+  std::string recovery_note_;
+  // RocksDB's environment on StoreOptions::file_system (when given) and its logger; both
+  // outlive db_.
+  std::unique_ptr<rocksdb::Env> env_;
+  std::shared_ptr<rocksdb::Logger> logger_;
+  // Guarded by write_mu_ (SetAllowedRelations replaces it).
+  absl::flat_hash_set<std::string> allowed_relations_;
+  bool any_relation_ = false;  // guarded by write_mu_
+  rocksdb::DB* db_ = nullptr;
+  // Indexed by the Family enum in the .cc file.
+  std::vector<rocksdb::ColumnFamilyHandle*> families_;
+  LiveGraph graph_;
+
+  // Serialises AddChunk, RemoveChunk and CheckConsistency.
+  mutable std::mutex write_mu_;
+  // The error of a failed RocksDB write (guarded by write_mu_): cleared once RocksDB writes
+  // again after a full disk, otherwise kept and every later chunk fails.
+  absl::Status write_error_;
+  // Why the database is open read-only (the disk was full at Open); OK when writable.
+  // Guarded by write_mu_.
+  absl::Status read_only_because_;
+  std::atomic<bool> writable_{true};
+};
+
+// For an INVALID_ARGUMENT returned by TripleStore::AddChunk: the 0-based position of the
+// fact that rejected the chunk. nullopt for any other status.
+std::optional<size_t> RejectedFactIndex(const absl::Status& status);
+
+}  // namespace grail
+
+#endif  // GRAIL_STORE_TRIPLE_STORE_H_

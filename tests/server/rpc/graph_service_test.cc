@@ -1,0 +1,127 @@
+// The gRPC service in-process, over real gRPC on a loopback port, on a store whose disk the
+// test can fill (a fault-injecting RocksDB file system, which the server binary cannot be
+// given): what AddTriples says when the disk fills, that reads go on, and that writes resume
+// once space is freed.
+#include "server/rpc/graph_service.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "model/grail/grail_model.h"
+#include "server/engine/inference_engine.h"
+#include "server/scoring/link_predictor.h"
+#include "server/scoring/served_model.h"
+#include "store/triple_store.h"
+#include "tests/testing/full_disk.h"
+#include "tests/testing/graph_calls.h"
+#include "tests/testing/temp_dir.h"
+
+namespace grail {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kRelations = {"r0", "r1"};
+
+class FullDiskServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<GrailModel>> created =
+        GrailModel::Create(GrailConfig(), kRelations, /*seed=*/3);
+    ASSERT_TRUE(created.ok()) << created.status();
+    model_ = *std::move(created);
+    StoreOptions options;
+    options.file_system = disk_;
+    options.log = [](absl::string_view, absl::string_view) {};
+    absl::StatusOr<std::unique_ptr<TripleStore>> store =
+        TripleStore::Open(dir_.Sub("store"), options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    engine_ = std::make_unique<InferenceEngine>(EngineOptions(), nullptr);
+    predictor_ = std::make_unique<LinkPredictor>(
+        std::make_shared<const ServedModel>(
+            std::shared_ptr<const GrailModel>(std::shared_ptr<void>(), model_.get()), "test.pt",
+            "0123456789abcdef", 1),
+        *store_, *engine_, RankLimits());
+    service_ = std::make_unique<KnowledgeGraphService>(ServiceLimits(), nullptr);
+    service_->Activate(predictor_.get(), nullptr, ServedModelInfo{"test"}, 16);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = kg::v1::KnowledgeGraph::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+    engine_.reset();
+  }
+
+  kg::v1::GetStatsResponse Stats() {
+    grpc::ClientContext context;
+    kg::v1::GetStatsResponse stats;
+    EXPECT_TRUE(stub_->GetStats(&context, kg::v1::GetStatsRequest(), &stats).ok());
+    return stats;
+  }
+
+  ScopedTempDir dir_;
+  std::shared_ptr<FullDiskFileSystem> disk_ = std::make_shared<FullDiskFileSystem>();
+  std::unique_ptr<GrailModel> model_;
+  std::unique_ptr<TripleStore> store_;
+  std::unique_ptr<InferenceEngine> engine_;
+  std::unique_ptr<LinkPredictor> predictor_;
+  std::unique_ptr<KnowledgeGraphService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<kg::v1::KnowledgeGraph::Stub> stub_;
+};
+
+TEST_F(FullDiskServiceTest, AChunkMeetingAFullDiskFailsNamingItAndWritesResumeOnceSpaceIsFreed) {
+  grpc::ClientContext context;
+  auto stream = stub_->AddTriples(&context);
+  kg::v1::AddTriplesRequest first;
+  *first.add_triples() = ToProto({"a", "r0", "b"});
+  kg::v1::AddTriplesAck ack;
+  ASSERT_TRUE(stream->Write(first));
+  ASSERT_TRUE(stream->Read(&ack));
+  EXPECT_EQ(ack.sequence(), 1u);
+
+  disk_->SetFull(true);
+  kg::v1::AddTriplesRequest second;
+  *second.add_triples() = ToProto({"b", "r1", "c"});
+  stream->Write(second);
+  EXPECT_FALSE(stream->Read(&ack));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // The chunk, why, and what is stored: the same context a rejected line gets.
+  EXPECT_THAT(status.error_message(), HasSubstr("chunk 1: "));
+  EXPECT_THAT(status.error_message(), HasSubstr("No space left on device"));
+  EXPECT_THAT(status.error_message(), HasSubstr("the 1 chunks acknowledged before it are"));
+
+  // Reads go on; a new stream is refused the same way while the disk stays full.
+  grpc::ClientContext score_context;
+  kg::v1::ScoreTripletRequest score;
+  *score.mutable_triple() = ToProto({"a", "r0", "b"});
+  kg::v1::ScoreTripletResponse scored;
+  ASSERT_TRUE(stub_->ScoreTriplet(&score_context, score, &scored).ok());
+  EXPECT_TRUE(scored.known_fact());
+  EXPECT_EQ(Stats().graph_sequence(), 1u);
+  EXPECT_EQ(AddChunks(*stub_, {{{"b", "r1", "c"}}}).status.error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  disk_->SetFull(false);
+  const AddOutcome resumed = AddChunks(*stub_, {{{"b", "r1", "c"}}});
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status.error_message();
+  ASSERT_EQ(resumed.acks.size(), 1u);
+  EXPECT_EQ(resumed.acks[0].sequence(), 2u);
+  EXPECT_EQ(Stats().facts(), 2u);
+}
+
+}  // namespace
+}  // namespace grail

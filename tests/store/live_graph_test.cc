@@ -1,0 +1,402 @@
+// The in-memory index on its own (no RocksDB): the persistent adjacency tree, the shared
+// name table and the versions LiveGraph publishes.
+#include "store/live_graph.h"
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/algorithm/container.h"
+#include "gmock/gmock.h"
+#include "graph/relation_sides.h"
+#include "graph/static_graph.h"
+#include "gtest/gtest.h"
+#include "store/adjacency_tree.h"
+#include "store/name_table.h"
+
+namespace grail {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+std::vector<Neighbor> Copy(absl::Span<const Neighbor> span) { return {span.begin(), span.end()}; }
+
+// Random facts over `num_entities` entities, with repeats, a few hubs and self-loops.
+std::vector<Triple> RandomFacts(uint32_t num_entities, size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Triple> facts;
+  for (size_t i = 0; i < count; ++i) {
+    // One end in three is one of 8 hubs, so some entities have large lists.
+    auto entity = [&]() -> EntityId {
+      return rng() % 3 == 0 ? static_cast<EntityId>(rng() % 8)
+                            : static_cast<EntityId>(rng() % num_entities);
+    };
+    facts.push_back({entity(), static_cast<RelationId>(rng() % 5), entity()});
+    if (rng() % 10 == 0) facts.push_back(facts[rng() % facts.size()]);
+  }
+  return facts;
+}
+
+void ExpectSameAdjacency(const AdjacencyTree& tree, const StaticGraph& expected) {
+  for (EntityId e = 0; e < expected.num_entities(); ++e) {
+    ASSERT_EQ(Copy(tree.OutEdges(e)), Copy(expected.OutEdges(e))) << "out-edges of " << e;
+    ASSERT_EQ(Copy(tree.InEdges(e)), Copy(expected.InEdges(e))) << "in-edges of " << e;
+  }
+}
+
+TEST(AdjacencyTreeTest, EmptyTreeHasNoEdgesForAnyId) {
+  AdjacencyTree tree;
+  for (EntityId e : {0u, 31u, 32u, 100000u, 0xfffffffeu, 0xffffffffu}) {
+    EXPECT_THAT(tree.OutEdges(e), IsEmpty());
+    EXPECT_THAT(tree.InEdges(e), IsEmpty());
+  }
+}
+
+TEST(AdjacencyTreeTest, WithFactsSortsEdgesAndIgnoresKnownFacts) {
+  uint64_t added = 0;
+  AdjacencyTree tree = AdjacencyTree().WithFacts(
+      std::vector<Triple>{{0, 1, 2}, {0, 0, 2}, {0, 0, 1}, {0, 0, 2}, {3, 0, 2}}, &added);
+  EXPECT_EQ(added, 4u);
+  EXPECT_THAT(tree.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{2, 0}, Neighbor{2, 1}));
+  EXPECT_THAT(tree.InEdges(2), ElementsAre(Neighbor{0, 0}, Neighbor{0, 1}, Neighbor{3, 0}));
+
+  // One known fact, one new one, both directions of the new one updated.
+  tree = tree.WithFacts(std::vector<Triple>{{0, 0, 1}, {2, 0, 0}}, &added);
+  EXPECT_EQ(added, 1u);
+  EXPECT_THAT(tree.OutEdges(2), ElementsAre(Neighbor{0, 0}));
+  EXPECT_THAT(tree.InEdges(0), ElementsAre(Neighbor{2, 0}));
+  EXPECT_THAT(tree.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{2, 0}, Neighbor{2, 1}));
+}
+
+TEST(AdjacencyTreeTest, SelfLoopAppearsInBothDirectionsOfItsEntity) {
+  uint64_t added = 0;
+  AdjacencyTree tree = AdjacencyTree().WithFacts(std::vector<Triple>{{5, 2, 5}}, &added);
+  EXPECT_EQ(added, 1u);
+  EXPECT_THAT(tree.OutEdges(5), ElementsAre(Neighbor{5, 2}));
+  EXPECT_THAT(tree.InEdges(5), ElementsAre(Neighbor{5, 2}));
+}
+
+TEST(AdjacencyTreeTest, OlderVersionIsUnchangedByLaterAdditions) {
+  const AdjacencyTree v1 = AdjacencyTree().WithFacts(std::vector<Triple>{{0, 0, 1}}, nullptr);
+  const absl::Span<const Neighbor> v1_out = v1.OutEdges(0);
+  const AdjacencyTree v2 =
+      v1.WithFacts(std::vector<Triple>{{0, 1, 1}, {0, 0, 2}, {40000, 0, 0}}, nullptr);
+  // v1's span still points at v1's list, which still holds what it held.
+  EXPECT_THAT(v1_out, ElementsAre(Neighbor{1, 0}));
+  EXPECT_THAT(v1.OutEdges(0), ElementsAre(Neighbor{1, 0}));
+  EXPECT_THAT(v1.InEdges(0), IsEmpty());
+  EXPECT_THAT(v1.OutEdges(40000), IsEmpty());
+  EXPECT_THAT(v2.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{1, 1}, Neighbor{2, 0}));
+  EXPECT_THAT(v2.InEdges(0), ElementsAre(Neighbor{40000, 0}));
+}
+
+TEST(AdjacencyTreeTest, MatchesStaticGraphAfterManyBatchesAcrossSeveralLevels) {
+  // 40000 ids need four levels of 32; batches add facts in random id order, and a version
+  // from halfway must still match the graph of the first half of the facts.
+  constexpr uint32_t kEntities = 40000;
+  const std::vector<Triple> facts = RandomFacts(kEntities, 60000, 7);
+  AdjacencyTree tree, halfway;
+  size_t halfway_facts = 0;
+  constexpr size_t kBatch = 997;
+  for (size_t begin = 0; begin < facts.size(); begin += kBatch) {
+    const size_t end = std::min(facts.size(), begin + kBatch);
+    tree = tree.WithFacts(absl::MakeConstSpan(facts).subspan(begin, end - begin), nullptr);
+    if (halfway_facts == 0 && end >= facts.size() / 2) {
+      halfway = tree;
+      halfway_facts = end;
+    }
+  }
+  ExpectSameAdjacency(tree, StaticGraph(kEntities, facts));
+  ExpectSameAdjacency(halfway,
+                      StaticGraph(kEntities, absl::MakeConstSpan(facts).first(halfway_facts)));
+}
+
+TEST(AdjacencyTreeTest, WithoutFactsRemovesBothDirectionsAndMatchesTheRemainingFacts) {
+  // Add random facts in batches, remove a random half of them in other batches: the tree
+  // must equal the graph of the facts that are left, and the version before the removals
+  // must still equal the graph of them all.
+  constexpr uint32_t kEntities = 5000;
+  std::vector<Triple> facts = RandomFacts(kEntities, 20000, 11);
+  const AdjacencyTree full = AdjacencyTree().WithFacts(facts, nullptr);
+  std::sort(facts.begin(), facts.end());
+  facts.erase(std::unique(facts.begin(), facts.end()), facts.end());
+  std::mt19937_64 rng(12);
+  std::vector<Triple> removed, kept;
+  for (const Triple& t : facts) (rng() % 2 == 0 ? removed : kept).push_back(t);
+  // Repeats and facts the tree never held are ignored.
+  std::vector<Triple> request = removed;
+  request.push_back(removed.front());
+  request.push_back(Triple{kEntities + 7, 0, 1});
+  std::shuffle(request.begin(), request.end(), rng);
+
+  AdjacencyTree tree = full;
+  uint64_t total_removed = 0;
+  constexpr size_t kBatch = 613;
+  for (size_t begin = 0; begin < request.size(); begin += kBatch) {
+    uint64_t count = 0;
+    const size_t end = std::min(request.size(), begin + kBatch);
+    tree = tree.WithoutFacts(absl::MakeConstSpan(request).subspan(begin, end - begin), &count);
+    total_removed += count;
+  }
+  EXPECT_EQ(total_removed, removed.size());
+  ExpectSameAdjacency(tree, StaticGraph(kEntities, kept));
+  ExpectSameAdjacency(full, StaticGraph(kEntities, facts));
+}
+
+TEST(AdjacencyTreeTest, LargestIdsAreStoredAndFound) {
+  const EntityId top = 0xfffffffeu;
+  const AdjacencyTree tree =
+      AdjacencyTree().WithFacts(std::vector<Triple>{{top, 0, 1}, {1, 0, top - 33}}, nullptr);
+  EXPECT_THAT(tree.OutEdges(top), ElementsAre(Neighbor{1, 0}));
+  EXPECT_THAT(tree.InEdges(top - 33), ElementsAre(Neighbor{1, 0}));
+  EXPECT_THAT(tree.InEdges(1), ElementsAre(Neighbor{top, 0}));
+  EXPECT_THAT(tree.OutEdges(top - 1), IsEmpty());
+}
+
+TEST(NameTableTest, NamesGetDenseIdsAndStayAtTheirAddressAcrossSegments) {
+  NameTable table;
+  table.Append("first");
+  const std::string* first = &table.Name(0);
+  // Enough names to fill the first two segments (1024 + 2048) and start a third.
+  for (int i = 1; i < 5000; ++i) table.Append("name-" + std::to_string(i));
+  EXPECT_EQ(table.size(), 5000u);
+  EXPECT_EQ(&table.Name(0), first);
+  EXPECT_EQ(*first, "first");
+  for (uint32_t id : {1u, 1023u, 1024u, 3071u, 3072u, 4999u}) {
+    EXPECT_EQ(table.Name(id), "name-" + std::to_string(id));
+    EXPECT_EQ(table.Find("name-" + std::to_string(id)), id);
+  }
+  EXPECT_EQ(table.Find("first"), 0u);
+  EXPECT_EQ(table.Find("name-5000"), std::nullopt);
+}
+
+// A delta that creates the named entities and relations and adds the facts.
+GraphDelta Delta(std::vector<std::string> entities, std::vector<std::string> relations,
+                 std::vector<Triple> facts, uint64_t sequence) {
+  GraphDelta delta;
+  delta.new_entities = std::move(entities);
+  delta.new_relations = std::move(relations);
+  delta.facts = std::move(facts);
+  delta.sequence = sequence;
+  return delta;
+}
+
+TEST(LiveGraphTest, NewGraphIsEmptyAtSequenceZero) {
+  LiveGraph graph;
+  auto snapshot = graph.Snapshot();
+  EXPECT_EQ(snapshot->num_entities(), 0u);
+  EXPECT_EQ(snapshot->num_relations(), 0u);
+  EXPECT_EQ(snapshot->num_facts(), 0u);
+  EXPECT_EQ(snapshot->sequence(), 0u);
+  EXPECT_EQ(snapshot->FindEntity("anything"), std::nullopt);
+  EXPECT_THAT(snapshot->relation_names(), IsEmpty());
+}
+
+TEST(LiveGraphTest, SnapshotHidesEntitiesAndRelationsCreatedAfterIt) {
+  LiveGraph graph;
+  graph.Apply(Delta({"a", "b"}, {"likes"}, {{0, 0, 1}}, 1));
+  auto before = graph.Snapshot();
+  graph.Apply(Delta({"c"}, {"hates"}, {{2, 1, 0}}, 2));
+  auto after = graph.Snapshot();
+
+  EXPECT_EQ(before->num_entities(), 2u);
+  EXPECT_EQ(before->FindEntity("c"), std::nullopt);
+  EXPECT_EQ(before->FindRelation("hates"), std::nullopt);
+  EXPECT_THAT(before->relation_names(), ElementsAre("likes"));
+  EXPECT_EQ(before->FindEntity("a"), 0u);
+
+  EXPECT_EQ(after->num_entities(), 3u);
+  EXPECT_EQ(after->FindEntity("c"), 2u);
+  EXPECT_EQ(after->EntityName(2), "c");
+  EXPECT_EQ(after->FindRelation("hates"), 1u);
+  EXPECT_EQ(after->RelationName(1), "hates");
+  EXPECT_THAT(after->relation_names(), ElementsAre("likes", "hates"));
+}
+
+TEST(LiveGraphTest, OldSnapshotKeepsItsEdgesAndCountsAfterLaterChunks) {
+  LiveGraph graph;
+  graph.Apply(Delta({"a", "b"}, {"r"}, {{0, 0, 1}}, 1));
+  auto old = graph.Snapshot();
+  const absl::Span<const Neighbor> old_out = old->OutEdges(0);
+  const Neighbor* old_data = old_out.data();
+  for (uint64_t seq = 2; seq < 50; ++seq) {
+    graph.Apply(Delta({"x" + std::to_string(seq)}, {},
+                      {{0, 0, static_cast<EntityId>(seq)}, {1, 0, 0}}, seq));
+  }
+  EXPECT_EQ(old->sequence(), 1u);
+  EXPECT_EQ(old->num_facts(), 1u);
+  EXPECT_EQ(old->num_entities(), 2u);
+  EXPECT_EQ(old->OutEdges(0).data(), old_data);
+  EXPECT_THAT(old->OutEdges(0), ElementsAre(Neighbor{1, 0}));
+  EXPECT_THAT(old->InEdges(0), IsEmpty());
+
+  auto latest = graph.Snapshot();
+  EXPECT_EQ(latest->sequence(), 49u);
+  EXPECT_EQ(latest->num_facts(), 1u + 48u + 1u);  // {1,0,0} is new once, then repeated
+  EXPECT_EQ(latest->OutEdges(0).size(), 49u);
+  EXPECT_THAT(latest->InEdges(0), ElementsAre(Neighbor{1, 0}));
+}
+
+TEST(LiveGraphTest, SnapshotsListTheEntitiesWithSelfLoopsOfTheirVersion) {
+  LiveGraph graph;
+  graph.Apply(Delta({"a", "b", "c"}, {"r", "s"}, {{0, 0, 1}, {2, 0, 2}}, 1));
+  auto first = graph.Snapshot();
+  graph.Apply(Delta({}, {}, {{2, 1, 2}, {0, 1, 0}, {1, 0, 2}}, 2));
+  EXPECT_THAT(first->SelfLoopEntities(), ElementsAre(2u));
+  EXPECT_THAT(graph.Snapshot()->SelfLoopEntities(), ElementsAre(0u, 2u));
+}
+
+TEST(LiveGraphTest, RemovingAnEntitysLastSelfLoopTakesItOffTheList) {
+  LiveGraph graph;
+  graph.Apply(Delta({"a", "b"}, {"r", "s"}, {{0, 0, 0}, {0, 1, 0}, {1, 0, 1}, {0, 0, 1}}, 1));
+  GraphDelta first = Delta({}, {}, {}, 2);
+  first.removed_facts = {{0, 0, 0}, {1, 0, 1}};
+  graph.Apply(first);
+  auto middle = graph.Snapshot();
+  // Entity 0 still has its loop through relation 1.
+  EXPECT_THAT(middle->SelfLoopEntities(), ElementsAre(0u));
+  EXPECT_EQ(middle->num_facts(), 2u);
+  GraphDelta second = Delta({}, {}, {}, 3);
+  second.removed_facts = {{0, 1, 0}};
+  graph.Apply(second);
+  EXPECT_THAT(graph.Snapshot()->SelfLoopEntities(), IsEmpty());
+  EXPECT_THAT(middle->SelfLoopEntities(), ElementsAre(0u));
+  EXPECT_EQ(graph.Snapshot()->num_facts(), 1u);
+  EXPECT_THAT(graph.Snapshot()->OutEdges(0), ElementsAre(Neighbor{1, 0}));
+}
+
+TEST(LiveGraphTest, ApplyCountsOnlyFactsNotAlreadyInTheGraph) {
+  LiveGraph graph;
+  EXPECT_EQ(graph.Apply(Delta({"a", "b"}, {"r"}, {{0, 0, 1}, {0, 0, 1}, {1, 0, 0}}, 1)), 2u);
+  EXPECT_EQ(graph.Apply(Delta({}, {}, {{0, 0, 1}}, 2)), 0u);
+  EXPECT_EQ(graph.Snapshot()->num_facts(), 2u);
+  EXPECT_EQ(graph.Snapshot()->sequence(), 2u);
+}
+
+TEST(LiveGraphTest, SnapshotOutlivesTheGraphThatMadeIt) {
+  std::shared_ptr<const GraphSnapshot> snapshot;
+  {
+    LiveGraph graph;
+    graph.Apply(Delta({"a", "b"}, {"r"}, {{0, 0, 1}}, 1));
+    snapshot = graph.Snapshot();
+  }
+  EXPECT_EQ(snapshot->EntityName(1), "b");
+  EXPECT_EQ(snapshot->FindEntity("a"), 0u);
+  EXPECT_THAT(snapshot->OutEdges(0), ElementsAre(Neighbor{1, 0}));
+}
+
+TEST(LiveGraphTest, MemoryUsageGrowsWithTheGraph) {
+  LiveGraph graph;
+  const uint64_t empty = graph.ApproximateMemoryUsage().total();
+  graph.Apply(Delta({"a", "b"}, {"r"}, {{0, 0, 1}}, 1));
+  const LiveGraph::MemoryUsage usage = graph.ApproximateMemoryUsage();
+  EXPECT_GT(usage.total(), empty);
+  // One edge list of two neighbours at least, both names, one relation.
+  EXPECT_GE(usage.adjacency_bytes, 2 * sizeof(Neighbor));
+  EXPECT_GE(usage.entity_name_bytes, 2 * sizeof(std::string));
+  EXPECT_GE(usage.relation_name_bytes, sizeof(std::string));
+}
+
+// The pairs of relation sides a snapshot lists are the ones its facts make meet, after any
+// mix of additions and removals (hubs' sides counted fact by fact, others' read off their
+// lists), and a snapshot keeps the pairs of its own version.
+TEST(LiveGraphTest, RelationSidePairsFollowAdditionsAndRemovals) {
+  LiveGraph graph;
+  std::vector<std::string> names;
+  for (int i = 0; i < 60; ++i) names.push_back("e" + std::to_string(i));
+  graph.Apply(Delta(names, {"r0", "r1", "r2", "r3", "r4"}, {}, 1));
+  std::mt19937_64 rng(7);
+  std::vector<Triple> held;
+  std::shared_ptr<const GraphSnapshot> early;
+  RelationSidePairs early_pairs;
+  for (uint64_t seq = 2; seq < 40; ++seq) {
+    GraphDelta delta;
+    delta.sequence = seq;
+    // Enough facts that the hubs pass the degree from which the live graph counts their
+    // sides fact by fact; repeats and facts already held come with them.
+    delta.facts = RandomFacts(60, 40, seq);
+    for (size_t i = 0; i < 12 && !held.empty(); ++i) {
+      delta.removed_facts.push_back(held[rng() % held.size()]);
+    }
+    graph.Apply(delta);
+    held.insert(held.end(), delta.facts.begin(), delta.facts.end());
+    const auto snapshot = graph.Snapshot();
+    std::vector<Triple> facts;
+    for (EntityId e = 0; e < snapshot->num_entities(); ++e) {
+      for (const Neighbor& n : snapshot->OutEdges(e)) facts.push_back({e, n.relation, n.entity});
+    }
+    held = facts;
+    const StaticGraph expected(snapshot->num_entities(), facts);
+    EXPECT_EQ(*snapshot->SidePairs(), ComputeRelationSidePairs(expected)) << "sequence " << seq;
+    EXPECT_EQ(*snapshot->SidePairs(), *expected.SidePairs());
+    if (seq == 5) {
+      early = snapshot;
+      early_pairs = *snapshot->SidePairs();
+    }
+  }
+  EXPECT_EQ(*early->SidePairs(), early_pairs);
+}
+
+TEST(LiveGraphTest, RelationSidesMeetOnlyWhereAnEntityHoldsBoth) {
+  LiveGraph graph;
+  // a -r-> b, b -s-> c: b is the tail of r and the head of s.
+  graph.Apply(Delta({"a", "b", "c"}, {"r", "s"}, {{0, 0, 1}, {1, 1, 2}}, 1));
+  const uint32_t rh = HeadSide(0), rt = TailSide(0), sh = HeadSide(1), st = TailSide(1);
+  EXPECT_EQ(*graph.Snapshot()->SidePairs(),
+            (RelationSidePairs{{rh, rh}, {rt, rt}, {rt, sh}, {sh, sh}, {st, st}}));
+  GraphDelta remove;
+  remove.sequence = 2;
+  remove.removed_facts = {{1, 1, 2}};
+  graph.Apply(remove);
+  EXPECT_EQ(*graph.Snapshot()->SidePairs(), (RelationSidePairs{{rh, rh}, {rt, rt}}));
+}
+
+// A hub (more facts than the live graph reads off its lists) gains and loses a side by single
+// facts, with repeats and facts already held in the same chunk: the pairs still equal the
+// ones its facts make meet.
+TEST(LiveGraphTest, RelationSidesOfAHubFollowItsFactsOneByOne) {
+  LiveGraph graph;
+  std::vector<std::string> names = {"hub"};
+  std::vector<Triple> facts;
+  for (EntityId i = 1; i <= 100; ++i) {
+    names.push_back("leaf" + std::to_string(i));
+    facts.push_back({0, 0, i});  // hub -common-> leaf i
+  }
+  graph.Apply(Delta(names, {"common", "rare"}, facts, 1));
+  auto expect_pairs_of_facts = [&](const std::string& when) {
+    const auto snapshot = graph.Snapshot();
+    std::vector<Triple> held;
+    for (EntityId e = 0; e < snapshot->num_entities(); ++e) {
+      for (const Neighbor& n : snapshot->OutEdges(e)) held.push_back({e, n.relation, n.entity});
+    }
+    EXPECT_EQ(*snapshot->SidePairs(),
+              ComputeRelationSidePairs(StaticGraph(snapshot->num_entities(), held)))
+        << when;
+  };
+  GraphDelta rare;
+  rare.sequence = 2;
+  rare.facts = {{0, 1, 1}, {0, 1, 1}, {0, 0, 2}};  // a new side, twice; a fact held already
+  graph.Apply(rare);
+  expect_pairs_of_facts("after the hub's first fact of rare");
+  const uint32_t common_head = HeadSide(0), rare_head = HeadSide(1);
+  EXPECT_TRUE(absl::c_linear_search(*graph.Snapshot()->SidePairs(),
+                                    std::make_pair(common_head, rare_head)));
+  GraphDelta remove;
+  remove.sequence = 3;
+  remove.removed_facts = {{0, 1, 1}, {0, 1, 1}, {0, 1, 7}};  // its only one, twice; one absent
+  graph.Apply(remove);
+  expect_pairs_of_facts("after the hub's fact of rare is removed");
+  EXPECT_FALSE(absl::c_linear_search(*graph.Snapshot()->SidePairs(),
+                                     std::make_pair(common_head, rare_head)));
+  GraphDelta back;
+  back.sequence = 4;
+  back.facts = {{5, 1, 0}};  // leaf5 -rare-> hub: the hub is now a tail of rare
+  back.removed_facts = {{0, 0, 3}};
+  graph.Apply(back);
+  expect_pairs_of_facts("after the hub becomes a tail of rare");
+}
+
+}  // namespace
+}  // namespace grail

@@ -1,0 +1,411 @@
+// Runs the real grail-train and grail-eval binaries on small files: the command-line
+// contract (flags, exit codes, the JSON last line) and their agreement with each other.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/seeded_random.h"
+#include "gmock/gmock.h"
+#include "graph/static_graph.h"
+#include "graph/triple_file.h"
+#include "gtest/gtest.h"
+#include "model/fusion/fused_model.h"
+#include "model/grail/fact_scoring.h"
+#include "model/grail/grail_model.h"
+#include "model/kge/kge_model.h"
+#include "model/path/path_model.h"
+#include "tests/testing/run_binary.h"
+#include "tests/testing/temp_dir.h"
+
+namespace grail {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+
+class TrainEvalCommandTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(ProcessTempPath("train_eval"));
+    std::filesystem::create_directories(*dir_);
+    // Two disjoint random graphs over the same relations; the second one's held-out facts
+    // are the test set.
+    for (const char* name : {"train", "ind"}) {
+      SeededRandom random(name[0]);
+      std::vector<NamedTriple> facts;
+      for (int i = 0; i < 300; ++i) {
+        const uint64_t h = random.Uniform(80);
+        uint64_t t = random.Uniform(79);
+        if (t >= h) ++t;
+        facts.push_back(
+            {absl::StrCat(name, h), absl::StrCat("r", random.Uniform(3)), absl::StrCat(name, t)});
+      }
+      const std::vector<NamedTriple> graph(facts.begin() + 30, facts.end());
+      const std::vector<NamedTriple> held(facts.begin(), facts.begin() + 30);
+      ASSERT_TRUE(WriteTripleFile(Path(name, "graph.txt"), graph).ok());
+      ASSERT_TRUE(WriteTripleFile(Path(name, "held.txt"), held).ok());
+    }
+  }
+  static std::string Path(const std::string& a, const std::string& b) {
+    return absl::StrCat(*dir_, "/", a, "_", b);
+  }
+  static std::string* dir_;
+};
+std::string* TrainEvalCommandTest::dir_ = nullptr;
+
+TEST_F(TrainEvalCommandTest, TrainThenEvaluatePrintsTheContractJsonLast) {
+  const std::string model = Path("model", "a.pt");
+  BinaryRun train = RunBinary(
+      "grail-train",
+      absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+                   " --out ", model, " --epochs 2 --hops 2 --seed 4 --threads 2 --eval-every 1"));
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.all(), HasSubstr("epoch 2/2"));
+  EXPECT_THAT(train.all(), HasSubstr("valid_auc_pr"));
+  absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->config().hops, 2);
+  EXPECT_THAT((*loaded)->training_fingerprint(), HasSubstr("fnv1a64:"));
+
+  const std::string eval_args =
+      absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"), " --test ",
+                   Path("ind", "held.txt"), " --seed 3");
+  BinaryRun eval = RunBinary("grail-eval", eval_args);
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(
+      lines.back(),
+      MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,\"mrr\":[01]\\.[0-9]+,\"hits_at_1\":[01]\\.[0-9]+,"
+                   "\"hits_at_5\":[01]\\.[0-9]+,\"hits_at_10\":[01]\\.[0-9]+,\"n\":[0-9]+\\}"));
+  // Same seed, same numbers.
+  EXPECT_EQ(RunBinary("grail-eval", eval_args).out, eval.out);
+
+  // Several runs: the means, the run count and AUC-PR's spread.
+  BinaryRun runs = RunBinary("grail-eval", eval_args + " --runs 3");
+  ASSERT_EQ(runs.exit_code, 0) << runs.all();
+  lines = absl::StrSplit(runs.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*,\"n\":[0-9]+,"
+                                         "\"runs\":3,\"auc_pr_std\":[01]\\.[0-9]+\\}"));
+  EXPECT_NE(RunBinary("grail-eval", eval_args + " --runs 0").exit_code, 0);
+}
+
+TEST_F(TrainEvalCommandTest, TheReferenceCodesScheduleIsAFlagSet) {
+  const std::string data =
+      absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+                   " --out ", Path("model", "reference.pt"), " --epochs 2 --hops 2");
+  // 270 positives in batches of 16: 17 steps an epoch, validated after steps 7, 14 | 21, 28.
+  BinaryRun train =
+      RunBinary("grail-train", data +
+                                   " --eval-every-steps 7 --select-metric auc_roc --clip 0 "
+                                   "--dropout-off-after-eval --fixed-negatives");
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.all(), HasSubstr("valid_auc_roc"));
+  EXPECT_THAT(train.all(), HasSubstr("(2 validations)"));
+  EXPECT_TRUE(std::filesystem::exists(Path("model", "reference.pt")));
+
+  BinaryRun bad_metric = RunBinary("grail-train", data + " --select-metric f1");
+  EXPECT_EQ(bad_metric.exit_code, 2);
+  EXPECT_THAT(bad_metric.err, HasSubstr("--select-metric must be auc_pr or auc_roc"));
+  BinaryRun path = RunBinary("grail-train", data + " --family path --fixed-negatives");
+  EXPECT_EQ(path.exit_code, 2);
+  EXPECT_THAT(path.err, HasSubstr("options of the GraIL family"));
+  EXPECT_NE(RunBinary("grail-train", data + " --clip -1").exit_code, 0);
+}
+
+// --score-only --scores-out: each test fact's score as the model gives it, so two devices or
+// two builds can be compared fact by fact.
+TEST_F(TrainEvalCommandTest, ScoreOnlyWritesEveryTestFactWithTheModelsScore) {
+  const std::string model = Path("model", "scores.pt");
+  ASSERT_EQ(RunBinary("grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ",
+                                                  model, " --epochs 1 --hops 2"))
+                .exit_code,
+            0);
+  const std::string out = Path("model", "scores.tsv");
+  const std::string args = absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                        " --test ", Path("ind", "held.txt"), " --score-only");
+  BinaryRun scored = RunBinary("grail-eval", args + " --scores-out " + out);
+  ASSERT_EQ(scored.exit_code, 0) << scored.all();
+  EXPECT_THAT(scored.out, HasSubstr("subgraphs_per_second"));
+
+  // The same scores in-process, with the graph indexed as grail-eval indexes it.
+  std::unique_ptr<GrailModel> loaded = *GrailModel::Load(model);
+  IndexedTriples indexed;
+  indexed.relations = Vocabulary(loaded->relations());
+  IndexTriples(*ReadTripleFile(Path("ind", "graph.txt")), &indexed);
+  const StaticGraph graph(indexed.entities.size(), indexed.triples);
+  const std::vector<std::string> lines = absl::StrSplit(ReadTextFile(out), '\n', absl::SkipEmpty());
+  ASSERT_GT(lines.size(), 20u);  // of the 30 held facts, those with both entities in the graph
+  for (const std::string& line : lines) {
+    const std::vector<std::string> f = absl::StrSplit(line, '\t');
+    ASSERT_EQ(f.size(), 4u) << line;
+    const Triple fact{*indexed.entities.Find(f[0]), *indexed.relations.Find(f[1]),
+                      *indexed.entities.Find(f[2])};
+    const float expected = (*ScoreGrailFacts(*loaded, graph, {}, {fact}, {}))[0];
+    EXPECT_NEAR(std::stod(f[3]), expected, 1e-5 * (1 + std::abs(expected))) << line;
+  }
+  EXPECT_EQ(RunBinary("grail-eval",
+                      absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                   " --test ", Path("ind", "held.txt"), " --scores-out ", out))
+                .exit_code,
+            2);
+}
+
+TEST_F(TrainEvalCommandTest, OnATerminalAProgressBarWithStepsPerSecondAndEta) {
+  const std::string args =
+      absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+                   " --out ", Path("model", "bar.pt"), " --epochs 2 --hops 2 --eval-every 1");
+  // util-linux's script(1) gives grail-train a pseudo-terminal.
+  const std::string log = Path("model", "tty.txt");
+  const std::string command = absl::StrCat("script -qec '", GRAIL_BINARY_DIR, "/bin/grail-train ",
+                                           args, "' ", log, " >/dev/null");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::string tty = ReadTextFile(log);
+  EXPECT_THAT(tty, HasSubstr("steps/s  ETA "));
+  EXPECT_THAT(tty, HasSubstr(absl::StrCat("[", std::string(30, '#'), "] ")));  // ends full
+  EXPECT_THAT(tty, HasSubstr("\r\033[Kepoch 2/2  loss"));  // erased before the epoch line
+  // Not a terminal: plain epoch lines only, as a log file wants.
+  BinaryRun piped = RunBinary("grail-train", args);
+  ASSERT_EQ(piped.exit_code, 0) << piped.all();
+  EXPECT_THAT(piped.all(), HasSubstr("epoch 2/2  loss"));
+  EXPECT_THAT(piped.all(), Not(HasSubstr("steps/s")));
+  EXPECT_THAT(piped.all(), Not(HasSubstr("\r")));
+}
+
+TEST_F(TrainEvalCommandTest, PlotDrawsLossAndValidAucPrIntoAPng) {
+  const std::string png = Path("model", "plot.png");
+  BinaryRun train = RunBinary(
+      "grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ",
+                                  Path("train", "held.txt"), " --out ", Path("model", "plot.pt"),
+                                  " --epochs 3 --hops 2 --eval-every 1", " --plot ", png));
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.all(), HasSubstr("plotted " + png));
+  const std::string bytes = ReadTextFile(png);
+  ASSERT_GT(bytes.size(), 1000u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+}
+
+TEST_F(TrainEvalCommandTest, AblationFlagsReachTheExportedModel) {
+  const std::string model = Path("model", "ablation.pt");
+  BinaryRun train = RunBinary(
+      "grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ", model,
+                                  " --epochs 1 --hops 2 --no-attention --no-labels --no-enclosing"
+                                  " --exclude-target-edge"));
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  std::unique_ptr<GrailModel> loaded = *GrailModel::Load(model);
+  EXPECT_FALSE(loaded->config().attention);
+  EXPECT_FALSE(loaded->config().node_labels);
+  EXPECT_FALSE(loaded->config().enclosing);
+}
+
+TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRanking) {
+  const std::string model = Path("model", "path.pt");
+  const std::string checkpoints = Path("model", "path_checkpoints");
+  const std::string common =
+      absl::StrCat("--family path --train ", Path("train", "graph.txt"), " --valid ",
+                   Path("train", "held.txt"), " --out ", model,
+                   " --layers 2 --dim 8 --negatives 8 --threads 1 --checkpoint-dir ", checkpoints);
+  BinaryRun first = RunBinary("grail-train", common + " --epochs 1");
+  ASSERT_EQ(first.exit_code, 0) << first.all();
+  EXPECT_THAT(first.all(), HasSubstr("path family"));
+  EXPECT_THAT(first.all(), HasSubstr("epoch 1/1  loss"));
+  EXPECT_THAT(first.all(), HasSubstr("valid_mrr"));
+  // The second call continues at epoch 2 instead of starting over.
+  BinaryRun resumed = RunBinary("grail-train", common + " --epochs 2 --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.all();
+  EXPECT_THAT(resumed.all(), HasSubstr("epoch 2/2"));
+  EXPECT_THAT(resumed.all(), Not(HasSubstr("epoch 1/2")));
+  absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->config().num_layers, 2);
+  EXPECT_THAT((*loaded)->training_fingerprint(), HasSubstr("fnv1a64:"));
+
+  // grail-eval recognises the family from the archive: the GraIL protocol's metrics on the
+  // same negatives, then the filtered ranking against every entity.
+  BinaryRun eval = RunBinary(
+      "grail-eval", absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                 " --test ", Path("ind", "held.txt"), " --seed 3 --runs 2"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(
+      lines.back(),
+      MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*,\"n\":[0-9]+,\"runs\":2,"
+                   "\"auc_pr_std\":[0-9.e-]+,\"full_mrr\":[01]\\.[0-9]+,"
+                   "\"full_hits_at_1\":[01]\\.[0-9]+,\"full_hits_at_3\":[01]\\.[0-9]+,"
+                   "\"full_hits_at_10\":[01]\\.[0-9]+,\"full_hits_at_10_of_50\":[01]\\.[0-9]+\\}"));
+  // A GraIL run does not resume the path run's checkpoint: it is another run's.
+  BinaryRun other =
+      RunBinary("grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ",
+                                            Path("model", "x.pt"), " --checkpoint-dir ",
+                                            checkpoints, " --resume --epochs 1 --threads 1"));
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_THAT(other.all(), HasSubstr("another run"));
+  EXPECT_EQ(RunBinary("grail-train", absl::StrCat("--family nbf --train ",
+                                                  Path("train", "graph.txt"), " --out ", model))
+                .exit_code,
+            2);
+}
+
+// A KGE model is transductive: trained on a graph, it ranks that graph's held-out facts
+// against every entity it knows, on the GraIL protocol's negatives too; it refuses a graph of
+// entities it never saw.
+TEST_F(TrainEvalCommandTest, AKgeModelTrainsResumesAndEvaluatesOnItsOwnGraph) {
+  const std::string model = Path("model", "kge.pt");
+  const std::string checkpoints = Path("model", "kge_checkpoints");
+  const std::string common = absl::StrCat(
+      "--model rotate --train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+      " --out ", model, " --dim 8 --negatives 8 --batch-size 64 --lr 0.01 --eval-every 1",
+      " --lr-decay-epoch 1 --threads 1 --checkpoint-dir ", checkpoints);
+  BinaryRun first = RunBinary("grail-kge-train", common + " --epochs 1");
+  ASSERT_EQ(first.exit_code, 0) << first.all();
+  EXPECT_THAT(first.all(), HasSubstr("rotate, dim 8"));
+  EXPECT_THAT(first.all(), HasSubstr("epoch 1/1  loss"));
+  EXPECT_THAT(first.all(), HasSubstr("valid_mrr"));
+  BinaryRun resumed = RunBinary("grail-kge-train", common + " --epochs 2 --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.all();
+  EXPECT_THAT(resumed.all(), HasSubstr("epoch 2/2"));
+  EXPECT_THAT(resumed.all(), Not(HasSubstr("epoch 1/2")));
+  absl::StatusOr<std::unique_ptr<KgeModel>> loaded = KgeModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->config().kind, KgeKind::kRotatE);
+  EXPECT_THAT((*loaded)->training_fingerprint(), HasSubstr("fnv1a64:"));
+  // --valid's entities are in the vocabulary even where no training fact has them.
+  std::set<std::string> entities;
+  for (const std::string& path : {Path("train", "graph.txt"), Path("train", "held.txt")}) {
+    const std::vector<NamedTriple> facts = *ReadTripleFile(path);
+    for (const NamedTriple& f : facts) entities.insert({f.head, f.tail});
+  }
+  EXPECT_EQ((*loaded)->num_entities(), entities.size());
+
+  BinaryRun eval = RunBinary(
+      "grail-eval", absl::StrCat("--model ", model, " --graph ", Path("train", "graph.txt"),
+                                 " --test ", Path("train", "held.txt"), " --seed 3"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(),
+              MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*\"n\":30,\"full_mrr\":[01]\\.[0-9]+,.*"));
+  BinaryRun unseen =
+      RunBinary("grail-eval", absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                           " --test ", Path("ind", "held.txt")));
+  EXPECT_EQ(unseen.exit_code, 1);
+  EXPECT_THAT(unseen.err, HasSubstr("scores only the entities it was trained with"));
+  BinaryRun bad = RunBinary(
+      "grail-kge-train",
+      absl::StrCat("--model conve --train ", Path("train", "graph.txt"), " --out ", model));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("transe, distmult, complex or rotate"));
+}
+
+// grail-fuse fits late fusion on validation facts and writes one archive; grail-eval scores
+// with it on the GraIL protocol. --kge may be repeated.
+TEST_F(TrainEvalCommandTest, GrailFuseWritesAFusedArchiveThatGrailEvalScoresWith) {
+  const std::string grail = Path("model", "fuse_grail.pt");
+  const std::string kge = Path("model", "fuse_kge.pt");
+  const std::string fused = Path("model", "fused.pt");
+  const std::string graph = Path("train", "graph.txt");
+  const std::string held = Path("train", "held.txt");
+  ASSERT_EQ(RunBinary("grail-train", absl::StrCat("--train ", graph, " --out ", grail,
+                                                  " --epochs 1 --hops 2 --threads 1"))
+                .exit_code,
+            0);
+  ASSERT_EQ(RunBinary("grail-kge-train",
+                      absl::StrCat("--model distmult --train ", graph, " --valid ", held, " --out ",
+                                   kge, " --dim 8 --negatives 8 --batch-size 64 --epochs 2"))
+                .exit_code,
+            0);
+  BinaryRun fuse = RunBinary(
+      "grail-fuse", absl::StrCat("--grail ", grail, " --kge ", kge, " --kge=", kge, " --graph ",
+                                 graph, " --valid ", held, " --out ", fused, " --threads 1"));
+  ASSERT_EQ(fuse.exit_code, 0) << fuse.all();
+  EXPECT_THAT(fuse.err, HasSubstr("30 validation facts, 30 known to every KGE model"));
+  EXPECT_THAT(fuse.err, HasSubstr("fused weights:"));
+  absl::StatusOr<std::unique_ptr<FusedModel>> loaded = FusedModel::Load(fused);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->kge().size(), 2u);
+
+  BinaryRun eval = RunBinary("grail-eval", absl::StrCat("--model ", fused, " --graph ", graph,
+                                                        " --test ", held, " --threads 1"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  EXPECT_THAT(eval.err, HasSubstr("scores fused"));
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*\"n\":30\\}"));
+  EXPECT_EQ(RunBinary("grail-fuse", absl::StrCat("--grail ", grail, " --graph ", graph, " --valid ",
+                                                 held, " --out ", fused))
+                .exit_code,
+            2);
+}
+
+// Early fusion (the paper's GraIL++): grail-train --node-features concatenates a KGE model's
+// entity embeddings to the labels; the archive carries them, and grail-eval and grail-fuse
+// score with them on a graph with entities the KGE model does not know.
+TEST_F(TrainEvalCommandTest, EarlyFusionTrainsOnAKgeModelsEmbeddingsAndEvaluates) {
+  const std::string kge = Path("model", "early_kge.pt");
+  const std::string model = Path("model", "early.pt");
+  const std::string graph = Path("train", "graph.txt");
+  const std::string held = Path("train", "held.txt");
+  ASSERT_EQ(RunBinary("grail-kge-train",
+                      absl::StrCat("--model transe --train ", graph, " --out ", kge,
+                                   " --dim 6 --negatives 8 --batch-size 64 --epochs 1"))
+                .exit_code,
+            0);
+  BinaryRun train =
+      RunBinary("grail-train", absl::StrCat("--train ", graph, " --valid ", held, " --out ", model,
+                                            " --node-features ", kge,
+                                            " --epochs 1 --hops 2 --threads 1 --eval-every 1"));
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.err, HasSubstr(" entities, 6 numbers each"));
+  absl::StatusOr<std::unique_ptr<GrailModel>> loaded = GrailModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->config().node_feature_dim, 6);
+  absl::StatusOr<std::unique_ptr<KgeModel>> embeddings = KgeModel::Load(kge);
+  ASSERT_TRUE(embeddings.ok()) << embeddings.status();
+  EXPECT_EQ((*loaded)->node_feature_entities(), (*embeddings)->entities());
+
+  // The other graph's entities have no embeddings: zeros and the flag bit.
+  BinaryRun eval =
+      RunBinary("grail-eval", absl::StrCat("--model ", model, " --graph ", Path("ind", "graph.txt"),
+                                           " --test ", Path("ind", "held.txt"), " --threads 1"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*\"n\":[0-9]+\\}"));
+
+  // Late fusion over an early-fused GraIL model.
+  BinaryRun fuse = RunBinary(
+      "grail-fuse", absl::StrCat("--grail ", model, " --kge ", kge, " --graph ", graph, " --valid ",
+                                 held, " --out ", Path("model", "early_fused.pt"), " --threads 1"));
+  EXPECT_EQ(fuse.exit_code, 0) << fuse.all();
+
+  // The path family has no node features.
+  BinaryRun path = RunBinary(
+      "grail-train", absl::StrCat("--family path --train ", graph, " --out ",
+                                  Path("model", "early_path.pt"), " --node-features ", kge));
+  EXPECT_EQ(path.exit_code, 2);
+  EXPECT_THAT(path.err, HasSubstr("--node-features"));
+}
+
+TEST_F(TrainEvalCommandTest, MissingFlagsAreUsageErrorsAndBadFilesNameThemselves) {
+  EXPECT_EQ(RunBinary("grail-train", "--train x.txt").exit_code, 2);
+  EXPECT_EQ(RunBinary("grail-eval", "--model m.pt").exit_code, 2);
+  BinaryRun missing =
+      RunBinary("grail-train", "--train /nonexistent/train.txt --out " + Path("model", "never.pt"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.all(), HasSubstr("/nonexistent/train.txt"));
+  BinaryRun bad_model = RunBinary(
+      "grail-eval", absl::StrCat("--model /nonexistent/m.pt --graph ", Path("ind", "graph.txt"),
+                                 " --test ", Path("ind", "held.txt")));
+  EXPECT_EQ(bad_model.exit_code, 1);
+  EXPECT_THAT(bad_model.all(), HasSubstr("/nonexistent/m.pt"));
+}
+
+}  // namespace
+}  // namespace grail

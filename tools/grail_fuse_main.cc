@@ -1,0 +1,125 @@
+// grail-fuse: late fusion of a GraIL model with KGE models (the GraIL paper's ensembles):
+// fits a linear classifier over their scores on validation facts against negatives, and
+// writes one archive that grail-eval scores with.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
+#include "common/command_line.h"
+#include "graph/model_graph.h"
+#include "graph/triple_file.h"
+#include "model/core/runtime.h"
+#include "model/fusion/fused_model.h"
+#include "train/fusion_trainer.h"
+
+ABSL_FLAG(std::string, grail, "", "the GraIL model (grail-train's archive)");
+ABSL_FLAG(std::string, kge, "",
+          "a KGE model (grail-kge-train's archive); repeat the flag or separate archives with "
+          "commas for several");
+ABSL_FLAG(std::string, graph, "", "the graph GraIL reasons over (triple file)");
+ABSL_FLAG(std::string, valid, "", "validation facts (triple file), not in --graph");
+ABSL_FLAG(std::string, out, "", "where to write the fused archive (.pt)");
+ABSL_FLAG(uint64_t, seed, 0, "seed of the validation facts' negatives");
+ABSL_FLAG(int, threads, 2, "GraIL's scoring workers");
+
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "%s\n", status.ToString().c_str());
+  return 1;
+}
+
+// Every --kge value: the flag may be repeated (Abseil keeps only the last) and hold lists.
+std::vector<std::string> KgePaths(int argc, char** argv) {
+  std::vector<std::string> paths;
+  auto add = [&paths](absl::string_view list) {
+    for (absl::string_view p : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+      paths.emplace_back(p);
+    }
+  };
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--kge" && i + 1 < argc) {
+      add(argv[++i]);
+    } else if (absl::StartsWith(arg, "--kge=")) {
+      add(arg.substr(6));
+    }
+  }
+  return paths;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "grail-fuse --grail G.pt --kge K.pt [--kge K2.pt ...] --graph FILE --valid FILE --out F.pt\n"
+      "  [--seed S] [--threads T]");
+  const std::vector<std::string> kge_paths = KgePaths(argc, argv);
+  grail::ParseCommandLine(argc, argv);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (absl::GetFlag(FLAGS_grail).empty() || kge_paths.empty() ||
+      absl::GetFlag(FLAGS_graph).empty() || absl::GetFlag(FLAGS_valid).empty() || out.empty()) {
+    std::fprintf(stderr,
+                 "grail-fuse needs --grail, --kge, --graph, --valid and --out (see --help)\n");
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<grail::GrailModel>> grail_model =
+      grail::GrailModel::Load(absl::GetFlag(FLAGS_grail));
+  if (!grail_model.ok()) return Fail(grail_model.status());
+  std::vector<std::unique_ptr<grail::KgeModel>> members;
+  for (const std::string& path : kge_paths) {
+    absl::StatusOr<std::unique_ptr<grail::KgeModel>> member = grail::KgeModel::Load(path);
+    if (!member.ok()) return Fail(member.status());
+    members.push_back(*std::move(member));
+  }
+  absl::StatusOr<std::vector<grail::NamedTriple>> graph_facts =
+      grail::ReadTripleFile(absl::GetFlag(FLAGS_graph));
+  if (!graph_facts.ok()) return Fail(graph_facts.status());
+  absl::StatusOr<std::vector<grail::NamedTriple>> valid_facts =
+      grail::ReadTripleFile(absl::GetFlag(FLAGS_valid));
+  if (!valid_facts.ok()) return Fail(valid_facts.status());
+
+  // As grail-eval indexes the graph: GraIL's relations first, so its ids are the model's.
+  const grail::ModelGraph indexed(*graph_facts, (*grail_model)->relations());
+  const std::vector<grail::Triple> valid = indexed.NewFacts(*valid_facts);
+
+  const size_t count = members.size();
+  grail::LinearFusion unfitted_fused{std::vector<double>(1 + count, 0.0), 0};
+  grail::LinearFusion unfitted_grail{{0.0}, 0};
+  absl::StatusOr<std::unique_ptr<grail::FusedModel>> fused = grail::FusedModel::Create(
+      *std::move(grail_model), std::move(members), unfitted_fused, unfitted_grail);
+  if (!fused.ok()) return Fail(fused.status());
+  const grail::FusionVocabulary vocabulary =
+      (*fused)->MapVocabulary(indexed.indexed.entities.names(), indexed.indexed.relations.names());
+  grail::GrailScoringOptions scoring;
+  scoring.threads = absl::GetFlag(FLAGS_threads);
+  // Early fusion: a GraIL model with node features reads each graph entity's row.
+  const std::vector<int32_t> feature_rows =
+      (*fused)->grail().NodeFeatureRows(indexed.indexed.entities.names());
+  scoring.node_feature_rows = &feature_rows;
+  grail::SetComputeThreads(1);
+  absl::StatusOr<grail::FusionFit> fit =
+      grail::FitFusion(**fused, indexed.graph, indexed.relations, vocabulary, valid,
+                       absl::GetFlag(FLAGS_seed), scoring);
+  if (!fit.ok()) return Fail(fit.status());
+  if (absl::Status s = (*fused)->SetClassifiers(fit->fused, fit->grail_only); !s.ok()) {
+    return Fail(s);
+  }
+  std::fprintf(stderr, "grail-fuse: %lld validation facts, %lld known to every KGE model\n",
+               static_cast<long long>(fit->facts), static_cast<long long>(fit->fused_facts));
+  std::fprintf(stderr, "  valid AUC-PR: GraIL %.4f", fit->member_auc_pr[0]);
+  for (size_t m = 0; m < count; ++m) {
+    std::fprintf(stderr, ", %s %.4f", kge_paths[m].c_str(), fit->member_auc_pr[1 + m]);
+  }
+  std::fprintf(stderr, ", fused %.4f\n  fused weights:", fit->fused_auc_pr);
+  for (double w : fit->fused.weights) std::fprintf(stderr, " %.6g", w);
+  std::fprintf(stderr, ", bias %.6g; GraIL alone: weight %.6g, bias %.6g\n", fit->fused.bias,
+               fit->grail_only.weights[0], fit->grail_only.bias);
+  if (absl::Status saved = (*fused)->Save(out); !saved.ok()) return Fail(saved);
+  std::fprintf(stderr, "saved %s\n", out.c_str());
+  return 0;
+}

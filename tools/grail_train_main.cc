@@ -1,0 +1,361 @@
+// grail-train: trains GraIL on a triple file and exports the TorchScript model.
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "common/command_line.h"
+#include "graph/triple_file.h"
+#include "model/core/blas_kernels.h"
+#include "model/core/runtime.h"
+#include "model/kge/kge_model.h"
+#include "tools/training_progress.h"
+#include "train/grail_trainer.h"
+#include "train/path_trainer.h"
+
+ABSL_FLAG(std::string, family, "grail",
+          "model family: grail (GraIL, enclosing subgraphs), path (path-based scorer that "
+          "ranks every entity in one pass) or ultra (fine-tune an ULTRA archive given by "
+          "--init; see README)");
+ABSL_FLAG(std::string, train, "", "training graph (triple file); its facts are the positives");
+ABSL_FLAG(std::string, valid, "", "validation facts (triple file), scored for AUC-PR");
+ABSL_FLAG(std::string, out, "", "where to write the model (TorchScript archive, .pt)");
+ABSL_FLAG(std::string, init, "",
+          "path and ultra families: start from this archive (its network and parameters; the "
+          "network's flags are ignored), e.g. an ULTRA archive to fine-tune");
+ABSL_FLAG(int, epochs, 0, "training epochs (0: the family's default, grail 50, path 20)");
+ABSL_FLAG(uint64_t, seed, 0, "seed for initialisation, negatives and order");
+ABSL_FLAG(int, hops, 3, "k: subgraph radius and label range");
+ABSL_FLAG(int, max_nodes_per_hop, 0, "cap on newly reached nodes per hop (0: none)");
+ABSL_FLAG(int, threads, 2, "threads: one extracts subgraphs, the rest compute");
+ABSL_FLAG(bool, no_attention, false, "ablation: no edge attention");
+ABSL_FLAG(bool, no_labels, false, "ablation: constant node labels (1, 1)");
+ABSL_FLAG(bool, no_enclosing, false, "ablation: k-hop union instead of the enclosing subgraph");
+ABSL_FLAG(bool, exclude_target_edge, false,
+          "extract each positive's subgraph without the fact itself (re-added as target edge)");
+ABSL_FLAG(int, batch_size, 0,
+          "positives per step for grail, queries per step for path (0: the family's default, "
+          "grail 16, path 32)");
+ABSL_FLAG(double, lr, 0, "Adam learning rate (0: the family's default, grail 0.01, path 5e-3)");
+ABSL_FLAG(double, l2, 5e-4, "L2 weight decay");
+ABSL_FLAG(double, margin, 10, "margin of the ranking loss");
+ABSL_FLAG(double, clip, 1000, "gradient-norm clip (0: none, as the reference code)");
+ABSL_FLAG(int, eval_every, 0,
+          "epochs between valid evaluations (0: the family's default, grail 3, path 1)");
+ABSL_FLAG(int64_t, eval_every_steps, 0,
+          "GraIL: validate every N training steps of the run instead of every --eval-every "
+          "epochs (the reference code: 455)");
+ABSL_FLAG(std::string, select_metric, "auc_pr",
+          "GraIL: the validation figure that picks the best model, auc_pr or auc_roc (the "
+          "reference code: auc_roc)");
+ABSL_FLAG(bool, dropout_off_after_eval, false,
+          "GraIL: after a validation, train the rest of the epoch without edge dropout (as the "
+          "reference code does)");
+ABSL_FLAG(bool, fixed_negatives, false,
+          "GraIL: draw each positive's negative once and reuse it every epoch (as the reference "
+          "code does)");
+ABSL_FLAG(int, layers, 0, "GNN layers (0: the family's default, grail 3, path 6)");
+ABSL_FLAG(int, dim, 32, "hidden size of every layer");
+ABSL_FLAG(int, bases, 4, "R-GCN bases");
+ABSL_FLAG(double, edge_dropout, 0.5, "edge dropout at training time");
+ABSL_FLAG(bool, zero_without_in_edges, false,
+          "a node with no in-edge in its subgraph has state 0 (the reference code's DGL "
+          "behaviour) instead of ReLU(W_self h)");
+ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
+ABSL_FLAG(std::string, node_features, "",
+          "GraIL: early fusion (the paper's GraIL++): concatenate this KGE model's entity "
+          "embeddings (grail-kge-train's archive) to every node's labels, with zeros and a flag "
+          "bit for an entity it has none for; the archive carries them");
+ABSL_FLAG(bool, pna, false, "path family: PNA aggregation instead of the sum");
+ABSL_FLAG(bool, free_relations, false,
+          "path family: one learnt vector per relation instead of vectors computed from the "
+          "query relation");
+ABSL_FLAG(int, negatives, 32, "path family: negatives per query");
+ABSL_FLAG(bool, reach_mask, true,
+          "path family: entities no path of the model's length reaches keep state 0 and share "
+          "one score, so a query touches only its source's neighbourhood (false: every entity "
+          "is updated at every layer and scored on its own, as NBFNet does; a query then runs "
+          "over the whole graph)");
+ABSL_FLAG(bool, reach_feature, false,
+          "path family: the scoring MLP also reads whether a path of the model's length from "
+          "the query's source reaches the entity, so an unreached entity's own prior cannot "
+          "outrank reached ones unless training says so (meant for --reach-mask=false)");
+ABSL_FLAG(int, detached_walks, 0,
+          "path family: add this many detached copies of short walks (components of 2 to 4 "
+          "entities) per relation to the message graph, their entities drawn as negatives only, "
+          "so that a model without the reach mask sees entities no query reaches in small "
+          "components (meant for --reach-mask=false; 0: none)");
+ABSL_FLAG(double, adversarial_temperature, 0,
+          "path family: self-adversarial weighting of the negatives at this temperature (0: "
+          "uniform weights)");
+ABSL_FLAG(bool, remove_one_hop, true,
+          "path family: leave every fact between a query's source and its answer or negatives "
+          "out of its message graph (false: only the predicted fact)");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "write a checkpoint after every epoch (and, with --checkpoint-every-steps, within one) "
+          "into this directory");
+ABSL_FLAG(int, checkpoint_every_steps, 0,
+          "path family: also checkpoint every N steps within an epoch (0: at epochs' ends only), "
+          "so a run killed in a long epoch resumes from its last N steps");
+ABSL_FLAG(bool, resume, false,
+          "continue from the checkpoint in --checkpoint-dir (if it holds one); the run's data "
+          "and options must be the checkpoint's");
+ABSL_FLAG(std::string, plot, "",
+          "after training, draw loss and valid AUC-PR per epoch into this PNG (gnuplot)");
+ABSL_FLAG(int64_t, max_steps, 0,
+          "path family: stop after this many training steps, without validation, and write the "
+          "model as it is (0: train every epoch); for measuring a step");
+ABSL_FLAG(std::string, message_passing, "fused",
+          "path family: fused (the fused operator, one graph per batch where cheaper) or "
+          "per-edge (every message materialised, one graph per query: the formulation before "
+          "the operator, for comparison)");
+ABSL_FLAG(bool, progress, true,
+          "on a terminal, a progress bar with steps/s and ETA within each epoch (plain epoch "
+          "lines when stderr is not a terminal)");
+
+int main(int argc, char** argv) {
+  grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
+  absl::SetProgramUsageMessage(
+      "grail-train --train FILE --valid FILE --out MODEL.pt [--family grail|path] [--epochs N]\n"
+      "  [--seed S] [--threads T]\n"
+      "  GraIL: [--hops K] [--no-attention] [--no-labels] [--no-enclosing] "
+      "[--exclude-target-edge]\n"
+      "         the reference code's schedule: [--eval-every-steps 455] [--select-metric auc_roc]\n"
+      "         [--clip 0] [--dropout-off-after-eval] [--fixed-negatives]\n"
+      "  path:  [--layers 6] [--pna] [--negatives 32] [--adversarial-temperature T]\n"
+      "         [--reach-mask=false [--reach-feature] [--detached-walks N]]\n"
+      "  either: [--checkpoint-dir DIR [--resume]]; path: [--checkpoint-every-steps N]");
+  // Whether --remove-one-hop was given at all (ULTRA's default differs from the path family's).
+  bool remove_one_hop_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    for (const char* name :
+         {"--remove-one-hop", "--remove_one_hop", "--noremove-one-hop", "--noremove_one_hop"}) {
+      if (arg.rfind(name, 0) == 0) remove_one_hop_given = true;
+    }
+  }
+  grail::ParseCommandLine(argc, argv);
+  grail::KeepFreedMemoryForReuse();
+  const std::string train_path = absl::GetFlag(FLAGS_train);
+  const std::string valid_path = absl::GetFlag(FLAGS_valid);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (train_path.empty() || out.empty()) {
+    std::fprintf(stderr, "grail-train needs --train and --out (see --help)\n");
+    return 2;
+  }
+  absl::StatusOr<std::vector<grail::NamedTriple>> train = grail::ReadTripleFile(train_path);
+  if (!train.ok()) {
+    std::fprintf(stderr, "%s\n", train.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<grail::NamedTriple> valid;
+  if (!valid_path.empty()) {
+    absl::StatusOr<std::vector<grail::NamedTriple>> read = grail::ReadTripleFile(valid_path);
+    if (!read.ok()) {
+      std::fprintf(stderr, "%s\n", read.status().ToString().c_str());
+      return 1;
+    }
+    valid = *std::move(read);
+  }
+  grail::IndexedTriples indexed;
+  grail::IndexTriples(*train, &indexed);
+
+  const std::string family = absl::GetFlag(FLAGS_family);
+  if (family != "grail" && family != "path" && family != "ultra") {
+    std::fprintf(stderr, "--family must be grail, path or ultra, got '%s'\n", family.c_str());
+    return 2;
+  }
+  // ULTRA is fine-tuned from an archive (grail-tools import-ultra), with the path family's
+  // trainer; --init starts either path-based family from an archive.
+  const bool ultra = family == "ultra";
+  const bool path_family = family == "path" || ultra;
+  const std::string init = absl::GetFlag(FLAGS_init);
+  if (ultra && init.empty()) {
+    std::fprintf(stderr,
+                 "--family ultra fine-tunes an archive: pass --init MODEL.pt (grail-tools "
+                 "import-ultra makes one from a released checkpoint)\n");
+    return 2;
+  }
+  if (!init.empty() && !path_family) {
+    std::fprintf(stderr, "--init is an option of the path and ultra families\n");
+    return 2;
+  }
+  // A flag left at 0 takes its family's default (ULTRA's: its fine-tuning recipe).
+  auto or_default = [path_family, ultra](auto value, auto grail, auto path,
+                                         decltype(value) ultra_default = 0) {
+    return value != 0                    ? value
+           : ultra && ultra_default != 0 ? ultra_default
+           : path_family                 ? path
+                                         : grail;
+  };
+  const int epochs = or_default(absl::GetFlag(FLAGS_epochs), 50, 20, 1);
+  if (!absl::GetFlag(FLAGS_plot).empty()) {
+    if (absl::Status s = grail::CheckPlotter(); !s.ok()) {  // before hours of training
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
+  std::fprintf(stderr,
+               "grail-train: %s family; %u entities, %u relations, %zu facts; %zu valid facts; "
+               "seed %llu\n",
+               family.c_str(), indexed.entities.size(), indexed.relations.size(),
+               indexed.triples.size(), valid.size(),
+               static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)));
+  const bool bar = absl::GetFlag(FLAGS_progress) && isatty(fileno(stderr));
+  grail::ProgressBar progress(stderr, epochs);
+  std::vector<grail::EpochReport> history;
+  auto report = [&](const grail::EpochReport& r) {
+    progress.Clear();
+    history.push_back(r);
+    std::fprintf(stderr, "%s\n", grail::EpochLine(r, epochs).c_str());
+  };
+  std::function<void(const grail::StepReport&)> step;
+  if (bar) step = [&progress](const grail::StepReport& s) { progress.Step(s); };
+
+  // Either family's trained model gets the training facts' fingerprint and is saved.
+  int64_t parameters = 0;
+  auto fingerprint_and_save = [&](auto& model) {
+    model.set_training_fingerprint(grail::FingerprintFacts(*train));
+    parameters = model.num_parameters();
+    return model.Save(out);
+  };
+  auto fail = [](const absl::Status& status) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    return 1;
+  };
+  const std::string select_metric = absl::GetFlag(FLAGS_select_metric);
+  if (select_metric != "auc_pr" && select_metric != "auc_roc") {
+    std::fprintf(stderr, "--select-metric must be auc_pr or auc_roc, got '%s'\n",
+                 select_metric.c_str());
+    return 2;
+  }
+  if (path_family &&
+      (absl::GetFlag(FLAGS_eval_every_steps) != 0 || select_metric != "auc_pr" ||
+       absl::GetFlag(FLAGS_dropout_off_after_eval) || absl::GetFlag(FLAGS_fixed_negatives) ||
+       !absl::GetFlag(FLAGS_node_features).empty())) {
+    std::fprintf(stderr,
+                 "--eval-every-steps, --select-metric, --dropout-off-after-eval, "
+                 "--fixed-negatives and --node-features are options of the GraIL family\n");
+    return 2;
+  }
+  if (!path_family &&
+      (absl::GetFlag(FLAGS_checkpoint_every_steps) != 0 || absl::GetFlag(FLAGS_max_steps) != 0 ||
+       absl::GetFlag(FLAGS_message_passing) != "fused")) {
+    std::fprintf(stderr,
+                 "--checkpoint-every-steps, --max-steps and --message-passing are options of the "
+                 "path family\n");
+    return 2;
+  }
+  absl::Status saved;
+  if (path_family) {
+    grail::PathTrainOptions options;
+    options.model.num_layers = or_default(absl::GetFlag(FLAGS_layers), 3, 6);
+    options.model.dim = absl::GetFlag(FLAGS_dim);
+    options.model.pna = absl::GetFlag(FLAGS_pna);
+    options.model.dependent = !absl::GetFlag(FLAGS_free_relations);
+    options.model.reach_mask = absl::GetFlag(FLAGS_reach_mask);
+    options.model.reach_feature = absl::GetFlag(FLAGS_reach_feature);
+    options.epochs = epochs;
+    options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32, 16);
+    options.negatives = absl::GetFlag(FLAGS_negatives);
+    options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3, 5e-4);
+    options.adversarial_temperature =
+        or_default(absl::GetFlag(FLAGS_adversarial_temperature), 0.0, 0.0, 1.0);
+    // ULTRA's trainer leaves out only the predicted fact, not every fact of its two entities.
+    options.remove_one_hop =
+        ultra && !remove_one_hop_given ? false : absl::GetFlag(FLAGS_remove_one_hop);
+    options.init = init;
+    options.detached_walks = absl::GetFlag(FLAGS_detached_walks);
+    options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
+    options.seed = absl::GetFlag(FLAGS_seed);
+    options.threads = absl::GetFlag(FLAGS_threads);
+    options.device = absl::GetFlag(FLAGS_device);
+    options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+    options.resume = absl::GetFlag(FLAGS_resume);
+    options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+    options.max_steps = absl::GetFlag(FLAGS_max_steps);
+    const std::string message_passing = absl::GetFlag(FLAGS_message_passing);
+    if (message_passing != "fused" && message_passing != "per-edge") {
+      std::fprintf(stderr, "--message-passing must be fused or per-edge, got '%s'\n",
+                   message_passing.c_str());
+      return 2;
+    }
+    options.model.message_passing = message_passing == "fused"
+                                        ? grail::PathMessagePassing::kFused
+                                        : grail::PathMessagePassing::kPerEdge;
+    absl::StatusOr<std::unique_ptr<grail::PathModel>> model =
+        grail::TrainPath(indexed, valid, options, report, step);
+    if (!model.ok()) return fail(model.status());
+    saved = fingerprint_and_save(**model);
+  } else {
+    grail::GrailTrainOptions options;
+    options.model.hops = absl::GetFlag(FLAGS_hops);
+    options.model.max_nodes_per_hop = absl::GetFlag(FLAGS_max_nodes_per_hop);
+    options.model.enclosing = !absl::GetFlag(FLAGS_no_enclosing);
+    options.model.node_labels = !absl::GetFlag(FLAGS_no_labels);
+    options.model.attention = !absl::GetFlag(FLAGS_no_attention);
+    options.model.num_layers = or_default(absl::GetFlag(FLAGS_layers), 3, 6);
+    options.model.dim = absl::GetFlag(FLAGS_dim);
+    options.model.num_bases = absl::GetFlag(FLAGS_bases);
+    options.model.edge_dropout = absl::GetFlag(FLAGS_edge_dropout);
+    options.model.zero_without_in_edges = absl::GetFlag(FLAGS_zero_without_in_edges);
+    options.epochs = epochs;
+    options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32);
+    options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3);
+    options.l2 = absl::GetFlag(FLAGS_l2);
+    options.margin = absl::GetFlag(FLAGS_margin);
+    options.clip_norm = absl::GetFlag(FLAGS_clip);
+    options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
+    options.seed = absl::GetFlag(FLAGS_seed);
+    options.exclude_target_edge = absl::GetFlag(FLAGS_exclude_target_edge);
+    options.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
+    options.select_metric =
+        select_metric == "auc_roc" ? grail::SelectMetric::kAucRoc : grail::SelectMetric::kAucPr;
+    options.dropout_off_after_eval = absl::GetFlag(FLAGS_dropout_off_after_eval);
+    options.fixed_negatives = absl::GetFlag(FLAGS_fixed_negatives);
+    options.threads = absl::GetFlag(FLAGS_threads);
+    options.device = absl::GetFlag(FLAGS_device);
+    options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+    options.resume = absl::GetFlag(FLAGS_resume);
+    if (const std::string path = absl::GetFlag(FLAGS_node_features); !path.empty()) {
+      absl::StatusOr<std::unique_ptr<grail::KgeModel>> kge = grail::KgeModel::Load(path);
+      if (!kge.ok()) return fail(kge.status());
+      auto features = std::make_shared<grail::NodeFeatures>();
+      features->entities = (*kge)->entities();
+      features->dim = (*kge)->config().entity_width();
+      features->values.reserve(features->entities.size() * features->dim);
+      for (grail::EntityId e = 0; e < (*kge)->num_entities(); ++e) {
+        const std::vector<float> row = (*kge)->EntityEmbedding(e);
+        features->values.insert(features->values.end(), row.begin(), row.end());
+      }
+      options.model.node_feature_dim = features->dim;
+      options.node_features = std::move(features);
+      std::fprintf(stderr, "grail-train: node features from %s: %zu entities, %d numbers each\n",
+                   path.c_str(), options.node_features->entities.size(),
+                   options.model.node_feature_dim);
+    }
+    absl::StatusOr<std::unique_ptr<grail::GrailModel>> model =
+        grail::TrainGrail(indexed, valid, options, report, step);
+    if (!model.ok()) return fail(model.status());
+    saved = fingerprint_and_save(**model);
+  }
+  if (!saved.ok()) {
+    std::fprintf(stderr, "%s\n", saved.ToString().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "saved %s (%lld parameters)\n", out.c_str(),
+               static_cast<long long>(parameters));
+  if (const std::string plot = absl::GetFlag(FLAGS_plot); !plot.empty()) {
+    if (absl::Status s = grail::PlotTraining(history, plot); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "plotted %s\n", plot.c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,353 @@
+#include "train/path_trainer.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <optional>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/seeded_random.h"
+#include "eval/path_evaluation.h"
+#include "graph/negative_sampling.h"
+#include "graph/static_graph.h"
+#include "model/core/runtime.h"
+#include "model/path/path_module.h"
+#include "train/training_checkpoint.h"
+
+namespace grail {
+namespace {
+
+absl::Status ValidateOptions(const PathTrainOptions& o) {
+  if (o.epochs < 1) return absl::InvalidArgumentError("epochs must be at least 1");
+  if (o.batch_size < 1) return absl::InvalidArgumentError("batch size must be at least 1");
+  if (o.negatives < 1) return absl::InvalidArgumentError("negatives must be at least 1");
+  if (o.eval_every < 1) return absl::InvalidArgumentError("eval_every must be at least 1");
+  if (!(o.learning_rate > 0)) return absl::InvalidArgumentError("learning rate must be > 0");
+  if (!(o.adversarial_temperature >= 0)) {
+    return absl::InvalidArgumentError("the adversarial temperature must be >= 0");
+  }
+  if (o.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
+  if (o.detached_walks < 0) return absl::InvalidArgumentError("detached walks must be >= 0");
+  if (o.max_steps < 0) return absl::InvalidArgumentError("max_steps must be >= 0");
+  if (o.resume && o.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("resume needs a checkpoint directory");
+  }
+  if (o.checkpoint_every_steps < 0) {
+    return absl::InvalidArgumentError("checkpoint_every_steps must be >= 0");
+  }
+  if (o.checkpoint_every_steps > 0 && o.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("checkpoints within an epoch need a checkpoint directory");
+  }
+  return absl::OkStatus();
+}
+
+// What identifies a run: a checkpoint of another run must not be resumed.
+std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprint) {
+  const PathConfig& c = o.model;
+  return absl::StrCat(
+      data_fingerprint, "|layers=", c.num_layers, "|dim=", c.dim, "|pna=", c.pna,
+      "|dependent=", c.dependent, "|layer_norm=", c.layer_norm, "|short_cut=", c.short_cut,
+      "|reach_mask=", c.reach_mask, "|reach_feature=", c.reach_feature, "|batch=", o.batch_size,
+      "|negatives=", o.negatives, "|lr=", o.learning_rate,
+      "|temperature=", o.adversarial_temperature, "|remove_one_hop=", o.remove_one_hop,
+      "|seed=", o.seed,
+      // Absent when off, so checkpoints from before the option still resume.
+      o.detached_walks > 0 ? absl::StrCat("|detached_walks=", o.detached_walks) : std::string(),
+      o.init.empty() ? std::string() : absl::StrCat("|init=", o.init));
+}
+
+}  // namespace
+
+std::vector<Triple> DetachedWalkCopies(const StaticGraph& graph, int copies_per_relation,
+                                       uint64_t seed) {
+  std::vector<std::vector<Triple>> by_relation(graph.num_relations());
+  for (const Triple& t : graph.Facts()) by_relation[t.relation].push_back(t);
+  SeededRandom random(seed);
+  std::vector<Triple> copies;
+  EntityId next = graph.num_entities();
+  for (const std::vector<Triple>& facts : by_relation) {
+    if (facts.empty()) continue;
+    for (int k = 0; k < copies_per_relation; ++k) {
+      std::vector<Triple> walk = {facts[random.Uniform(facts.size())]};
+      std::vector<EntityId> entities = {walk[0].head, walk[0].tail};
+      for (int step = 1; step < 1 + k % 3; ++step) {
+        const EntityId e = entities[random.Uniform(entities.size())];
+        const absl::Span<const Neighbor> out = graph.OutEdges(e), in = graph.InEdges(e);
+        const uint64_t pick = random.Uniform(out.size() + in.size());  // e has walk[0] or more
+        const Triple t = pick < out.size() ? Triple{e, out[pick].relation, out[pick].entity}
+                                           : Triple{in[pick - out.size()].entity,
+                                                    in[pick - out.size()].relation, e};
+        if (std::find(walk.begin(), walk.end(), t) != walk.end()) continue;
+        walk.push_back(t);
+        for (EntityId v : {t.head, t.tail}) {
+          if (std::find(entities.begin(), entities.end(), v) == entities.end()) {
+            entities.push_back(v);
+          }
+        }
+      }
+      // entities[i] becomes next + i: the copy shares no entity with the graph or other copies.
+      auto fresh = [&](EntityId v) {
+        return next + static_cast<EntityId>(std::find(entities.begin(), entities.end(), v) -
+                                            entities.begin());
+      };
+      for (const Triple& t : walk) copies.push_back({fresh(t.head), t.relation, fresh(t.tail)});
+      next += static_cast<EntityId>(entities.size());
+    }
+  }
+  return copies;
+}
+
+double MeanLogDegree(const IndexedTriples& graph) {
+  std::vector<uint32_t> degree(graph.entities.size(), 0);
+  for (const Triple& t : graph.triples) {
+    ++degree[t.head];
+    ++degree[t.tail];
+  }
+  double sum = 0;
+  for (uint32_t d : degree) sum += std::log(static_cast<double>(d) + 1);
+  return degree.empty() ? 1.0 : std::max(1e-3, sum / static_cast<double>(degree.size()));
+}
+
+absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
+    const IndexedTriples& train, absl::Span<const NamedTriple> valid,
+    const PathTrainOptions& options, const std::function<void(const EpochReport&)>& on_epoch,
+    const std::function<void(const StepReport&)>& on_step) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  if (train.triples.empty()) return absl::InvalidArgumentError("no training facts");
+
+  const StaticGraph graph(train.entities.size(), train.triples);
+  std::vector<Triple> positives;
+  for (const Triple& t : graph.Facts()) {
+    if (t.head != t.tail) positives.push_back(t);
+  }
+  const std::vector<Triple> valid_facts = ValidationFacts(train, graph, valid);
+  // What a step passes messages over and draws negatives from: the graph, plus any detached
+  // copies (entities numbered after the graph's, so the positives and validation are as given).
+  std::optional<StaticGraph> with_copies;
+  if (options.detached_walks > 0) {
+    const std::vector<Triple> copies =
+        DetachedWalkCopies(graph, options.detached_walks, options.seed ^ 0x64657461636865ULL);
+    EntityId entities = graph.num_entities();
+    for (const Triple& t : copies) entities = std::max({entities, t.head + 1, t.tail + 1});
+    std::vector<Triple> facts = train.triples;  // repeats collapse in StaticGraph, as in `graph`
+    facts.insert(facts.end(), copies.begin(), copies.end());
+    with_copies.emplace(entities, facts);
+  }
+  const StaticGraph& message_graph = with_copies ? *with_copies : graph;
+
+  absl::StatusOr<std::unique_ptr<PathModel>> created;
+  if (!options.init.empty()) {
+    created = PathModel::Load(options.init, options.device);
+    if (created.ok() && !(*created)->open_vocabulary() &&
+        (*created)->relations() != train.relations.names()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.init, " has a relation vocabulary other than the training graph's (",
+          (*created)->num_relations(), " relations against ", train.relations.size(), ")"));
+    }
+  } else {
+    PathConfig config = options.model;
+    config.pna_delta = MeanLogDegree(train);
+    created = PathModel::Create(config, train.relations.names(), options.seed, options.device);
+  }
+  if (!created.ok()) return created.status();
+  std::unique_ptr<PathModel> model = *std::move(created);
+  const int32_t num_relations = model->NumRelations(message_graph);
+
+  SetComputeThreads(options.threads);
+  PathModule& path = model->module();
+  for (torch::Tensor p : path.module.parameters()) p.requires_grad_(true);  // a loaded archive's
+  std::vector<torch::Tensor> parameters;
+  for (const torch::Tensor& p : path.module.parameters()) parameters.push_back(p);
+  MrrTrainingRun run(std::move(parameters), options.learning_rate, options.seed,
+                     0x6e65676174697665ULL, options.checkpoint_dir,
+                     RunKey(options, TrainingDataFingerprint(train, valid_facts.size())));
+  if (options.resume) {
+    if (absl::Status s = run.Resume(); !s.ok()) return s;
+  }
+  torch::optim::Adam& optimizer = run.optimizer();
+  SeededRandom& negative_random = run.negative_random();
+
+  PathEvaluationOptions validation;
+  validation.sampled = false;
+  validation.full_ranking = true;
+  validation.scoring.batch_queries = options.batch_size;
+  // A step reads each query's answer and negatives only, so its pass may cover just what
+  // their scores depend on (a query with targets, model/path/path_batch.h): the same loss and
+  // gradients as over the source's whole neighbourhood, on far fewer entities where paths
+  // are sparse.
+  const RelationMap identity;
+  const PathNeighbourhoodSpec neighbourhood = model->Neighbourhood(&message_graph, &identity, 0);
+  PathBatchBuilder builder;
+  std::vector<uint32_t> order(positives.size());
+  EpochProgress resumed = run.position().within;  // of the first epoch this call runs
+  for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
+    EpochProgress progress = std::exchange(resumed, EpochProgress{});
+    const auto start = std::chrono::steady_clock::now() -
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(progress.seconds));
+    const SeededRandom order_at_start = run.order_random();
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    run.order_random().Shuffle(order);
+    double step_loss = 0;
+    // A step's input, made on the host: its queries' batch and where each candidate's score
+    // lies among the pass's outputs. The next step's is made on another thread while this one
+    // runs (on a GPU the host's part was most of a step); the inputs are made one after
+    // another in step order, drawing negatives from the one generator in turn, so the run is
+    // the same as when each is made just before its step.
+    struct StepInput {
+      absl::Status status;
+      PathBatch batch;
+      std::vector<int64_t> gather;
+      size_t end = 0;
+    };
+    const int64_t per_query = 1 + options.negatives;  // the answer, then the negatives
+    auto make_input = [&](size_t begin) {
+      StepInput in;
+      in.end = std::min(order.size(), begin + options.batch_size);
+      const size_t tails = begin + (in.end - begin + 1) / 2;  // the first half asks for tails
+      std::vector<PathQuery> queries;
+      std::vector<std::vector<EntityId>> candidate_lists;  // per query: answer, then negatives
+      for (size_t i = begin; i < in.end; ++i) {
+        const Triple& f = positives[order[i]];
+        const bool tail = i < tails;
+        PathQuery query;
+        query.source = tail ? f.head : f.tail;
+        query.relation = tail ? f.relation : f.relation + num_relations;
+        const EntityId answer = tail ? f.tail : f.head;
+        std::vector<EntityId> negatives =
+            SampleNonAnswers(message_graph, query.source, f.relation, !tail, answer,
+                             options.negatives, negative_random);
+        if (negatives.empty()) continue;  // every entity answers: nothing to contrast
+        for (size_t k = negatives.size(); k < static_cast<size_t>(options.negatives); ++k) {
+          negatives.push_back(negatives[k % negatives.size()]);  // rare: few non-answers
+        }
+        std::vector<EntityId> candidates = {answer};
+        candidates.insert(candidates.end(), negatives.begin(), negatives.end());
+        if (options.remove_one_hop) {
+          query.unlinked = negatives;
+          query.unlinked.push_back(answer);
+        } else {
+          query.hidden_fact = f;
+        }
+        if (options.candidates_only) {
+          query.targets = negatives;
+          query.targets.push_back(answer);
+        }
+        queries.push_back(std::move(query));
+        candidate_lists.push_back(std::move(candidates));
+      }
+      if (queries.empty()) return in;
+      in.status = builder.Build(neighbourhood, queries, &in.batch);
+      if (!in.status.ok()) return in;
+      for (int64_t q = 0; q < in.batch.num_queries(); ++q) {
+        for (EntityId e : candidate_lists[q]) in.gather.push_back(in.batch.NodeOf(q, e));
+      }
+      // Entities beyond a query's neighbourhood read its far score, after all node scores.
+      for (size_t k = 0; k < in.gather.size(); ++k) {
+        if (in.gather[k] < 0) {
+          in.gather[k] = in.batch.num_nodes() + static_cast<int64_t>(k) / per_query;
+        }
+      }
+      return in;
+    };
+    std::future<StepInput> next;
+    if (static_cast<size_t>(progress.next) < order.size()) {
+      next = std::async(std::launch::async, make_input, static_cast<size_t>(progress.next));
+    }
+    while (next.valid()) {
+      StepInput in = next.get();
+      if (!in.status.ok()) return in.status;
+      const size_t end = in.end;
+      // The generator as this step leaves it, before the next step's draws: what a checkpoint
+      // taken after this step holds.
+      const SeededRandom random_after_step = negative_random;
+      if (end < order.size()) next = std::async(std::launch::async, make_input, end);
+      if (in.gather.empty()) continue;
+      const PathBatch& batch = in.batch;
+      try {
+        auto [node, far] = PathForward(path, batch);
+        torch::Tensor logits =
+            torch::cat({node, far})
+                .index_select(0, torch::tensor(in.gather, torch::kInt64).to(node.device()))
+                .view({-1, per_query});
+        torch::Tensor target = torch::zeros_like(logits);
+        target.select(1, 0).fill_(1);
+        torch::Tensor loss =
+            torch::binary_cross_entropy_with_logits(logits, target, {}, {}, at::Reduction::None);
+        torch::Tensor weight = torch::ones_like(logits);
+        if (options.adversarial_temperature > 0) {
+          weight.slice(1, 1).copy_(
+              torch::softmax(logits.slice(1, 1).detach() / options.adversarial_temperature, 1));
+        } else {
+          weight.slice(1, 1).fill_(1.0 / options.negatives);
+        }
+        loss = ((loss * weight).sum(1) / weight.sum(1)).mean();
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+        const int64_t queries = batch.num_queries();
+        step_loss = loss.item<double>();
+        progress.loss += step_loss * static_cast<double>(queries);
+        progress.seen += queries;
+        ++progress.steps;
+        progress.next = static_cast<int64_t>(end);
+      } catch (const c10::Error& e) {
+        return absl::InternalError(
+            absl::StrCat("training step failed: ", e.what_without_backtrace()));
+      } catch (const std::exception& e) {  // the TorchScript interpreter's errors
+        return absl::InternalError(absl::StrCat("training step failed: ", e.what()));
+      }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (options.checkpoint_every_steps > 0 && end < order.size() &&
+          progress.steps % options.checkpoint_every_steps == 0) {
+        progress.seconds = seconds;
+        next.wait();  // the next input's draws are made: set them aside while saving
+        const SeededRandom ahead = std::exchange(negative_random, random_after_step);
+        const absl::Status s = run.CheckpointWithin(progress, order_at_start);
+        negative_random = ahead;
+        if (!s.ok()) return s;
+      }
+      if (options.max_steps > 0 && progress.steps >= options.max_steps) {
+        if (on_epoch) {
+          EpochReport report;
+          report.epoch = epoch;
+          report.positives = progress.seen;
+          report.loss = progress.loss / static_cast<double>(std::max<int64_t>(1, progress.seen));
+          report.seconds = seconds;
+          on_epoch(report);
+        }
+        return model;
+      }
+      if (on_step) {
+        StepReport step;
+        step.epoch = epoch;
+        step.positives_done = progress.seen;
+        step.positives_total = static_cast<int64_t>(positives.size());
+        step.steps_done = progress.steps;
+        step.loss = step_loss;
+        step.seconds = seconds;
+        on_step(step);
+      }
+    }
+    absl::StatusOr<EpochReport> report = run.EndEpoch(
+        epoch, options.epochs, options.eval_every, progress.steps, progress.seen, progress.loss,
+        valid_facts.size(),
+        [&] { return EvaluatePath(*model, graph, {}, valid_facts, validation); }, start);
+    if (!report.ok()) return report.status();
+    if (on_epoch) on_epoch(*report);
+  }
+  run.Finish();
+  return model;
+}
+
+}  // namespace grail
