@@ -11,31 +11,30 @@
 namespace grail {
 
 absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view device_name) {
-  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
-  if (!device.ok()) return device.status();
-  absl::StatusOr<torch::jit::Module> m = LoadModelArchive(path, *device);
-  if (!m.ok()) return m.status();
-  const std::string format = ArchiveFormat(*m);
+  absl::StatusOr<OpenedArchive> opened = OpenArchive(path, device_name);
+  if (!opened.ok()) return opened.status();
+  const std::string format = ArchiveFormat(opened->module);
   AnyModel any;
   if (format == kModelFormat) {
-    absl::StatusOr<std::unique_ptr<GrailModel>> grail = GrailModel::FromModule(
-        std::make_unique<GrailModule>(GrailModule{*std::move(m), *device}), path, device_name);
-    if (!grail.ok()) return grail.status();
-    any.grail = *std::move(grail);
+    absl::StatusOr<std::unique_ptr<GrailModel>> model =
+        ModelFromArchive<GrailModel, GrailModule>(*std::move(opened), path, device_name);
+    if (!model.ok()) return model.status();
+    any.grail = *std::move(model);
   } else if (format == kPathModelFormat || format == kPathModelFormatPerEdge ||
              format == kUltraModelFormat) {
-    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::FromModule(
-        std::make_unique<PathModule>(PathModule{*std::move(m), *device}), path, device_name);
+    absl::StatusOr<std::unique_ptr<PathModel>> model =
+        ModelFromArchive<PathModel, PathModule>(*std::move(opened), path, device_name);
     if (!model.ok()) return model.status();
     any.path = *std::move(model);
   } else if (format == kKgeModelFormat) {
-    absl::StatusOr<std::unique_ptr<KgeModel>> model = KgeModel::FromModule(
-        std::make_unique<KgeModule>(KgeModule{*std::move(m), *device}), path, device_name);
+    absl::StatusOr<std::unique_ptr<KgeModel>> model =
+        ModelFromArchive<KgeModel, KgeModule>(*std::move(opened), path, device_name);
     if (!model.ok()) return model.status();
     any.kge = *std::move(model);
   } else if (format == kFusedModelFormat) {
-    // Its members load as their families do; opened once more, whole.
-    absl::StatusOr<std::unique_ptr<FusedModel>> model = FusedModel::Load(path, device_name);
+    // Its members load as their families do.
+    absl::StatusOr<std::unique_ptr<FusedModel>> model =
+        FusedModel::FromArchive(*opened, path, device_name);
     if (!model.ok()) return model.status();
     any.fused = *std::move(model);
   } else {

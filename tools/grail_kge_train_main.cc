@@ -3,8 +3,10 @@
 // grail-eval reads like the other families'.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,9 +39,13 @@ ABSL_FLAG(int, batch_size, 512, "facts per step");
 ABSL_FLAG(int, negatives, 1024, "filtered negatives per fact");
 ABSL_FLAG(double, lr, 0, "Adam learning rate (0: the recipe's)");
 ABSL_FLAG(double, regularization, -1, "weight of the L3 penalty (-1: the recipe's)");
-ABSL_FLAG(double, adversarial_temperature, 0,
-          "self-adversarial weighting of the negatives, softmax(a * score) (0: off, as GraIL's "
-          "paper runs its baselines)");
+ABSL_FLAG(double, adversarial_alpha, 0,
+          "self-adversarial weighting of the negatives, softmax(alpha * score): RotatE's alpha "
+          "(0: off, as GraIL's paper runs its baselines)");
+// The old spelling, refused: grail-train's --adversarial-temperature T divides the scores
+// (softmax(score / T), NBFNet's), RotatE's alpha multiplies them; one name meant both.
+ABSL_FLAG(double, adversarial_temperature, std::numeric_limits<double>::quiet_NaN(),
+          "renamed: see --adversarial_alpha");
 ABSL_FLAG(bool, uniform_weight, false,
           "weigh every fact alike instead of the frequency subsampling weights");
 ABSL_FLAG(int, eval_every, 10, "epochs between validations (the last epoch is always one)");
@@ -69,6 +75,13 @@ int main(int argc, char** argv) {
       "  --out K.pt [--dim D] [--epochs N] [--seed S] [--threads T] [--entities-from FILE]\n"
       "  [--checkpoint-dir DIR [--resume]]");
   grail::ParseCommandLine(argc, argv);
+  if (!std::isnan(absl::GetFlag(FLAGS_adversarial_temperature))) {
+    std::fprintf(stderr,
+                 "grail-kge-train: --adversarial-temperature is now --adversarial-alpha A: "
+                 "softmax(A * score), RotatE's alpha (grail-train's --adversarial-temperature T "
+                 "divides instead: softmax(score / T))\n");
+    return 2;
+  }
   grail::KeepFreedMemoryForReuse();
   const std::string out = absl::GetFlag(FLAGS_out);
   if (absl::GetFlag(FLAGS_model).empty() || absl::GetFlag(FLAGS_train).empty() || out.empty()) {
@@ -120,7 +133,7 @@ int main(int argc, char** argv) {
                                : options.epochs / 2;
   options.batch_size = absl::GetFlag(FLAGS_batch_size);
   options.negatives = absl::GetFlag(FLAGS_negatives);
-  options.adversarial_temperature = absl::GetFlag(FLAGS_adversarial_temperature);
+  options.adversarial_alpha = absl::GetFlag(FLAGS_adversarial_alpha);
   options.subsampling = !absl::GetFlag(FLAGS_uniform_weight);
   options.eval_every = absl::GetFlag(FLAGS_eval_every);
   options.seed = absl::GetFlag(FLAGS_seed);

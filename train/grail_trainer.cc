@@ -18,6 +18,7 @@
 #include "model/grail/enclosing_subgraph.h"
 #include "model/grail/grail_module.h"
 #include "train/training_checkpoint.h"
+#include "train/training_run.h"
 
 namespace grail {
 namespace {
@@ -190,26 +191,18 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
   GrailModule& grail = model->module();
   std::vector<torch::Tensor> parameters;
   for (const torch::Tensor& p : grail.module.parameters()) parameters.push_back(p);
-  torch::optim::Adam optimizer(
-      parameters, torch::optim::AdamOptions(options.learning_rate).weight_decay(options.l2));
-
-  SeededRandom order_random(options.seed);
-  SeededRandom negative_random(MixBits(options.seed ^ 0x6e65676174697665ULL));
+  TrainingRun run(parameters,
+                  torch::optim::AdamOptions(options.learning_rate).weight_decay(options.l2),
+                  options.seed, 0x6e65676174697665ULL, options.checkpoint_dir,
+                  RunKey(options, train, valid_facts.size()));
+  if (options.resume) {
+    if (absl::Status s = run.Resume(); !s.ok()) return s;
+  }
+  torch::optim::Adam& optimizer = run.optimizer();
   std::vector<uint32_t> order(positives.size());
-  BestModel best(parameters);
   GrailScoringOptions scoring;
   scoring.threads = options.threads;
   scoring.node_feature_rows = &feature_rows;
-
-  TrainingPosition done;
-  const std::string run_key = RunKey(options, train, valid_facts.size());
-  const TrainingCheckpoint checkpoint(options.checkpoint_dir);
-  if (options.resume) {
-    absl::StatusOr<TrainingPosition> restored =
-        checkpoint.Restore(run_key, parameters, optimizer, best, order_random, negative_random);
-    if (!restored.ok()) return restored.status();
-    done = *restored;
-  }
   // Fixed negatives come from their own generator, drawn again on a resume: they are the
   // same every time.
   std::vector<std::optional<Triple>> fixed_negatives;
@@ -220,7 +213,8 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
   }
 
   // Validates the current parameters into `report` and offers them as the best; the same
-  // negatives at every validation, so validations compare on equal terms.
+  // negatives at every validation (their own generator, seeded options.seed + 1: none of the
+  // run's), so validations compare on equal terms and touch nothing training reads.
   auto validate = [&](bool scheduled, int64_t step, EpochReport& report) -> absl::Status {
     absl::StatusOr<ClassificationMetrics> metrics =
         valid_facts.empty()
@@ -231,22 +225,22 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
     v.step = step;
     v.auc_pr = metrics->auc_pr;
     v.auc_roc = metrics->auc_roc;
-    v.best = best.Offer(options.select_metric == SelectMetric::kAucRoc ? v.auc_roc : v.auc_pr,
-                        scheduled, parameters);
+    v.best =
+        run.Offer(options.select_metric == SelectMetric::kAucRoc ? v.auc_roc : v.auc_pr, scheduled);
     report.best = report.best || v.best;
     report.validations.push_back(v);
     return absl::OkStatus();
   };
 
-  for (int epoch = done.epoch + 1; epoch <= options.epochs; ++epoch) {
+  for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    order_random.Shuffle(order);
+    run.order_random().Shuffle(order);
 
     BatchQueue queue(/*capacity=*/8);
     std::thread producer(ProduceEpoch, std::cref(graph), std::cref(positives),
                          std::cref(fixed_negatives), std::cref(order), std::cref(options),
-                         std::cref(feature_rows), std::ref(negative_random), std::ref(queue));
+                         std::cref(feature_rows), std::ref(run.negative_random()), std::ref(queue));
     EpochReport report;
     report.epoch = epoch;
     double total_loss = 0;
@@ -270,7 +264,7 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
         total_loss += step_loss;
         seen += batch.positives;
         ++steps;
-        if (const int64_t run_steps = done.steps + steps;
+        if (const int64_t run_steps = run.position().steps + steps;
             options.eval_every_steps > 0 && run_steps % options.eval_every_steps == 0) {
           step_error = validate(/*scheduled=*/true, run_steps, report);
           if (options.dropout_off_after_eval) edge_dropout = false;
@@ -296,27 +290,22 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
     if (absl::Status s = queue.status(); !s.ok()) return s;
 
     report.positives = seen;
-    report.loss = seen > 0 ? total_loss / seen : 0;
-    if (options.eval_every_steps == 0 &&
-        (epoch % options.eval_every == 0 || epoch == options.epochs)) {
-      if (absl::Status s = validate(epoch % options.eval_every == 0, done.steps + steps, report);
-          !s.ok()) {
-        return s;
-      }
+    // A step schedule validates within epochs only; otherwise every eval_every epochs and
+    // after the last.
+    TrainingRun::Validation end_of_epoch;
+    if (options.eval_every_steps == 0) {
+      const int64_t run_steps = run.position().steps + steps;
+      end_of_epoch = [&validate, run_steps](EpochReport& r, bool scheduled) {
+        return validate(scheduled, run_steps, r);
+      };
     }
-    done = {epoch, done.steps + steps, {}};
-    if (!options.checkpoint_dir.empty()) {
-      if (absl::Status s = checkpoint.Write(done, run_key, parameters, optimizer, best,
-                                            order_random, negative_random);
-          !s.ok()) {
-        return s;
-      }
-    }
-    report.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (on_epoch) on_epoch(report);
+    absl::StatusOr<EpochReport> ended =
+        run.EndEpoch(std::move(report), options.epochs, options.eval_every, steps, total_loss,
+                     end_of_epoch, start);
+    if (!ended.ok()) return ended.status();
+    if (on_epoch) on_epoch(*ended);
   }
-  best.Apply(parameters);
+  run.Finish();
   return model;
 }
 

@@ -15,6 +15,7 @@
 #include "model/core/runtime.h"
 #include "model/kge/kge_module.h"
 #include "train/training_checkpoint.h"
+#include "train/training_run.h"
 
 namespace grail {
 namespace {
@@ -27,8 +28,8 @@ absl::Status ValidateOptions(const KgeTrainOptions& o) {
   if (o.lr_decay_epoch < 0) return absl::InvalidArgumentError("lr_decay_epoch must be >= 0");
   if (!(o.learning_rate > 0)) return absl::InvalidArgumentError("learning rate must be > 0");
   if (!(o.regularization >= 0)) return absl::InvalidArgumentError("regularization must be >= 0");
-  if (!(o.adversarial_temperature >= 0)) {
-    return absl::InvalidArgumentError("the adversarial temperature must be >= 0");
+  if (!(o.adversarial_alpha >= 0)) {
+    return absl::InvalidArgumentError("the adversarial alpha must be >= 0");
   }
   if (o.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
   if (o.resume && o.checkpoint_dir.empty()) {
@@ -39,11 +40,11 @@ absl::Status ValidateOptions(const KgeTrainOptions& o) {
 
 std::string RunKey(const KgeTrainOptions& o, const std::string& data_fingerprint) {
   const KgeConfig& c = o.model;
-  return absl::StrCat(
-      data_fingerprint, "|kge=", KgeKindName(c.kind), "|dim=", c.dim, "|gamma=", c.gamma,
-      "|decay=", o.lr_decay_epoch, "|batch=", o.batch_size, "|negatives=", o.negatives,
-      "|lr=", o.learning_rate, "|regularization=", o.regularization,
-      "|temperature=", o.adversarial_temperature, "|subsampling=", o.subsampling, "|seed=", o.seed);
+  return absl::StrCat(data_fingerprint, "|kge=", KgeKindName(c.kind), "|dim=", c.dim,
+                      "|gamma=", c.gamma, "|decay=", o.lr_decay_epoch, "|batch=", o.batch_size,
+                      "|negatives=", o.negatives, "|lr=", o.learning_rate,
+                      "|regularization=", o.regularization, "|temperature=", o.adversarial_alpha,
+                      "|subsampling=", o.subsampling, "|seed=", o.seed);
 }
 
 // The subsampling weight of each fact: 1 / sqrt(c(h, r) + c(t, r^-1)), where c counts the
@@ -134,9 +135,9 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
   for (const torch::Tensor& p : kge.module.parameters()) parameters.push_back(p);
   const torch::Tensor entity_embedding = kge.module.attr("entity_embedding").toTensor();
   const torch::Tensor relation_embedding = kge.module.attr("relation_embedding").toTensor();
-  MrrTrainingRun run(std::move(parameters), options.learning_rate, options.seed,
-                     0x6b67656e65676174ULL, options.checkpoint_dir,
-                     RunKey(options, TrainingDataFingerprint(train, valid_facts.size())));
+  TrainingRun run(std::move(parameters), torch::optim::AdamOptions(options.learning_rate),
+                  options.seed, 0x6b67656e65676174ULL, options.checkpoint_dir,
+                  RunKey(options, TrainingDataFingerprint(train, valid_facts.size())));
   if (options.resume) {
     if (absl::Status s = run.Resume(); !s.ok()) return s;
   }
@@ -204,11 +205,10 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
           const torch::Tensor negative_scores =
               corrupt_heads ? KgeForward(kge, nc, rc, tc) : KgeForward(kge, hc, rc, nc);
           torch::Tensor negative;
-          if (options.adversarial_temperature > 0) {
-            negative =
-                (torch::softmax(negative_scores * options.adversarial_temperature, 1).detach() *
-                 torch::log_sigmoid(-negative_scores))
-                    .sum(1);
+          if (options.adversarial_alpha > 0) {
+            negative = (torch::softmax(negative_scores * options.adversarial_alpha, 1).detach() *
+                        torch::log_sigmoid(-negative_scores))
+                           .sum(1);
           } else {
             negative = torch::log_sigmoid(-negative_scores).mean(1);
           }
@@ -243,9 +243,14 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
         return absl::InternalError(absl::StrCat("training step failed: ", e.what()));
       }
     }
+    EpochReport ended;
+    ended.epoch = epoch;
+    ended.positives = seen;
     absl::StatusOr<EpochReport> report = run.EndEpoch(
-        epoch, options.epochs, options.eval_every, steps, seen, total_loss, valid_facts.size(),
-        [&] { return EvaluateKge(*model, graph, {}, valid_facts, validation); }, start);
+        ended, options.epochs, options.eval_every, steps, total_loss,
+        MrrValidation(run, valid_facts.size(),
+                      [&] { return EvaluateKge(*model, graph, {}, valid_facts, validation); }),
+        start);
     if (!report.ok()) return report.status();
     if (on_epoch) on_epoch(*report);
   }

@@ -6,7 +6,7 @@
 //   complete a training fact in its place (filtered negatives).
 // - Loss, per fact with score s and negative scores s'_j:
 //     -log sigmoid(s) and -mean_j log sigmoid(-s'_j), each averaged over the step's facts and
-//     halved; with self-adversarial weighting (`adversarial_temperature` a > 0) the negatives
+//     halved; with self-adversarial weighting (`adversarial_alpha` a > 0) the negatives
 //     weigh softmax(a s'), without gradient through the weights. GraIL's paper disables it
 //     for its comparisons, so 0 (off) is the default.
 // - With `subsampling` (the RotatE code's default), a fact weighs 1/sqrt(#(h, r) + #(t, r^-1))
@@ -44,10 +44,12 @@ struct KgeTrainOptions {
   int batch_size = 512;  // facts per step
   int negatives = 1024;  // per fact
   double learning_rate = 5e-5;
-  int lr_decay_epoch = 0;              // > 0: a tenth of the rate after this epoch
-  double regularization = 0;           // L3 weight; 0: none
-  double adversarial_temperature = 0;  // > 0: self-adversarial weighting of the negatives
-  bool subsampling = true;             // frequency weights of the facts; false: uniform
+  int lr_decay_epoch = 0;     // > 0: a tenth of the rate after this epoch
+  double regularization = 0;  // L3 weight; 0: none
+  // > 0: self-adversarial weighting of the negatives, softmax(a * score) (RotatE's alpha;
+  // the path family's adversarial_temperature T divides instead: softmax(score / T)).
+  double adversarial_alpha = 0;
+  bool subsampling = true;  // frequency weights of the facts; false: uniform
   int eval_every = 10;
   uint64_t seed = 0;
   int threads = 2;

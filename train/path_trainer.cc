@@ -22,6 +22,7 @@
 #include "model/core/runtime.h"
 #include "model/path/path_module.h"
 #include "train/training_checkpoint.h"
+#include "train/training_run.h"
 
 namespace grail {
 namespace {
@@ -167,9 +168,9 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   for (torch::Tensor p : path.module.parameters()) p.requires_grad_(true);  // a loaded archive's
   std::vector<torch::Tensor> parameters;
   for (const torch::Tensor& p : path.module.parameters()) parameters.push_back(p);
-  MrrTrainingRun run(std::move(parameters), options.learning_rate, options.seed,
-                     0x6e65676174697665ULL, options.checkpoint_dir,
-                     RunKey(options, TrainingDataFingerprint(train, valid_facts.size())));
+  TrainingRun run(std::move(parameters), torch::optim::AdamOptions(options.learning_rate),
+                  options.seed, 0x6e65676174697665ULL, options.checkpoint_dir,
+                  RunKey(options, TrainingDataFingerprint(train, valid_facts.size())));
   if (options.resume) {
     if (absl::Status s = run.Resume(); !s.ok()) return s;
   }
@@ -339,10 +340,14 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         on_step(step);
       }
     }
+    EpochReport ended;
+    ended.epoch = epoch;
+    ended.positives = progress.seen;
     absl::StatusOr<EpochReport> report = run.EndEpoch(
-        epoch, options.epochs, options.eval_every, progress.steps, progress.seen, progress.loss,
-        valid_facts.size(),
-        [&] { return EvaluatePath(*model, graph, {}, valid_facts, validation); }, start);
+        ended, options.epochs, options.eval_every, progress.steps, progress.loss,
+        MrrValidation(run, valid_facts.size(),
+                      [&] { return EvaluatePath(*model, graph, {}, valid_facts, validation); }),
+        start);
     if (!report.ok()) return report.status();
     if (on_epoch) on_epoch(*report);
   }

@@ -117,56 +117,6 @@ std::string TrainingDataFingerprint(const IndexedTriples& train, size_t valid_fa
 std::vector<Triple> ValidationFacts(const IndexedTriples& train, const StaticGraph& graph,
                                     absl::Span<const NamedTriple> valid);
 
-// A training run that keeps the best model on validation MRR (the path family's and the KGE
-// models' trainers): Adam over the parameters, the best model so far, the generators of the
-// epochs' order and of the negatives, and a checkpoint after every epoch (and within one, when
-// the trainer asks).
-class MrrTrainingRun {
- public:
-  // `negative_salt` tells the family's negatives generator from the order's (both seeded by
-  // `seed`). An empty `checkpoint_dir` writes no checkpoints.
-  MrrTrainingRun(std::vector<torch::Tensor> parameters, double learning_rate, uint64_t seed,
-                 uint64_t negative_salt, const std::string& checkpoint_dir, std::string run_key);
-
-  // Continues from the last checkpoint (position() says where; epoch 0 if there is none).
-  // After a checkpoint within an epoch, order_random() is as that epoch began: the trainer
-  // draws the epoch's order again and continues from position().within.
-  absl::Status Resume();
-
-  // Checkpoints within the epoch after position().epoch, which has got as far as `progress`
-  // and drew its order from `order_at_start` (order_random() as the epoch began). Nothing
-  // without a checkpoint directory.
-  absl::Status CheckpointWithin(const EpochProgress& progress, const SeededRandom& order_at_start);
-
-  // Ends epoch `epoch` of `epochs`, which took `steps` steps over `seen` facts or queries
-  // with a summed loss of `total_loss`: after every `eval_every` epochs and after the last,
-  // the parameters are offered to the best model with their filtered MRR from `validate`
-  // (0 without validation facts, when it is not called); then the checkpoint. Returns the
-  // epoch's report, timed from `start`.
-  absl::StatusOr<EpochReport> EndEpoch(
-      int epoch, int epochs, int eval_every, int64_t steps, int64_t seen, double total_loss,
-      size_t valid_facts, const std::function<absl::StatusOr<EvaluationResult>()>& validate,
-      std::chrono::steady_clock::time_point start);
-
-  // Leaves the model the run returns (the best) in the parameters.
-  void Finish() { best_.Apply(parameters_); }
-
-  torch::optim::Adam& optimizer() { return optimizer_; }
-  SeededRandom& order_random() { return order_random_; }
-  SeededRandom& negative_random() { return negative_random_; }
-  const TrainingPosition& position() const { return done_; }
-
- private:
-  std::vector<torch::Tensor> parameters_;
-  torch::optim::Adam optimizer_;
-  SeededRandom order_random_;
-  SeededRandom negative_random_;
-  BestModel best_;
-  TrainingPosition done_;
-  const TrainingCheckpoint checkpoint_;
-  const std::string run_key_;
-};
-
 }  // namespace grail
 
 #endif  // GRAIL_TRAIN_TRAINING_CHECKPOINT_H_

@@ -137,6 +137,14 @@ absl::StatusOr<torch::jit::Module> LoadModelArchive(const std::string& path,
   return LoadModelArchiveBytes(*bytes, path, device);
 }
 
+absl::StatusOr<OpenedArchive> OpenArchive(const std::string& path, absl::string_view device) {
+  absl::StatusOr<torch::Device> parsed = ParseDevice(device);
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<torch::jit::Module> module = LoadModelArchive(path, *parsed);
+  if (!module.ok()) return module.status();
+  return OpenedArchive{*std::move(module), *parsed};
+}
+
 std::string ArchiveFormat(const torch::jit::Module& module) {
   return module.hasattr("format") ? module.attr("format").toStringRef() : "";
 }

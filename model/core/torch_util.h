@@ -6,7 +6,9 @@
 #include <torch/script.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +34,31 @@ torch::Tensor Int64Tensor(const std::vector<int64_t>& values, const torch::Devic
 // "cannot load model PATH: ...", and those of ReadModelFile / ProbeInChildProcess.
 absl::StatusOr<torch::jit::Module> LoadModelArchive(const std::string& path,
                                                     const torch::Device& device);
+// An archive opened on a device, before any family has read it.
+struct OpenedArchive {
+  torch::jit::Module module;
+  torch::Device device;
+};
+// The one loader skeleton: parses `device`, then LoadModelArchive. Every family's Load() and
+// LoadAnyModel (model/families.h) open archives through it.
+absl::StatusOr<OpenedArchive> OpenArchive(const std::string& path, absl::string_view device);
+// An opened archive handed to a family's Model::FromModule as its Module (the family's
+// TorchScript holder: {module, device}), which checks its format, config and parameters.
+template <typename Model, typename Module>
+absl::StatusOr<std::unique_ptr<Model>> ModelFromArchive(OpenedArchive opened,
+                                                        const std::string& path,
+                                                        absl::string_view device) {
+  return Model::FromModule(
+      std::make_unique<Module>(Module{std::move(opened.module), opened.device}), path, device);
+}
+// A family's Load(): OpenArchive, then ModelFromArchive.
+template <typename Model, typename Module>
+absl::StatusOr<std::unique_ptr<Model>> LoadArchiveAs(const std::string& path,
+                                                     absl::string_view device) {
+  absl::StatusOr<OpenedArchive> opened = OpenArchive(path, device);
+  if (!opened.ok()) return opened.status();
+  return ModelFromArchive<Model, Module>(*std::move(opened), path, device);
+}
 // The same from the file's bytes, in this process (no probe): what the probe itself runs.
 absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& bytes,
                                                          const std::string& path,

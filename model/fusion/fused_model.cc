@@ -83,10 +83,16 @@ absl::Status FusedModel::Save(const std::string& path) const {
 
 absl::StatusOr<std::unique_ptr<FusedModel>> FusedModel::Load(const std::string& path,
                                                              absl::string_view device_name) {
-  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
-  if (!device.ok()) return device.status();
-  absl::StatusOr<torch::jit::Module> m = LoadModelArchive(path, *device);
-  if (!m.ok()) return m.status();
+  absl::StatusOr<OpenedArchive> opened = OpenArchive(path, device_name);
+  if (!opened.ok()) return opened.status();
+  return FromArchive(*opened, path, device_name);
+}
+
+absl::StatusOr<std::unique_ptr<FusedModel>> FusedModel::FromArchive(OpenedArchive& opened,
+                                                                    const std::string& path,
+                                                                    absl::string_view device_name) {
+  torch::jit::Module* const m = &opened.module;
+  const torch::Device* const device = &opened.device;
   if (ArchiveFormat(*m) != kFusedModelFormat) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not a ", kFusedModelFormat, " archive (no or another 'format')"));

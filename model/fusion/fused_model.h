@@ -33,6 +33,8 @@ namespace grail {
 inline constexpr char kFusedModelFormat[] = "grail-kg-fused-model/1";
 
 // A fact by its names (FusedModel::KgeScores); the views must outlive the call.
+struct OpenedArchive;  // model/core/torch_util.h (LibTorch inside)
+
 struct FactNames {
   absl::string_view head, relation, tail;
 };
@@ -59,6 +61,10 @@ class FusedModel {
   // member's own loader's message for a bad member).
   static absl::StatusOr<std::unique_ptr<FusedModel>> Load(const std::string& path,
                                                           absl::string_view device = "cpu");
+  // The model of an archive already opened from `path` (LoadAnyModel), checked as Load() does.
+  static absl::StatusOr<std::unique_ptr<FusedModel>> FromArchive(OpenedArchive& opened,
+                                                                 const std::string& path,
+                                                                 absl::string_view device);
   ~FusedModel();
 
   absl::Status Save(const std::string& path) const;

@@ -310,12 +310,7 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Create(const GrailConfig
 
 absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& path,
                                                              absl::string_view device_name) {
-  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
-  if (!device.ok()) return device.status();
-  absl::StatusOr<torch::jit::Module> m = LoadModelArchive(path, *device);
-  if (!m.ok()) return m.status();
-  return FromModule(std::make_unique<GrailModule>(GrailModule{*std::move(m), *device}), path,
-                    device_name);
+  return LoadArchiveAs<GrailModel, GrailModule>(path, device_name);
 }
 
 absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::FromModule(

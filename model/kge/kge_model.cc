@@ -207,12 +207,7 @@ absl::StatusOr<std::unique_ptr<KgeModel>> KgeModel::Create(const KgeConfig& conf
 
 absl::StatusOr<std::unique_ptr<KgeModel>> KgeModel::Load(const std::string& path,
                                                          absl::string_view device_name) {
-  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
-  if (!device.ok()) return device.status();
-  absl::StatusOr<torch::jit::Module> m = LoadModelArchive(path, *device);
-  if (!m.ok()) return m.status();
-  return FromModule(std::make_unique<KgeModule>(KgeModule{*std::move(m), *device}), path,
-                    device_name);
+  return LoadArchiveAs<KgeModel, KgeModule>(path, device_name);
 }
 
 absl::StatusOr<std::unique_ptr<KgeModel>> KgeModel::FromModule(std::unique_ptr<KgeModule> module,

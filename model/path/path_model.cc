@@ -500,12 +500,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Create(const PathConfig& c
 
 absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Load(const std::string& path,
                                                            absl::string_view device_name) {
-  absl::StatusOr<torch::Device> device = ParseDevice(device_name);
-  if (!device.ok()) return device.status();
-  absl::StatusOr<torch::jit::Module> m = LoadModelArchive(path, *device);
-  if (!m.ok()) return m.status();
-  return FromModule(std::make_unique<PathModule>(PathModule{*std::move(m), *device}), path,
-                    device_name);
+  return LoadArchiveAs<PathModel, PathModule>(path, device_name);
 }
 
 absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr<PathModule> module,

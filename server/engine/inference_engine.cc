@@ -25,14 +25,6 @@ constexpr size_t kExtractionSlice = 8;
 // A slice of large subgraphs is cut short after this long.
 constexpr std::chrono::microseconds kExtractionSliceTime{1000};
 
-// Approximate heap bytes of an extracted subgraph, for admission.
-int64_t SubgraphBytes(const EnclosingSubgraph& s) {
-  return static_cast<int64_t>(
-      sizeof(EnclosingSubgraph) + s.nodes.capacity() * sizeof(EntityId) + s.dist_u.capacity() +
-      s.dist_v.capacity() + s.edge_src.capacity() * sizeof(int32_t) +
-      s.edge_dst.capacity() * sizeof(int32_t) + s.edge_relation.capacity() * sizeof(RelationId));
-}
-
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 // Shortest time between two returns of freed memory to the kernel.
@@ -65,26 +57,14 @@ void CallControl::SetWaker(std::function<void()> waker) {
 struct InferenceEngine::QueuedSubgraph {
   std::shared_ptr<Call> call;
   size_t index = 0;
-  int32_t model_relation = 0;
-  EnclosingSubgraph subgraph;  // GraIL
-  PathBatch neighbourhood;     // path family: one query's neighbourhood
-  bool path = false;
+  std::unique_ptr<WorkItem> item;
+  int64_t nodes = 0, edges = 0;  // the item's, read once
   Clock::time_point queued_at;
   int64_t bytes = 0;
-  int64_t num_nodes() const { return path ? neighbourhood.num_nodes() : subgraph.num_nodes(); }
-  int64_t num_edges() const { return path ? neighbourhood.num_edges() : subgraph.num_edges(); }
-  int64_t cost() const { return num_nodes() + num_edges(); }
+  int64_t num_nodes() const { return nodes; }
+  int64_t num_edges() const { return edges; }
+  int64_t cost() const { return nodes + edges; }
 };
-
-namespace {
-
-// What identifies a job's model: work of one model only shares a forward.
-const void* ModelKey(const ScoringJob& job) {
-  return job.path_model() != nullptr ? static_cast<const void*>(job.path_model())
-                                     : static_cast<const void*>(job.model());
-}
-
-}  // namespace
 
 // One admitted call. Everything but the constant members is guarded by the engine's mu_.
 struct InferenceEngine::Call {
@@ -331,10 +311,7 @@ std::shared_ptr<InferenceEngine::Call> InferenceEngine::NextExtractionWork() {
 }
 
 void InferenceEngine::ExtractionLoop() {
-  // Made for the extraction config of the call at hand: calls of a model reloaded with
-  // another config (hops, per-hop cap) get an extractor of their own config.
-  std::optional<SubgraphExtractor> extractor;
-  PathBatchBuilder path_builder;
+  ThreadScratch scratch;  // the families' extractors, this thread's own
   std::vector<QueuedSubgraph> extracted;
   const size_t max_batch = static_cast<size_t>(std::max(1, options_.max_batch_size));
   for (;;) {
@@ -383,11 +360,7 @@ void InferenceEngine::ExtractionLoop() {
       continue;
     }
 
-    const bool path = call->job->path_model() != nullptr;
-    if (!path) {
-      const ExtractionConfig config = call->job->model()->config().extraction();
-      if (!extractor.has_value() || !(extractor->config() == config)) extractor.emplace(config);
-    }
+    const WorkNames& names = call->job->runner().names();
     extracted.clear();
     absl::Status error;
     const Clock::time_point slice_start = Clock::now();
@@ -412,24 +385,20 @@ void InferenceEngine::ExtractionLoop() {
         }
       }
       QueuedSubgraph item;
-      item.path = path;
-      absl::StatusOr<int32_t> relation = 0;
-      bool cut = false;  // the neighbourhood search stopped at the node limit
-      if (path) {
-        // The search stops one entity past the limit: a hub's whole neighbourhood is never
-        // searched only to be refused.
-        absl::Status built = call->job->ExtractQuery(
-            i, path_builder, int64_t{options_.max_subgraph_nodes} + 1, &item.neighbourhood);
-        cut = absl::IsResourceExhausted(built);
-        if (!built.ok() && !cut) relation = std::move(built);
-      } else {
-        relation = call->job->Extract(i, *extractor, &item.subgraph);
-      }
-      if (!relation.ok()) {
-        error = absl::Status(
-            relation.status().code(),
-            absl::StrCat(path ? "query " : "fact ", i, ": ", relation.status().message()));
+      // A search may stop one node past the limit: a hub's whole neighbourhood is never
+      // searched only to be refused.
+      absl::StatusOr<std::unique_ptr<WorkItem>> work =
+          call->job->Extract(i, scratch, int64_t{options_.max_subgraph_nodes} + 1);
+      const bool cut = absl::IsResourceExhausted(work.status());  // stopped at the limit
+      if (!work.ok() && !cut) {
+        error = absl::Status(work.status().code(),
+                             absl::StrCat(names.item, " ", i, ": ", work.status().message()));
         break;
+      }
+      if (work.ok()) {
+        item.item = *std::move(work);
+        item.nodes = item.item->nodes();
+        item.edges = item.item->edges();
       }
       const int64_t nodes = item.num_nodes(), edges = item.num_edges();
       if (cut || nodes > options_.max_subgraph_nodes || edges > options_.max_subgraph_edges) {
@@ -439,13 +408,9 @@ void InferenceEngine::ExtractionLoop() {
             cut ? absl::StrCat("more than ", options_.max_subgraph_nodes, " nodes")
                 : absl::StrCat(nodes, " nodes and ", edges, " edges");
         error = absl::ResourceExhaustedError(absl::StrCat(
-            call->job->Describe(i),
-            path ? ": the query's neighbourhood has " : ": the enclosing subgraph has ", size,
+            call->job->Describe(i), ": ", names.extent, " has ", size,
             ", more than the server scores (--max-subgraph-nodes=", options_.max_subgraph_nodes,
-            ", --max-subgraph-edges=", options_.max_subgraph_edges,
-            path ? "); raise the limits"
-                 : "); serve a model trained with a per-hop cap (grail-train --max-nodes-per-hop) "
-                   "or raise the limits"));
+            ", --max-subgraph-edges=", options_.max_subgraph_edges, "); ", names.advice));
         break;
       }
       item.queued_at = Clock::now();
@@ -453,10 +418,7 @@ void InferenceEngine::ExtractionLoop() {
                                      SecondsBetween(start, item.queued_at));
       item.call = call;
       item.index = i;
-      item.model_relation = *relation;
-      item.bytes = (path ? static_cast<int64_t>(item.neighbourhood.MemoryBytes())
-                         : SubgraphBytes(item.subgraph)) +
-                   static_cast<int64_t>(sizeof(QueuedSubgraph));
+      item.bytes = item.item->bytes() + static_cast<int64_t>(sizeof(QueuedSubgraph));
       extracted.push_back(std::move(item));
     }
 
@@ -540,7 +502,7 @@ void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
   const size_t n = calls_.size();
   // One forward runs one model: the first call served picks it, calls of another model (a
   // reload in progress) wait for a later forward.
-  const void* model = nullptr;
+  const BatchRunner* runner = nullptr;
   // Deficit round-robin: every pass gives each call with queued subgraphs a quantum of
   // cost (divided among its caller's calls); a call takes subgraphs while its deficit
   // covers them. Passes repeat until the
@@ -554,16 +516,13 @@ void InferenceEngine::FormBatch(std::vector<QueuedSubgraph>* batch) {
         call.deficit = 0;
         continue;
       }
-      if (model != nullptr && ModelKey(*call.job) != model) continue;
-      // ULTRA's forward runs one graph of relations: calls on another graph version (one
-      // whose relation sides met otherwise) wait for a later forward.
-      if (!batch->empty() && call.queue.front().path &&
-          (call.queue.front().neighbourhood.side_pairs != batch->front().neighbourhood.side_pairs ||
-           call.queue.front().neighbourhood.graph_relations !=
-               batch->front().neighbourhood.graph_relations)) {
+      if (runner != nullptr && &call.job->runner() != runner) continue;
+      // Items the runner cannot run with the batch's first (items of another graph version,
+      // when its forward runs one graph, say) wait for a later forward.
+      if (!batch->empty() && !runner->Compatible(*batch->front().item, *call.queue.front().item)) {
         continue;
       }
-      model = ModelKey(*call.job);
+      runner = &call.job->runner();
       // A caller's calls share one quantum: a caller with eight calls in flight gets the
       // turn of a caller with one, not eight of them.
       const auto caller = callers_.find(call.caller);
@@ -605,8 +564,7 @@ void InferenceEngine::BatcherLoop() {
   const int64_t max_batch = std::max(1, options_.max_batch_size);
   std::vector<QueuedSubgraph> batch;
   std::vector<std::shared_ptr<Call>> finished;
-  SubgraphBatch scratch;
-  PathBatch path_scratch;
+  ThreadScratch scratch;  // the runners' batch arrays, this thread's own
   for (;;) {
     bool release = false;
     {
@@ -656,66 +614,27 @@ void InferenceEngine::BatcherLoop() {
     }
     extraction_ready_.SignalAll();  // the queues shrank
     FinishCalls(finished);
-    if (!batch.empty()) RunBatch(batch, scratch, path_scratch);
+    if (!batch.empty()) RunBatch(batch, scratch);
     if (release) {
-      scratch = SubgraphBatch();  // the last batch's arrays too
-      path_scratch = PathBatch();
+      scratch.Clear();  // the last batch's arrays too
       ReleaseFreedMemory();
     }
   }
 }
 
-void InferenceEngine::RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch,
-                               PathBatch& path_scratch) {
+void InferenceEngine::RunBatch(std::vector<QueuedSubgraph>& batch, ThreadScratch& scratch) {
   const Clock::time_point now = Clock::now();
-  const bool path = batch.front().path;
-  scratch.Clear();
-  path_scratch.Clear();
   Clock::time_point oldest = now;
-  int64_t nodes = 0, edges = 0;
-  // Path queries of several calls that ask the same (entity, relation) on the same
-  // neighbourhood share one query of the forward.
-  std::vector<int64_t> query_of;
+  std::vector<BatchEntry> entries;
+  entries.reserve(batch.size());
   for (const QueuedSubgraph& item : batch) {
-    if (path) {
-      query_of.push_back(path_scratch.AppendOrShare(item.neighbourhood));
-    } else {
-      scratch.Add(item.subgraph, item.model_relation, item.call->job->relations());
-    }
+    entries.push_back({item.call->job.get(), item.index, item.item.get()});
     oldest = std::min(oldest, item.queued_at);
-    nodes += path ? 0 : item.num_nodes();
-    edges += path ? 0 : item.num_edges();
   }
-  if (path) {  // what the forward runs: shared queries once
-    nodes = path_scratch.num_nodes();
-    edges = path_scratch.num_edges();
-  }
-  const Clock::time_point start = Clock::now();
-  Clock::time_point end;
-  absl::Status status;
-  if (path) {
-    absl::StatusOr<PathScores> scores = batch.front().call->job->path_model()->Score(path_scratch);
-    end = Clock::now();
-    status = scores.status();
-    if (scores.ok()) {
-      for (size_t b = 0; b < batch.size(); ++b) {
-        batch[b].call->job->AcceptQuery(batch[b].index, path_scratch, query_of[b], *scores);
-      }
-    }
-  } else {
-    absl::StatusOr<std::vector<float>> scores = batch.front().call->job->model()->Score(scratch);
-    end = Clock::now();
-    status = scores.status();
-    if (scores.ok()) {
-      for (size_t b = 0; b < batch.size(); ++b) {
-        const EnclosingSubgraph& s = batch[b].subgraph;
-        batch[b].call->job->Accept(batch[b].index, FactScore{(*scores)[b], s.num_nodes(),
-                                                             s.num_edges(), s.target_in_graph});
-      }
-    }
-  }
-  observer_->OnBatch(static_cast<int>(batch.size()), nodes, edges, SecondsBetween(oldest, now),
-                     SecondsBetween(start, end));
+  const BatchOutcome outcome = batch.front().call->job->runner().Run(entries, scratch);
+  const absl::Status& status = outcome.status;
+  observer_->OnBatch(static_cast<int>(batch.size()), outcome.nodes, outcome.edges,
+                     SecondsBetween(oldest, now), outcome.forward_seconds);
   {
     absl::MutexLock lock(&mu_);
     for (QueuedSubgraph& item : batch) {

@@ -1,11 +1,16 @@
 // Scoring the work of many concurrent calls with one model: a fair, deadline-aware,
 // bounded scheduler in front of dynamic batching.
 //
-// A call hands the engine a ScoringJob (a list of facts to score, produced by the domain
-// logic) and a CallControl (its deadline and cancellation), and is told the outcome through
-// the job's Finish(); no thread waits for it meanwhile. Inside, a pool of extraction threads
-// turns facts into enclosing subgraphs and one batcher thread runs queued subgraphs of *all*
-// calls through the model as one disjoint-union forward.
+// A call hands the engine a ScoringJob (its work, produced by the domain logic) and a
+// CallControl (its deadline and cancellation), and is told the outcome through the job's
+// Finish(); no thread waits for it meanwhile. Inside, a pool of extraction threads turns the
+// job's items into WorkItems (a fact's enclosing subgraph, a query's neighbourhood: the engine
+// does not look inside, it reads their cost) and one batcher thread hands queued items of
+// *all* calls to the model's BatchRunner, which runs them as one forward.
+//
+// The engine knows no model family. A family supplies its job types (which extract items)
+// and its runner (which runs a batch of them and hands each job its results); items of one
+// runner only share a forward. Adding a family adds those, never code here.
 //
 // Policies, stated once:
 //   * Fairness. Every call has its own queue. Extraction threads take small slices of the
@@ -40,16 +45,13 @@
 //     `max_queue_delay`, or at once when no extraction is under way (waiting longer could
 //     only help if another call arrived).
 //
-// Scores do not depend on what else shares the batch: every subgraph is its own connected
-// component, and the network only mixes nodes along edges and within a subgraph's readout.
+// Below, "subgraph" is the engine's word for a WorkItem, whatever the family calls it: its
+// limits and metrics count items by their nodes and edges.
 //
-// Path family. A job of a path model hands the engine queries instead of facts: each is
-// "extracted" into its source's neighbourhood (model/path/path_batch.h) and batched, scheduled and
-// bounded exactly as subgraphs are, its size being the neighbourhood's nodes and edges.
-//
-// Models. Each job names the model it is scored with (ScoringJob::model), so calls that
-// started before a model reload finish on the old model while new calls use the new one;
-// a forward only ever holds subgraphs of one model.
+// Models. Each job names the runner (one per served model) it is scored with
+// (ScoringJob::runner), so calls that started before a model reload finish on the old model
+// while new calls use the new one; a forward only ever holds items of one runner, and of those
+// only items the runner says may share it (BatchRunner::Compatible).
 //
 // Thread safety: Submit() may be called from any number of threads.
 #ifndef GRAIL_SERVER_ENGINE_INFERENCE_ENGINE_H_
@@ -64,6 +66,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -72,11 +75,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "model/grail/enclosing_subgraph.h"
-#include "model/grail/grail_model.h"
-#include "model/grail/subgraph_batch.h"
-#include "model/path/path_batch.h"
-#include "model/path/path_model.h"
+#include "absl/types/span.h"
 
 namespace grail {
 
@@ -164,58 +163,123 @@ class CallControl {
   std::function<void()> waker_ ABSL_GUARDED_BY(mu_);
 };
 
-struct FactScore {
-  float score = 0;
-  int32_t subgraph_nodes = 0;
-  int32_t subgraph_edges = 0;
-  bool known_fact = false;  // whether the graph holds the fact itself
+// One extracted unit of a job's work: what the engine queues, bounds and batches. A family's
+// item holds what its model's forward reads.
+class WorkItem {
+ public:
+  virtual ~WorkItem() = default;
+  // Its size as the engine's limits and its fair share count it: the graph nodes and edges
+  // the forward reads for it.
+  virtual int64_t nodes() const = 0;
+  virtual int64_t edges() const = 0;
+  // Heap bytes it holds, for admission.
+  virtual int64_t bytes() const = 0;
+};
+
+// What a family's work is called in the engine's errors.
+struct WorkNames {
+  std::string item;    // an item, prefixing its extraction errors: "fact" ("fact 3: ...")
+  std::string extent;  // what an item's size measures: "the enclosing subgraph"
+  std::string advice;  // what to do about an item over the limits: "raise the limits"
+};
+
+// State a family keeps on one engine thread between uses (an extractor, a batch's arrays):
+// at most one object of each type, made by the family on first use. Owned by one thread.
+class ThreadScratch {
+ public:
+  // The object of type T this thread keeps, or null.
+  template <typename T>
+  T* Find() {
+    auto it = objects_.find(Key<T>());
+    return it == objects_.end() ? nullptr : &static_cast<Holder<T>&>(*it->second).value;
+  }
+  // Makes this thread's object of type T from `args`, replacing any.
+  template <typename T, typename... Args>
+  T& Emplace(Args&&... args) {
+    auto holder = std::make_unique<Holder<T>>(std::forward<Args>(args)...);
+    T& value = holder->value;
+    objects_[Key<T>()] = std::move(holder);
+    return value;
+  }
+  // Drops every object (their memory goes back).
+  void Clear() { objects_.clear(); }
+
+ private:
+  struct Base {
+    virtual ~Base() = default;
+  };
+  template <typename T>
+  struct Holder final : Base {
+    template <typename... Args>
+    explicit Holder(Args&&... args) : value(std::forward<Args>(args)...) {}
+    T value;
+  };
+  template <typename T>
+  static const void* Key() {
+    static const char key = 0;
+    return &key;
+  }
+  absl::flat_hash_map<const void*, std::unique_ptr<Base>> objects_;
+};
+
+class ScoringJob;
+
+// One item of a batch: the job that extracted it, its index there, and the item.
+struct BatchEntry {
+  ScoringJob* job = nullptr;
+  size_t index = 0;
+  const WorkItem* item = nullptr;
+};
+
+// What a forward ran, for metrics, and whether it failed (then every call in it fails).
+struct BatchOutcome {
+  absl::Status status;
+  int64_t nodes = 0;  // what the forward ran (items that share a pass count once)
+  int64_t edges = 0;
+  double forward_seconds = 0;
+};
+
+// A model's batch runner: one forward over items of its jobs. Every item it is handed was
+// extracted by a job whose runner() is this one, so it may cast both to its family's types.
+class BatchRunner {
+ public:
+  virtual ~BatchRunner() = default;
+  virtual const WorkNames& names() const = 0;
+  // Whether `next` may share a forward with `first` (a batch's first item). By default any.
+  virtual bool Compatible(const WorkItem& first, const WorkItem& next) const { return true; }
+  // Runs `batch` (never empty) as one forward and hands each job its item's result. From the
+  // batcher thread only; `scratch` is that thread's.
+  virtual BatchOutcome Run(absl::Span<const BatchEntry> batch, ThreadScratch& scratch) const = 0;
 };
 
 // One call's work as the engine sees it. The engine calls, in this order:
 //   Prepare() once, on an extraction thread (set-up that may be expensive, such as
 //     neighbourhood searches; an error fails the call);
 //   Extract(i, ...) for every i in [0, size()), on extraction threads, several at once;
-//   Accept(i, ...) once per extracted i, from the batcher thread only;
-//   Finish(status) exactly once, with OK after every Accept, or with an error instead of
-//     the Accepts still missing; from the batcher thread, or from Submit() or Shutdown().
+//   the runner's Run() with each extracted item, from the batcher thread only;
+//   Finish(status) exactly once, with OK after every item was run, or with an error instead
+//     of the items still missing; from the batcher thread, or from Submit() or Shutdown().
 // The engine holds the job until Finish() returns.
 class ScoringJob {
  public:
   virtual ~ScoringJob() = default;
 
   virtual absl::Status Prepare() { return absl::OkStatus(); }
-  // The number of facts; read after Prepare().
+  // The number of items; read after Prepare().
   virtual size_t size() const = 0;
-  // Extracts fact i's enclosing subgraph into `*out` with `extractor` (the calling thread's
-  // own) and returns the model's id of the relation to score it with. Thread-safe for
-  // distinct i.
-  virtual absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
-                                          EnclosingSubgraph* out) = 0;
-  // The GraIL model to score the job's subgraphs with; its config is the extraction config.
-  // Null for a job of the path family (path_model()). The model must stay alive until
-  // Finish() returns. Work of jobs with different models never shares a forward.
-  virtual const GrailModel* model() const = 0;
-
-  // The path family (model/path/path_model.h). For a job whose path_model() is set, the engine
-  // calls ExtractQuery and AcceptQuery instead of Extract and Accept: item i is a query,
-  // its "subgraph" the query's neighbourhood, and its result every scored entity of it.
-  virtual const PathModel* path_model() const { return nullptr; }
-  // Builds query i's neighbourhood into `*out` (empty on entry) with `builder` (the calling
-  // thread's own), stopping with RESOURCE_EXHAUSTED once it would hold more than `max_nodes`
-  // entities. Thread-safe for distinct i.
-  virtual absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes,
-                                    PathBatch* out) {
-    return absl::UnimplementedError("not a path-family job");
-  }
-  // Query i's scores: query q of `batch`. From the batcher thread only.
-  virtual void AcceptQuery(size_t i, const PathBatch& batch, int64_t q, const PathScores& scores) {}
-  // The map from the job's graph relation ids to the model's.
-  virtual const RelationMap& relations() const = 0;
-  virtual void Accept(size_t i, const FactScore& score) = 0;
+  // Extracts item i with `scratch` (the calling thread's own). A search that would hold more
+  // than `max_nodes` nodes may stop there and return RESOURCE_EXHAUSTED, which the engine
+  // reports as the item being over its limits; any other error fails the call as it is.
+  // Thread-safe for distinct i.
+  virtual absl::StatusOr<std::unique_ptr<WorkItem>> Extract(size_t i, ThreadScratch& scratch,
+                                                            int64_t max_nodes) = 0;
+  // The runner of the job's model, which must stay alive until Finish() returns. Items of
+  // jobs with different runners never share a forward.
+  virtual const BatchRunner& runner() const = 0;
   virtual void Finish(absl::Status status) = 0;
   // Heap bytes the job holds, for admission (read after Submit and after Prepare).
   virtual size_t MemoryBytes() const = 0;
-  // Fact i as a user would recognise it, for error messages.
+  // Item i as a user would recognise it, for error messages.
   virtual std::string Describe(size_t i) const = 0;
 };
 
@@ -265,9 +329,8 @@ class InferenceEngine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fills `*batch` from the calls' queues by deficit round-robin.
   void FormBatch(std::vector<QueuedSubgraph>* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs one forward and hands the scores to their calls.
-  void RunBatch(std::vector<QueuedSubgraph>& batch, SubgraphBatch& scratch,
-                PathBatch& path_scratch);
+  // Runs one forward and hands the results to their calls.
+  void RunBatch(std::vector<QueuedSubgraph>& batch, ThreadScratch& scratch);
   // Calls Finish() on each call with its outcome and reports dropped work.
   void FinishCalls(std::vector<std::shared_ptr<Call>>& calls);
   // Fails `call` with `status` unless it already has an outcome; the batcher finishes it.

@@ -46,8 +46,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "graph/triple_file.h"
-#include "model/grail/grail_model.h"
 #include "server/engine/inference_engine.h"
+#include "server/scoring/fact_score.h"
 #include "server/scoring/served_model.h"
 #include "store/triple_store.h"
 

@@ -90,6 +90,8 @@ ServedModel::ServedModel(std::shared_ptr<const GrailModel> grail,
       path_model_(std::move(path_model)),
       fused_(std::move(fused)),
       relations_(relations),
+      grail_runner_(model_ ? std::make_unique<GrailRunner>(*model_) : nullptr),
+      path_runner_(path_model_ ? std::make_unique<PathRunner>(*path_model_) : nullptr),
       path_(std::move(path)),
       sha256_(std::move(sha256)),
       version_(absl::StrCat(path_, "@", sha256_.substr(0, 16))),
@@ -298,7 +300,7 @@ absl::StatusOr<int> WarmUp(const ServedModel& served, const GraphSnapshot& graph
   if (served.family() == ModelFamily::kPath) {
     return WarmUpPath(served, *source, *relations, facts, options);
   }
-  const GrailModel& model = served.model();
+  const GrailModel& model = served.grail();
   SubgraphExtractor extractor(model.config().extraction());
   EnclosingSubgraph subgraph;
   SubgraphBatch batch;

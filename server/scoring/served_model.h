@@ -28,6 +28,8 @@
 #include "model/grail/grail_model.h"
 #include "model/grail/subgraph_batch.h"
 #include "model/path/path_model.h"
+#include "server/scoring/grail_work.h"
+#include "server/scoring/path_work.h"
 #include "store/live_graph.h"
 
 namespace grail {
@@ -72,11 +74,14 @@ class ServedModel {
     return path_model_ ? ModelFamily::kPath : fused_ ? ModelFamily::kFused : ModelFamily::kGrail;
   }
   // The GraIL network; for family() kGrail, and kFused (the archive's GraIL model).
-  const GrailModel& model() const { return *model_; }
+  const GrailModel& grail() const { return *model_; }
   // The fused archive, or null for the other families.
   const FusedModel* fused() const { return fused_.get(); }
   // The path-based scorer; only for family() == kPath.
   const PathModel& path_model() const { return *path_model_; }
+  // The engine's runner of the GraIL network (family() kGrail or kFused) or of the path model.
+  const GrailRunner& grail_runner() const { return *grail_runner_; }
+  const PathRunner& path_runner() const { return *path_runner_; }
   // The relation vocabulary in the model's id order.
   const std::vector<std::string>& relations() const { return *relations_; }
   ModelSummary Summary() const;
@@ -110,6 +115,8 @@ class ServedModel {
   const std::shared_ptr<const PathModel> path_model_;
   const std::shared_ptr<const FusedModel> fused_;
   const std::vector<std::string>* const relations_;
+  const std::unique_ptr<const GrailRunner> grail_runner_;  // with model_
+  const std::unique_ptr<const PathRunner> path_runner_;    // with path_model_
   const std::string path_;
   const std::string sha256_;
   const std::string version_;

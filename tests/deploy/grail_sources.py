@@ -1,7 +1,7 @@
 """What the deploy tests hold deploy/ against, read from the project's own sources.
 
 Nothing here is a copy: grail-server's flags come from the ABSL_FLAG lines of
-server/rpc/server_main.cc, the exported metric names from the registrations in
+server/rpc/server_config.cc, the exported metric names from the registrations in
 server/metrics/server_metrics.cc and server/metrics/process_metrics.cc, the package lists from
 scripts/setup.sh. A renamed flag or metric therefore fails the deploy tests until deploy/
 follows. The helpers at the end start the real grail-server for the tests that need it.
@@ -36,7 +36,7 @@ def _strip_comments(cc_text):
 
 def server_flags():
     """grail-server's flags: {name: (type, default as a Python value)}."""
-    text = _strip_comments(read("server/rpc/server_main.cc"))
+    text = _strip_comments(read("server/rpc/server_config.cc"))
     flags = {}
     for m in re.finditer(r"ABSL_FLAG\(\s*([\w:]+)\s*,\s*(\w+)\s*,\s*([^,]+?)\s*,", text):
         kind, name, default = m.group(1), m.group(2), m.group(3)
@@ -52,7 +52,7 @@ def server_flags():
             value = default
         flags[name] = (kind, value)
     if not {"model", "data_dir", "port", "metrics_port", "drain_seconds"} <= flags.keys():
-        raise ValueError(f"server_main.cc's flags not understood: {sorted(flags)}")
+        raise ValueError(f"server_config.cc's flags not understood: {sorted(flags)}")
     return flags
 
 

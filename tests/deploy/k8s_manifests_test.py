@@ -1,7 +1,7 @@
 """deploy/k8s agrees with itself, with the Dockerfile and with grail-server.
 
 Ports, the data directory, the drain time and the flag names are read from
-server/rpc/server_main.cc (ABSL_FLAG lines); every ConfigMap key must be a grail-server flag's
+server/rpc/server_config.cc (ABSL_FLAG lines); every ConfigMap key must be a grail-server flag's
 environment variable with a value that flag accepts, and with --bin-dir the real
 grail-server is started with exactly the ConfigMap's environment to show it takes it.
 """

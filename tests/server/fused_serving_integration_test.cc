@@ -25,8 +25,10 @@
 #include "model/kge/kge_model.h"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/metrics_scrape.h"
+#include "tests/testing/ring_graph.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
+#include "tests/testing/served_archive.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -41,41 +43,20 @@ constexpr int kEmbedded = 50;  // the KGE model knows c0..c49 and relations r0, 
 
 // A ring of entities c0..c59, each linked to the next two: with GraIL's 2 hops, a candidate
 // more than 3 hops from the fixed entity has the trivial enclosing subgraph.
-std::vector<NamedTriple> Ring() {
-  std::vector<NamedTriple> facts;
-  for (int i = 0; i < kRing; ++i) {
-    facts.push_back({absl::StrCat("c", i), kRelations[i % 3], absl::StrCat("c", (i + 1) % kRing)});
-    facts.push_back(
-        {absl::StrCat("c", i), kRelations[(i + 1) % 3], absl::StrCat("c", (i + 2) % kRing)});
-  }
-  return facts;
-}
+std::vector<NamedTriple> Ring() { return RingFacts(kRing, kRelations); }
 
 bool Embedded(const std::string& entity) {
   return entity[0] == 'c' && std::stoi(entity.substr(1)) < kEmbedded;
 }
 
-void ExpectClose(float served, float expected, const std::string& what) {
-  EXPECT_NEAR(served, expected, 1e-5 * (1 + std::fabs(expected))) << what;
-}
-
 // A served archive on the ring: the helpers both kinds of fusion use.
-class ServedArchiveTest : public ::testing::Test {
+class ServedArchiveTest : public ServedArchiveFixture {
  protected:
   // Starts grail-server on the archive at `archive` and stores the ring.
   void Serve(const std::string& archive) {
     archive_ = archive;
-    ASSERT_TRUE(server_.Start({"--model=" + archive_, "--data-dir=" + dir_.Sub("store")},
-                              dir_.Sub("server.log")));
-    stub_ = KnowledgeGraph::NewStub(
-        grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+    StartServer(archive_);
     Add(Ring());
-  }
-
-  void Add(const std::vector<NamedTriple>& facts) {
-    const AddOutcome added = AddChunks(*stub_, {facts});
-    ASSERT_TRUE(added.status.ok()) << added.status.error_message();
-    stored_.insert(stored_.end(), facts.begin(), facts.end());
   }
 
   std::vector<kg::v1::ScoreTripletResponse> Score(const std::vector<NamedTriple>& facts) {
@@ -138,10 +119,6 @@ class ServedArchiveTest : public ::testing::Test {
     return scores;
   }
 
-  ScopedTempDir dir_;
-  ServerProcess server_;
-  std::unique_ptr<KnowledgeGraph::Stub> stub_;
-  std::vector<NamedTriple> stored_;
   std::string archive_;
 };
 

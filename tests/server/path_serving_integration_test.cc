@@ -17,7 +17,9 @@
 #include "model/path/path_batch.h"
 #include "model/path/path_model.h"
 #include "tests/testing/graph_calls.h"
+#include "tests/testing/ring_graph.h"
 #include "tests/testing/saved_model.h"
+#include "tests/testing/served_archive.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -31,21 +33,9 @@ const std::vector<std::string> kRelations = {"r0", "r1", "r2"};
 
 // A long ring of entities c0..c59, each linked to the next two: with a radius of 3 hops, most
 // of the ring lies beyond any query's neighbourhood.
-std::vector<NamedTriple> Ring() {
-  std::vector<NamedTriple> facts;
-  for (int i = 0; i < 60; ++i) {
-    facts.push_back({absl::StrCat("c", i), kRelations[i % 3], absl::StrCat("c", (i + 1) % 60)});
-    facts.push_back(
-        {absl::StrCat("c", i), kRelations[(i + 1) % 3], absl::StrCat("c", (i + 2) % 60)});
-  }
-  return facts;
-}
+std::vector<NamedTriple> Ring() { return RingFacts(60, kRelations); }
 
-void ExpectClose(float served, float offline, const std::string& what) {
-  EXPECT_NEAR(served, offline, 1e-5 * (1 + std::fabs(offline))) << what;
-}
-
-class PathServingTest : public ::testing::Test {
+class PathServingTest : public ServedArchiveFixture {
  protected:
   // A 3-layer model with the reach mask (the default).
   virtual PathConfig Config() const {
@@ -60,17 +50,8 @@ class PathServingTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_TRUE((*model)->Save(dir_.Sub("path.pt")).ok());
     model_ = *std::move(model);
-    ASSERT_TRUE(server_.Start({"--model=" + dir_.Sub("path.pt"), "--data-dir=" + dir_.Sub("store")},
-                              dir_.Sub("server.log")));
-    stub_ = KnowledgeGraph::NewStub(
-        grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+    StartServer(dir_.Sub("path.pt"));
     Add(Ring());
-  }
-
-  void Add(const std::vector<NamedTriple>& facts) {
-    const AddOutcome added = AddChunks(*stub_, {facts});
-    ASSERT_TRUE(added.status.ok()) << added.status.error_message();
-    stored_.insert(stored_.end(), facts.begin(), facts.end());
   }
 
   // Every entity's offline score for the query (source, relation, ?), inverse for heads.
@@ -127,11 +108,7 @@ class PathServingTest : public ::testing::Test {
     return response;
   }
 
-  ScopedTempDir dir_;
-  ServerProcess server_;
-  std::unique_ptr<KnowledgeGraph::Stub> stub_;
   std::unique_ptr<PathModel> model_;
-  std::vector<NamedTriple> stored_;
 };
 
 TEST_F(PathServingTest, ScoresEqualTheOfflineModelAndStatsNameThePathFormat) {

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "model/grail/grail_model.h"
+#include "tests/testing/reflection_call.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
@@ -410,24 +411,8 @@ TEST_F(SecurityTest, BadTlsFilesFailTheStartNamingTheFile) {
 
 TEST_F(SecurityTest, ReflectionCanBeClosed) {
   ASSERT_TRUE(StartServer({"--reflection=false"}));
-  grpc::GenericStub stub(Channel(server_.target(), {}));
-  grpc::ClientContext context;
-  context.set_deadline(Soon());
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareCall(
-      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
-  void* tag;
-  bool ok;
-  call->StartCall(reinterpret_cast<void*>(1));
-  cq.Next(&tag, &ok);
-  call->WritesDone(reinterpret_cast<void*>(2));
-  cq.Next(&tag, &ok);
-  grpc::Status status;
-  call->Finish(&status, reinterpret_cast<void*>(3));
-  cq.Next(&tag, &ok);
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
+  const grpc::Status status =
+      ListServicesByReflection(Channel(server_.target(), {}), Soon()).status;
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
   EXPECT_TRUE(Serving(Channel(server_.target(), {})));
 }

@@ -33,6 +33,7 @@
 #include "model/grail/grail_model.h"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/metrics_scrape.h"
+#include "tests/testing/reflection_call.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
@@ -74,43 +75,11 @@ int HealthStatus(const std::shared_ptr<grpc::Channel>& channel) {
   return health.ok() ? *health : -1;
 }
 
-// Asks server reflection to list the services (ServerReflectionRequest.list_services = "",
-// field 7) and returns the raw response bytes, in which service names appear verbatim.
+// The raw bytes of server reflection's list of services.
 std::string ReflectionListing(const std::shared_ptr<grpc::Channel>& channel) {
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareCall(
-      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
-  void* tag;
-  bool ok;
-  call->StartCall(reinterpret_cast<void*>(1));
-  cq.Next(&tag, &ok);
-  const char request_bytes[] = {0x3a, 0x00};
-  grpc::Slice slice(request_bytes, sizeof(request_bytes));
-  grpc::ByteBuffer request(&slice, 1);
-  call->Write(request, reinterpret_cast<void*>(2));
-  cq.Next(&tag, &ok);
-  grpc::ByteBuffer response;
-  call->Read(&response, reinterpret_cast<void*>(3));
-  cq.Next(&tag, &ok);
-  std::string bytes;
-  if (ok) {
-    std::vector<grpc::Slice> slices;
-    (void)response.Dump(&slices);
-    for (const grpc::Slice& s : slices)
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  call->WritesDone(reinterpret_cast<void*>(4));
-  cq.Next(&tag, &ok);
-  grpc::Status status;
-  call->Finish(&status, reinterpret_cast<void*>(5));
-  cq.Next(&tag, &ok);
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  return bytes;
+  return ListServicesByReflection(channel,
+                                  std::chrono::system_clock::now() + std::chrono::seconds(10))
+      .bytes;
 }
 
 class ServerTest : public ::testing::Test {

@@ -256,6 +256,22 @@ TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRank
 // A KGE model is transductive: trained on a graph, it ranks that graph's held-out facts
 // against every entity it knows, on the GraIL protocol's negatives too; it refuses a graph of
 // entities it never saw.
+// One flag name meant softmax(a * score) in grail-kge-train and softmax(score / T) in
+// grail-train; the KGE trainer's is --adversarial-alpha now, and the old spelling is refused
+// naming it rather than read with the other meaning.
+TEST_F(TrainEvalCommandTest, TheKgeTrainersAdversarialAlphaRefusesTheOldTemperatureSpelling) {
+  const std::string common = absl::StrCat(
+      "--model rotate --train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+      " --dim 8 --negatives 8 --batch-size 64 --epochs 1", " --threads 1 --out ");
+  BinaryRun old = RunBinary("grail-kge-train",
+                            common + Path("model", "old.pt") + " --adversarial-temperature 1");
+  EXPECT_EQ(old.exit_code, 2);
+  EXPECT_THAT(old.err, HasSubstr("--adversarial-alpha"));
+  BinaryRun alpha =
+      RunBinary("grail-kge-train", common + Path("model", "alpha.pt") + " --adversarial-alpha 1");
+  EXPECT_EQ(alpha.exit_code, 0) << alpha.all();
+}
+
 TEST_F(TrainEvalCommandTest, AKgeModelTrainsResumesAndEvaluatesOnItsOwnGraph) {
   const std::string model = Path("model", "kge.pt");
   const std::string checkpoints = Path("model", "kge_checkpoints");

@@ -19,6 +19,7 @@
 #include "graph/static_graph.h"
 #include "gtest/gtest.h"
 #include "model/grail/fact_scoring.h"
+#include "server/scoring/grail_work.h"
 
 namespace grail {
 namespace {
@@ -64,11 +65,11 @@ class RecordingObserver : public EngineObserver {
 
 // Facts of a StaticGraph (graph ids are model ids); the outcome arrives on a future. An
 // optional gate holds Prepare() until opened, so a test can keep a call pending.
-class TestJob final : public ScoringJob {
+class TestJob final : public GrailJob {
  public:
-  TestJob(const GrailModel* model, std::shared_ptr<const StaticGraph> graph,
+  TestJob(const GrailRunner& runner, std::shared_ptr<const StaticGraph> graph,
           std::vector<Triple> facts)
-      : model_(model),
+      : GrailJob(runner),
         graph_(std::move(graph)),
         facts_(std::move(facts)),
         results_(facts_.size()) {}
@@ -78,14 +79,13 @@ class TestJob final : public ScoringJob {
     return absl::OkStatus();
   }
   size_t size() const override { return facts_.size(); }
-  absl::StatusOr<int32_t> Extract(size_t i, SubgraphExtractor& extractor,
-                                  EnclosingSubgraph* out) override {
+  absl::StatusOr<int32_t> ExtractSubgraph(size_t i, SubgraphExtractor& extractor,
+                                          EnclosingSubgraph* out) override {
     const Triple& t = facts_[i];
     absl::Status status = extractor.Extract(*graph_, t.head, t.relation, t.tail, false, out);
     if (!status.ok()) return status;
     return static_cast<int32_t>(t.relation);
   }
-  const GrailModel* model() const override { return model_; }
   const RelationMap& relations() const override { return identity_; }
   void Accept(size_t i, const FactScore& score) override {
     results_[i] = score;
@@ -115,7 +115,6 @@ class TestJob final : public ScoringJob {
   static std::atomic<int> next_finish;
 
  private:
-  const GrailModel* model_;
   std::shared_ptr<const StaticGraph> graph_;
   std::vector<Triple> facts_;
   std::vector<FactScore> results_;
@@ -142,6 +141,7 @@ class InferenceEngineTest : public ::testing::Test {
         GrailModel::Create(config, {"a", "b", "c"}, /*seed=*/2);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
+    runner_ = std::make_unique<GrailRunner>(*model_);
     for (uint32_t i = 0; i < 120; ++i) {
       const uint32_t h = i % 50, t = (i * 17 + 3) % 50;
       if (h != t) queries_.push_back(Triple{h, i % 3, t});
@@ -149,7 +149,7 @@ class InferenceEngineTest : public ::testing::Test {
   }
 
   std::shared_ptr<TestJob> Job(std::vector<Triple> facts) const {
-    return std::make_shared<TestJob>(model_.get(), graph_, std::move(facts));
+    return std::make_shared<TestJob>(*runner_, graph_, std::move(facts));
   }
   std::vector<Triple> Repeated(size_t n) const {
     std::vector<Triple> out;
@@ -165,6 +165,7 @@ class InferenceEngineTest : public ::testing::Test {
 
   std::shared_ptr<StaticGraph> graph_;
   std::unique_ptr<GrailModel> model_;
+  std::unique_ptr<GrailRunner> runner_;
   std::vector<Triple> queries_;
 };
 
@@ -559,6 +560,119 @@ TEST_F(InferenceEngineTest, NoFactsNoWork) {
   absl::StatusOr<std::vector<FactScore>> scores = ScoreAll(engine, Job({}));
   ASSERT_TRUE(scores.ok());
   EXPECT_TRUE(scores->empty());
+}
+
+// A family the engine has never heard of: items of a given size whose "score" is their
+// index, run by a runner that counts what it was handed. The engine schedules it with the
+// same policies, never sharing a forward between two runners.
+class TallyItem final : public WorkItem {
+ public:
+  explicit TallyItem(int64_t size) : size_(size) {}
+  int64_t nodes() const override { return size_; }
+  int64_t edges() const override { return size_; }
+  int64_t bytes() const override { return 64; }
+
+ private:
+  const int64_t size_;
+};
+
+class TallyRunner final : public BatchRunner {
+ public:
+  const WorkNames& names() const override { return names_; }
+  BatchOutcome Run(absl::Span<const BatchEntry> batch, ThreadScratch& scratch) const override;
+  mutable std::mutex mu;
+  mutable std::vector<std::set<const ScoringJob*>> forwards;  // the jobs in each forward
+
+ private:
+  const WorkNames names_{"tally", "the tally", "make it smaller"};
+};
+
+class TallyJob final : public ScoringJob {
+ public:
+  TallyJob(const TallyRunner& runner, std::vector<int64_t> sizes)
+      : runner_(runner), sizes_(std::move(sizes)), results_(sizes_.size(), -1) {}
+  size_t size() const override { return sizes_.size(); }
+  absl::StatusOr<std::unique_ptr<WorkItem>> Extract(size_t i, ThreadScratch& scratch,
+                                                    int64_t max_nodes) override {
+    // Per-thread state a family keeps: this thread's count of extractions.
+    int* count = scratch.Find<int>();
+    if (count == nullptr) count = &scratch.Emplace<int>(0);
+    ++*count;
+    return std::make_unique<TallyItem>(sizes_[i]);
+  }
+  const BatchRunner& runner() const override { return runner_; }
+  void Finish(absl::Status status) override {
+    if (status.ok()) {
+      outcome_.set_value(results_);
+    } else {
+      outcome_.set_value(std::move(status));
+    }
+  }
+  size_t MemoryBytes() const override { return 100; }
+  std::string Describe(size_t i) const override { return absl::StrCat("tally ", i); }
+  void Accept(size_t i) { results_[i] = static_cast<int64_t>(i); }
+  absl::StatusOr<std::vector<int64_t>> Wait() { return outcome_.get_future().get(); }
+
+ private:
+  const TallyRunner& runner_;
+  const std::vector<int64_t> sizes_;
+  std::vector<int64_t> results_;
+  std::promise<absl::StatusOr<std::vector<int64_t>>> outcome_;
+};
+
+BatchOutcome TallyRunner::Run(absl::Span<const BatchEntry> batch, ThreadScratch& scratch) const {
+  BatchOutcome outcome;
+  std::set<const ScoringJob*> jobs;
+  for (const BatchEntry& entry : batch) {
+    static_cast<TallyJob&>(*entry.job).Accept(entry.index);
+    outcome.nodes += entry.item->nodes();
+    outcome.edges += entry.item->edges();
+    jobs.insert(entry.job);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  forwards.push_back(std::move(jobs));
+  return outcome;
+}
+
+TEST(EngineFamilyTest, AFamilyThatIsNotGrailsPlugsInThroughItsItemsAndRunner) {
+  RecordingObserver observer;
+  EngineOptions options;
+  options.max_batch_edges = 100;
+  options.max_subgraph_nodes = 1000;
+  InferenceEngine engine(options, &observer);
+  TallyRunner first, second;
+  std::vector<std::shared_ptr<TallyJob>> jobs;
+  for (int j = 0; j < 6; ++j) {
+    jobs.push_back(
+        std::make_shared<TallyJob>(j % 2 == 0 ? first : second, std::vector<int64_t>(20, 10 + j)));
+  }
+  for (const auto& job : jobs) engine.Submit(job, std::make_shared<CallControl>(), job->size());
+  for (const auto& job : jobs) {
+    absl::StatusOr<std::vector<int64_t>> results = job->Wait();
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (size_t i = 0; i < results->size(); ++i) EXPECT_EQ((*results)[i], static_cast<int64_t>(i));
+  }
+  // Each forward held one runner's items only, within the edge budget.
+  for (const TallyRunner* runner : {&first, &second}) {
+    std::lock_guard<std::mutex> lock(runner->mu);
+    for (const std::set<const ScoringJob*>& forward : runner->forwards) {
+      for (const ScoringJob* job : forward) EXPECT_EQ(&job->runner(), runner);
+    }
+  }
+  std::lock_guard<std::mutex> lock(observer.mu);
+  for (int64_t edges : observer.batch_edges) EXPECT_LE(edges, 100);
+  EXPECT_EQ(observer.extracted.load(), 120);
+}
+
+TEST(EngineFamilyTest, AnItemOverTheSizeLimitIsNamedInTheFamilysWords) {
+  InferenceEngine engine(EngineOptions{});
+  TallyRunner runner;
+  auto job = std::make_shared<TallyJob>(runner, std::vector<int64_t>{5, 70000});
+  engine.Submit(job, std::make_shared<CallControl>(), job->size());
+  absl::StatusOr<std::vector<int64_t>> results = job->Wait();
+  EXPECT_EQ(results.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(results.status().message(), HasSubstr("tally 1: the tally has 70000 nodes"));
+  EXPECT_THAT(results.status().message(), HasSubstr("make it smaller"));
 }
 
 }  // namespace

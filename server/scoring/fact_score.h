@@ -1,0 +1,18 @@
+// One fact's score as the service reports it, whatever the family scored it.
+#ifndef GRAIL_SERVER_SCORING_FACT_SCORE_H_
+#define GRAIL_SERVER_SCORING_FACT_SCORE_H_
+
+#include <cstdint>
+
+namespace grail {
+
+struct FactScore {
+  float score = 0;
+  int32_t subgraph_nodes = 0;  // what it was scored on: the enclosing subgraph, the
+  int32_t subgraph_edges = 0;  // query's neighbourhood
+  bool known_fact = false;     // whether the graph holds the fact itself
+};
+
+}  // namespace grail
+
+#endif  // GRAIL_SERVER_SCORING_FACT_SCORE_H_
