@@ -91,37 +91,37 @@ absl::StatusOr<std::unique_ptr<FusedModel>> FusedModel::Load(const std::string& 
 absl::StatusOr<std::unique_ptr<FusedModel>> FusedModel::FromArchive(OpenedArchive& opened,
                                                                     const std::string& path,
                                                                     absl::string_view device_name) {
-  torch::jit::Module* const m = &opened.module;
-  const torch::Device* const device = &opened.device;
-  if (ArchiveFormat(*m) != kFusedModelFormat) {
+  torch::jit::Module& module = opened.module;
+  const torch::Device device = opened.device;
+  if (ArchiveFormat(module) != kFusedModelFormat) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not a ", kFusedModelFormat, " archive (no or another 'format')"));
   }
   try {
     absl::StatusOr<std::unique_ptr<GrailModel>> grail =
         GrailModel::FromModule(std::make_unique<GrailModule>(GrailModule{
-                                   torch::jit::Module(m->attr("grail").toObject()), *device}),
+                                   torch::jit::Module(module.attr("grail").toObject()), device}),
                                path + " (its GraIL member)", device_name);
     if (!grail.ok()) return grail.status();
     std::vector<std::unique_ptr<KgeModel>> kge;
-    const int64_t members = m->attr("num_kge").toInt();
+    const int64_t members = module.attr("num_kge").toInt();
     for (int64_t i = 0; i < members; ++i) {
       absl::StatusOr<std::unique_ptr<KgeModel>> member = KgeModel::FromModule(
-          std::make_unique<KgeModule>(
-              KgeModule{torch::jit::Module(m->attr(absl::StrCat("kge_", i)).toObject()), *device}),
+          std::make_unique<KgeModule>(KgeModule{
+              torch::jit::Module(module.attr(absl::StrCat("kge_", i)).toObject()), device}),
           absl::StrCat(path, " (its KGE member ", i, ")"), device_name);
       if (!member.ok()) return member.status();
       kge.push_back(*std::move(member));
     }
     LinearFusion fused, grail_only;
-    for (const c10::IValue& w : m->attr("fused_weights").toListRef()) {
+    for (const c10::IValue& w : module.attr("fused_weights").toListRef()) {
       fused.weights.push_back(w.toDouble());
     }
-    fused.bias = m->attr("fused_bias").toDouble();
-    for (const c10::IValue& w : m->attr("grail_weights").toListRef()) {
+    fused.bias = module.attr("fused_bias").toDouble();
+    for (const c10::IValue& w : module.attr("grail_weights").toListRef()) {
       grail_only.weights.push_back(w.toDouble());
     }
-    grail_only.bias = m->attr("grail_bias").toDouble();
+    grail_only.bias = module.attr("grail_bias").toDouble();
     if (absl::Status s = CheckWidths(kge.size(), fused, grail_only); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
     }
