@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "model/core/runtime.h"
 
 namespace grail {
 namespace {
@@ -617,7 +616,7 @@ void InferenceEngine::BatcherLoop() {
     if (!batch.empty()) RunBatch(batch, scratch);
     if (release) {
       scratch.Clear();  // the last batch's arrays too
-      ReleaseFreedMemory();
+      if (options_.release_memory) options_.release_memory();
     }
   }
 }

@@ -40,7 +40,7 @@
 //     alone exceeds a limit or a caller's share could never be admitted: it is refused as
 //     such ("narrow the call"), never as "busy".
 //   * Memory returns after a burst: once no call is left, at most once a second, freed
-//     memory goes back to the kernel (ReleaseFreedMemory).
+//     memory goes back to the kernel (EngineOptions::release_memory).
 //   * Batch closing. A forward also closes when its oldest subgraph has waited
 //     `max_queue_delay`, or at once when no extraction is under way (waiting longer could
 //     only help if another call arrived).
@@ -102,6 +102,9 @@ struct EngineOptions {
   // Admission: the fraction of max_pending_subgraphs and of max_queued_bytes one caller's
   // calls may hold together (1: no per-caller limit).
   double max_caller_share = 0.5;
+  // Returns freed memory to the kernel once a burst of work has ended (the server's
+  // allocator knows how: model/core/runtime.h, ReleaseFreedMemory). May be empty.
+  std::function<void()> release_memory;
 };
 
 // Why work was dropped, for metrics.

@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "model/core/runtime.h"
 
 // Every grail-server flag. tests/deploy/grail_sources.py reads these lines (name, type,
 // default) to hold deploy/ to them.
@@ -256,6 +257,7 @@ absl::StatusOr<ServerConfig> ReadServerConfig() {
   c.store.max_name_bytes = c.limits.max_name_bytes;  // what calls may send, the store keeps
   c.store.max_chunk_facts = c.limits.max_chunk_facts;
   c.allow_unknown_relations = absl::GetFlag(FLAGS_allow_unknown_relations);
+  c.engine.release_memory = ReleaseFreedMemory;   // after a burst (model/core/runtime.h)
   c.warmup.batch_size = c.engine.max_batch_size;  // the warm-up runs the shapes served
   c.warmup.max_batch_nodes = c.engine.max_batch_nodes;
   c.warmup.max_batch_edges = c.engine.max_batch_edges;
