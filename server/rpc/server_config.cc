@@ -242,7 +242,7 @@ absl::StatusOr<ServerConfig> ReadServerConfig() {
   }
   c.replication.subject = absl::GetFlag(FLAGS_nats_subject);
   c.replication.replica = absl::GetFlag(FLAGS_replica_name);
-  if (c.replication.replica.empty()) {
+  if (c.replicated() && c.replication.replica.empty()) {  // a replica's name: its host's
     char name[256] = {};
     gethostname(name, sizeof name - 1);
     c.replication.replica = name;

@@ -4,6 +4,7 @@
 #ifndef GRAIL_SERVER_SCORING_RANKING_H_
 #define GRAIL_SERVER_SCORING_RANKING_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <queue>
