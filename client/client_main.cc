@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,11 @@ ABSL_FLAG(int, top_k, 0, "rank-*, load: return only the best K (0: all)");
 ABSL_FLAG(std::string, candidates, "",
           "rank-*: file of candidate entities, one per line (default: every entity)");
 ABSL_FLAG(bool, filter_known, false, "rank-*: leave out candidates that complete a stored fact");
+ABSL_FLAG(int64_t, max_visited_nodes, 0,
+          "rank-*, load: a path-family ranking's budget of entities (RankOptions; 0: the "
+          "server's)");
+ABSL_FLAG(int64_t, max_visited_edges, 0,
+          "rank-*, load: a path-family ranking's budget of message edges (0: the server's)");
 ABSL_FLAG(int, chunk, 1000, "add, remove: facts per chunk");
 ABSL_FLAG(int, window, 8, "add, remove: chunks sent and not yet acknowledged, at most");
 ABSL_FLAG(int, concurrency, 4, "load: concurrent callers");
@@ -104,7 +110,9 @@ commands:
       in FILE (one per line). Prints rank<TAB>entity<TAB>score per entity; --json: an
       object with ranked (rank, entity, score, known_fact, scored_by), candidates_scored,
       candidates_filtered, candidates_shared_score (candidates far from the fixed entity,
-      which share one exact score), graph_sequence.
+      which share one exact score), candidates_pruned (of those, the ones a pruned
+      propagation did not visit; --max-visited-nodes N / --max-visited-edges E ask for a
+      budget below the server's), graph_sequence.
   add FILE [--chunk N] [--window W]
       Streams a triple file into the graph in chunks of N facts (default 1000), at most W
       unacknowledged. Prints a summary: chunks_acknowledged, facts_added,
@@ -223,7 +231,8 @@ std::string ScoreJson(const kg::v1::Triple& triple, const kg::v1::ScoreTripletRe
                    {"subgraph_nodes", result.subgraph_nodes()},
                    {"subgraph_edges", result.subgraph_edges()},
                    {"graph_sequence", result.graph_sequence()},
-                   {"scored_by", ScoredByName(result.scored_by())}});
+                   {"scored_by", ScoredByName(result.scored_by())},
+                   {"pruned", result.pruned()}});
 }
 
 // One explanation path as text: weight, rule body, and the entities it runs through.
@@ -328,6 +337,19 @@ int RunScoreFile(const Session& session, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+// The call's budget for pruned propagation (--max-visited-nodes, --max-visited-edges).
+absl::Status SetBudget(kg::v1::RankOptions* options) {
+  const int64_t nodes = absl::GetFlag(FLAGS_max_visited_nodes);
+  const int64_t edges = absl::GetFlag(FLAGS_max_visited_edges);
+  constexpr int64_t kMax = std::numeric_limits<uint32_t>::max();
+  if (nodes < 0 || edges < 0 || nodes > kMax || edges > kMax) {
+    return absl::InvalidArgumentError("--max-visited-nodes and --max-visited-edges take 0..2^32-1");
+  }
+  options->set_max_visited_nodes(static_cast<uint32_t>(nodes));
+  options->set_max_visited_edges(static_cast<uint32_t>(edges));
+  return absl::OkStatus();
+}
+
 // rank-tails (fixed = head) and rank-heads (fixed = tail).
 int RunRank(const Session& session, bool tails, const std::vector<std::string>& args) {
   const int top_k = absl::GetFlag(FLAGS_top_k);
@@ -335,6 +357,9 @@ int RunRank(const Session& session, bool tails, const std::vector<std::string>& 
   kg::v1::RankOptions options;
   options.set_top_k(static_cast<uint32_t>(top_k));
   options.set_filter_known_facts(absl::GetFlag(FLAGS_filter_known));
+  if (absl::Status budget = SetBudget(&options); !budget.ok()) {
+    return PrintUsageError(std::string(budget.message()));
+  }
   if (const std::string path = absl::GetFlag(FLAGS_candidates); !path.empty()) {
     absl::StatusOr<std::vector<std::string>> names = ReadNameList(path);
     if (!names.ok()) return PrintError(names.status());
@@ -377,6 +402,7 @@ int RunRank(const Session& session, bool tails, const std::vector<std::string>& 
     json["candidates_scored"] = response.candidates_scored();
     json["candidates_filtered"] = response.candidates_filtered();
     json["candidates_shared_score"] = response.candidates_shared_score();
+    json["candidates_pruned"] = response.candidates_pruned();
     json["graph_sequence"] = response.graph_sequence();
     PrintLine(JsonLine(json));
   } else {
@@ -634,6 +660,9 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
   if (method != "score" && method != "rank-tails") {
     return PrintUsageError("--method must be score or rank-tails, not " + method);
   }
+  if (kg::v1::RankOptions budget; !SetBudget(&budget).ok()) {
+    return PrintUsageError("--max-visited-nodes and --max-visited-edges take 0..2^32-1");
+  }
   if (path.empty()) return PrintUsageError("load needs --triples FILE");
   if (options.concurrency < 1) return PrintUsageError("--concurrency must be at least 1");
   if (options.requests < 1) return PrintUsageError("--requests must be at least 1");
@@ -663,6 +692,7 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
     issue = [&](int64_t index) {
       kg::v1::RankTailsRequest request;
       workload.RankTailsRequest(index, top_k, &request);
+      SetBudget(request.mutable_options()).IgnoreError();  // checked before the run
       request.set_min_graph_sequence(session.min_graph_sequence);
       kg::v1::RankResponse response;
       grpc::ClientContext context;

@@ -45,7 +45,8 @@ absl::Status RunPathQueries(
   absl::Mutex mu;
   absl::Status error;
   auto worker = [&] {
-    const PathNeighbourhoodSpec spec = model.Neighbourhood(&graph, &relations, 0);
+    PathNeighbourhoodSpec spec = model.Neighbourhood(&graph, &relations, 0);
+    spec.prune = options.prune;
     PathBatchBuilder builder;
     PathBatch batch;
     for (int64_t b = next_batch++; b < num_batches; b = next_batch++) {

@@ -21,6 +21,9 @@ namespace grail {
 struct PathScoringOptions {
   int batch_queries = 16;  // queries per forward
   int threads = 1;         // workers, each building batches and running forwards
+  // Pruned propagation (model/path/path_batch.h): a query whose neighbourhood passes it runs
+  // on the part its priority picks. None by default: exact.
+  PathBudget prune;
 };
 
 // Runs every query (in batches, on `options.threads` workers) and calls `read(i, batch, q,

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -18,7 +21,7 @@ int64_t PathBatch::NodeOf(int64_t q, EntityId entity) const {
 void PathBatch::Clear() {
   for (std::vector<int64_t>* v :
        {&node_entity, &node_query, &node_dist, &edge_src, &edge_dst, &edge_relation, &shared_entity,
-        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin}) {
+        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin, &query_pruned}) {
     v->clear();
   }
   columns = 1;
@@ -43,6 +46,7 @@ void PathBatch::Append(const PathBatch& other) {
   for (int64_t v : other.source_index) source_index.push_back(v + nodes);
   query_relation.insert(query_relation.end(), other.query_relation.begin(),
                         other.query_relation.end());
+  query_pruned.insert(query_pruned.end(), other.query_pruned.begin(), other.query_pruned.end());
   for (size_t q = 1; q < other.node_begin.size(); ++q) {
     node_begin.push_back(other.node_begin[q] + nodes);
   }
@@ -84,7 +88,7 @@ size_t PathBatch::MemoryBytes() const {
   size_t bytes = sorted_nodes_.capacity() * sizeof(sorted_nodes_[0]);
   for (const std::vector<int64_t>* v :
        {&node_entity, &node_query, &node_dist, &edge_src, &edge_dst, &edge_relation, &shared_entity,
-        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin}) {
+        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin, &query_pruned}) {
     bytes += v->capacity() * sizeof(int64_t);
   }
   return bytes;
@@ -93,7 +97,11 @@ size_t PathBatch::MemoryBytes() const {
 PathBatchBuilder::PathBatchBuilder(const GraphView& graph, const RelationMap& relations,
                                    int32_t num_relations, int radius, int64_t max_nodes)
     : bound_relations_(relations) {
-  bound_ = {&graph, &bound_relations_, num_relations, radius, max_nodes};
+  bound_.graph = &graph;
+  bound_.relations = &bound_relations_;
+  bound_.num_relations = num_relations;
+  bound_.radius = radius;
+  bound_.max_nodes = max_nodes;
 }
 
 absl::Status PathBatchBuilder::Add(const PathQuery& q, PathBatch* batch) {
@@ -256,6 +264,169 @@ std::optional<size_t> PathBatchBuilder::SelectForTargets(const PathNeighbourhood
 
 absl::Status PathBatchBuilder::SelectNodes(const PathNeighbourhoodSpec& spec, const PathQuery& q,
                                            size_t* others_begin) {
+  pruned_ = false;
+  if (!spec.prune.enabled()) return SelectExact(spec, q, others_begin);
+  // The exact neighbourhood where it fits the budget; its search stops past it.
+  PathNeighbourhoodSpec exact = spec;
+  exact.max_nodes =
+      spec.max_nodes > 0 ? std::min(spec.max_nodes, spec.prune.nodes) : spec.prune.nodes;
+  absl::Status status = SelectExact(exact, q, others_begin);
+  if (status.ok()) {
+    if (spec.prune.edges <= 0 ||
+        CountEdges(spec, *others_begin, spec.prune.edges) <= spec.prune.edges) {
+      return status;
+    }
+  } else if (!absl::IsResourceExhausted(status)) {
+    return status;
+  }
+  ResetLocal();
+  nodes_.clear();
+  dist_.clear();
+  *others_begin = SIZE_MAX;
+  SelectPruned(spec, q);
+  return absl::OkStatus();
+}
+
+int64_t PathBatchBuilder::CountEdges(const PathNeighbourhoodSpec& spec, size_t others_begin,
+                                     int64_t limit) const {
+  // As AppendEdges: every fact among the nodes once, from its head, two message edges each.
+  int64_t count = 0;
+  for (size_t i = 0; i < nodes_.size() && count <= limit; ++i) {
+    const EntityId u = nodes_[i];
+    for (const Neighbor& n : spec.graph->OutEdges(u)) {
+      if (local_[n.entity] < 0 || ModelRelation(spec, n.relation) < 0 ||
+          left_out_.Contains(source_marks_, u, n.relation, n.entity)) {
+        continue;
+      }
+      if (i >= others_begin && static_cast<size_t>(local_[n.entity]) >= others_begin) continue;
+      count += 2;
+    }
+  }
+  return count;
+}
+
+void PathBatchBuilder::SelectPruned(const PathNeighbourhoodSpec& spec, const PathQuery& q) {
+  const GraphView& graph = *spec.graph;
+  const auto left_out = [this](EntityId a, RelationId r, EntityId b) {
+    return left_out_.Contains(source_marks_, a, r, b);
+  };
+  pruned_ = true;
+  const int64_t node_budget = std::max<int64_t>(1, spec.prune.nodes);
+  const int64_t edge_budget =
+      spec.prune.edges > 0 ? spec.prune.edges : std::numeric_limits<int64_t>::max();
+  const int64_t read_budget = spec.prune.edges > 0 ? 2 * spec.prune.edges : 16 * node_budget;
+  const int hops = spec.radius >= 0 ? spec.radius : std::max(1, spec.path_length);
+  std::vector<EntityId> targets = q.targets;
+  std::sort(targets.begin(), targets.end());
+  const auto is_target = [&](EntityId e) {
+    return std::binary_search(targets.begin(), targets.end(), e);
+  };
+
+  // Grow hop by hop: the chosen nodes of the last hop push their priority, split evenly over
+  // their neighbours, onto the candidates; the best candidates so far take the hop's share.
+  nodes_.assign(1, q.source);
+  node_priority_.assign(1, 1.0);
+  local_[q.source] = 0;
+  candidates_.clear();
+  int64_t read = 0;
+  size_t frontier = 0;
+  std::vector<std::pair<double, EntityId>> ranked;
+  const auto better = [](const std::pair<double, EntityId>& a,
+                         const std::pair<double, EntityId>& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  for (int hop = 1; hop <= hops && static_cast<int64_t>(nodes_.size()) < node_budget; ++hop) {
+    const size_t frontier_end = nodes_.size();
+    for (size_t i = frontier; i < frontier_end && read < read_budget; ++i) {
+      const double share = node_priority_[i] / std::max<uint32_t>(1, graph.Degree(nodes_[i]));
+      ForEachNeighbour(spec, left_out, nodes_[i], [&](EntityId w) {
+        if (++read > read_budget) return false;
+        if (local_[w] < 0) candidates_[w] += share;
+        return true;
+      });
+    }
+    frontier = frontier_end;
+    if (candidates_.empty()) break;
+    const int64_t hops_left = hops - hop + 1;
+    const int64_t quota =
+        (node_budget - static_cast<int64_t>(nodes_.size()) + hops_left - 1) / hops_left;
+    ranked.clear();
+    for (const auto& [w, priority] : candidates_) {
+      ranked.emplace_back(is_target(w) ? std::numeric_limits<double>::infinity() : priority, w);
+    }
+    if (static_cast<int64_t>(ranked.size()) > quota) {
+      std::nth_element(ranked.begin(), ranked.begin() + quota, ranked.end(), better);
+      ranked.resize(quota);
+    }
+    std::sort(ranked.begin(), ranked.end(), better);
+    for (const auto& [priority, w] : ranked) {
+      local_[w] = static_cast<int32_t>(nodes_.size());
+      nodes_.push_back(w);
+      const auto it = candidates_.find(w);
+      node_priority_.push_back(it->second);
+      candidates_.erase(it);
+    }
+    if (read >= read_budget) break;
+  }
+  candidates_.clear();
+
+  // The longest prefix of the chosen nodes (in the order chosen) whose facts among them fit
+  // the edge budget; each fact counted once, at its later endpoint, as two message edges.
+  int64_t edges = 0;
+  size_t keep = nodes_.size();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const EntityId u = nodes_[i];
+    int64_t mine = 0;
+    for (const Neighbor& n : graph.OutEdges(u)) {
+      const int32_t l = local_[n.entity];
+      if (l >= 0 && static_cast<size_t>(l) <= i && ModelRelation(spec, n.relation) >= 0 &&
+          !left_out(u, n.relation, n.entity)) {
+        mine += 2;
+      }
+    }
+    for (const Neighbor& n : graph.InEdges(u)) {
+      const int32_t l = local_[n.entity];
+      if (l >= 0 && static_cast<size_t>(l) < i && ModelRelation(spec, n.relation) >= 0 &&
+          !left_out(n.entity, n.relation, u)) {
+        mine += 2;
+      }
+    }
+    if (i > 0 && edges + mine > edge_budget) {
+      keep = i;
+      break;
+    }
+    edges += mine;
+  }
+  for (size_t i = keep; i < nodes_.size(); ++i) local_[nodes_[i]] = -1;
+  nodes_.resize(keep);
+
+  // Distances within the chosen graph, and the nodes in breadth-first order from the source
+  // (each chosen node neighbours one chosen before it, so every one is reached).
+  std::vector<EntityId> order = {q.source};
+  std::vector<int64_t> dist(nodes_.size(), kUnreached);
+  dist[0] = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t next = dist[local_[order[i]]] + 1;
+    ForEachNeighbour(spec, left_out, order[i], [&](EntityId w) {
+      const int32_t l = local_[w];
+      if (l >= 0 && dist[l] == kUnreached) {
+        dist[l] = next;
+        order.push_back(w);
+      }
+      return true;
+    });
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (dist[i] == kUnreached) local_[nodes_[i]] = -1;  // none: kept for ResetLocal's sake
+  }
+  dist_.clear();
+  for (EntityId e : order) dist_.push_back(dist[local_[e]]);
+  nodes_ = std::move(order);
+  for (size_t i = 0; i < nodes_.size(); ++i) local_[nodes_[i]] = static_cast<int32_t>(i);
+}
+
+absl::Status PathBatchBuilder::SelectExact(const PathNeighbourhoodSpec& spec, const PathQuery& q,
+                                           size_t* others_begin) {
   const GraphView& graph = *spec.graph;
   const auto left_out = [this](EntityId a, RelationId r, EntityId b) {
     return left_out_.Contains(source_marks_, a, r, b);
@@ -333,6 +504,7 @@ void PathBatchBuilder::AppendNodes(const PathQuery& q, PathBatch* batch) {
   batch->node_begin.push_back(batch->num_nodes());
   batch->source_index.push_back(offset);
   batch->query_relation.push_back(q.relation);
+  batch->query_pruned.push_back(pruned_ ? 1 : 0);
 }
 
 void PathBatchBuilder::AppendEdges(const PathNeighbourhoodSpec& spec, int64_t query,

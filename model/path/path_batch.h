@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -83,6 +84,10 @@ struct PathBatch {
   std::vector<int64_t> query_relation;  // in [0, 2R)
   std::vector<int64_t> node_begin;      // nodes of query q: [node_begin[q], node_begin[q + 1])
   std::vector<int64_t> edge_begin;      // disjoint: edges of query q
+  // 1 where the query's neighbourhood passed the spec's budget and was pruned to it
+  // (PathBudget): its scores are approximate, every entity it did not visit sharing the far
+  // score.
+  std::vector<int64_t> query_pruned;
   // For a model whose relation vectors come from the graph of relations (ULTRA,
   // model/path/relation_graph.h): the graph's relation count R and which of its relation sides
   // meet, set from the spec's graph when the spec asks (PathNeighbourhoodSpec).
@@ -147,6 +152,27 @@ struct PathBatch {
 // That bounds ScoreTriplet by the targets' L-hop ball instead of the whole graph.
 inline constexpr int64_t kUnreached = int64_t{1} << 40;
 
+// Pruned propagation, after A*Net (Zhu et al., NeurIPS 2023): a query whose neighbourhood
+// passes `nodes` entities or `edges` message edges (0: no bound on edges) is not refused but
+// propagates over a part of it of at most that size, grown from the source hop by hop and
+// chosen by a priority. The priority is parameter-free, so it serves every model as trained:
+// the probability that a random walk from the source, stepping to a uniformly drawn neighbour,
+// stands on the entity after as many steps as the hop (summed over the hops an entity stays a
+// candidate), the estimate that personalised PageRank's push computes (Andersen, Chung and
+// Lang, FOCS 2006). Each hop may take an even share of the nodes left (what a hop leaves
+// passes to the next), the candidates reached so far competing for it, a target of the query
+// first; the edges are those among the chosen entities, the entities taken in the order they
+// were chosen until the edges would pass the budget. Distances are the chosen graph's own.
+// The work of one query is bounded by the budget: the adjacency read while growing is at most
+// twice the edge budget (or 16 per node without one), plus the degrees of the entities chosen.
+// An entity the pruned propagation does not visit gets the far score, as one beyond the
+// model's reach does. nodes == 0: no pruning (a neighbourhood past max_nodes is refused).
+struct PathBudget {
+  int64_t nodes = 0;
+  int64_t edges = 0;
+  bool enabled() const { return nodes > 0; }
+};
+
 // Which layout PathBatchBuilder::Build gives a batch of several queries.
 enum class PathLayout { kDisjoint, kCheaper, kShared };
 
@@ -165,6 +191,9 @@ struct PathNeighbourhoodSpec {
   PathLayout layout = PathLayout::kDisjoint;
   // Whether batches carry the graph's relation side pairs (PathBatch::side_pairs).
   bool relation_graph = false;
+  // With pruning enabled, a neighbourhood past the budget is pruned to it (PathBudget), and
+  // one within it is exact as without.
+  PathBudget prune;
 };
 
 // The cost rule of PathBatchBuilder::Build, in units of one node's update (the combine step
@@ -184,9 +213,9 @@ class PathBatchBuilder {
                    int radius, int64_t max_nodes = 0);
 
   // Appends query's neighbourhood to `batch` (disjoint), leaving out the facts the query
-  // leaves out. Errors: INVALID_ARGUMENT for a source outside the graph or a relation outside
-  // [0, 2R); RESOURCE_EXHAUSTED when the neighbourhood exceeds max_nodes (the batch is left
-  // as it was).
+  // leaves out; pruned to spec.prune when it passes it. Errors: INVALID_ARGUMENT for a source
+  // outside the graph or a relation outside [0, 2R); RESOURCE_EXHAUSTED when the neighbourhood
+  // exceeds max_nodes and pruning is off (the batch is left as it was).
   absl::Status Add(const PathQuery& query, PathBatch* batch);
   absl::Status Add(const PathNeighbourhoodSpec& spec, const PathQuery& query, PathBatch* batch);
 
@@ -231,13 +260,27 @@ class PathBatchBuilder {
   std::vector<int32_t> target_dist_;
   std::vector<EntityId> target_reached_;
   LeftOut left_out_;
+  // Pruned propagation: whether the current query was pruned; each chosen node's priority;
+  // the candidates (not chosen yet) and their priorities.
+  bool pruned_ = false;
+  std::vector<double> node_priority_;
+  absl::flat_hash_map<EntityId, double> candidates_;
 
   // Checks the query against the spec and sizes the scratch to the graph.
   absl::Status Prepare(const PathNeighbourhoodSpec& spec, const PathQuery& q);
-  // Fills nodes_/dist_ (local_ set for them) with the query's neighbourhood; sets
-  // *others_begin to the first node not in S of a query with targets (SIZE_MAX otherwise).
+  // Fills nodes_/dist_ (local_ set for them) with the query's neighbourhood, pruned to
+  // spec.prune where it passes it; sets *others_begin to the first node not in S of a query
+  // with targets (SIZE_MAX otherwise).
   absl::Status SelectNodes(const PathNeighbourhoodSpec& spec, const PathQuery& q,
                            size_t* others_begin);
+  // SelectNodes without pruning: RESOURCE_EXHAUSTED past spec.max_nodes.
+  absl::Status SelectExact(const PathNeighbourhoodSpec& spec, const PathQuery& q,
+                           size_t* others_begin);
+  // Fills nodes_/dist_ (local_ set for them, none set on entry) with the pruned
+  // neighbourhood of q (PathBudget) and sets pruned_.
+  void SelectPruned(const PathNeighbourhoodSpec& spec, const PathQuery& q);
+  // Message edges AppendEdges would give nodes_ (local_ set), counting stopped past `limit`.
+  int64_t CountEdges(const PathNeighbourhoodSpec& spec, size_t others_begin, int64_t limit) const;
   // Fills nodes_/dist_ (local_ set for them) with S and, for PNA, its other in-neighbours;
   // returns the index of the first of those, or nullopt when the targets' search passes
   // max_nodes (nothing set then).

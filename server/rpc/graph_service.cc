@@ -93,6 +93,7 @@ void FillScore(const FactScore& s, ScoredBy scored_by, uint64_t sequence,
   out->set_graph_sequence(sequence);
   out->set_model_version(model_version);
   out->set_scored_by(ToProto(scored_by));
+  out->set_pruned(s.pruned);
 }
 
 void FillModelInfo(const ServedModel& served, kg::v1::ModelInfo* info) {
@@ -644,6 +645,7 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
   query.candidates.assign(options.candidates().begin(), options.candidates().end());
   query.top_k = options.top_k();
   query.filter_known_facts = options.filter_known_facts();
+  query.budget = {options.max_visited_nodes(), options.max_visited_edges()};
   AfterSequence(
       call, predictor, min_graph_sequence,
       [this, call, predictor, response, query = std::move(query)]() mutable {
@@ -669,6 +671,7 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
               response->set_candidates_scored(ranking->candidates_scored);
               response->set_candidates_filtered(ranking->candidates_filtered);
               response->set_candidates_shared_score(ranking->candidates_shared_score);
+              response->set_candidates_pruned(ranking->candidates_pruned);
               response->set_graph_sequence(ranking->graph_sequence);
               response->set_model_version(std::move(ranking->model_version));
               call->Reply(grpc::Status::OK);

@@ -35,11 +35,19 @@ ABSL_FLAG(int, max_batch_edges, 8192,
           "edges per model forward (a larger subgraph runs alone); small forwards keep a call "
           "from waiting long behind another's");
 ABSL_FLAG(int, max_subgraph_nodes, 65536,
-          "nodes of the largest enclosing subgraph scored; a call needing a larger one fails "
-          "with RESOURCE_EXHAUSTED");
+          "nodes of the largest enclosing subgraph or query neighbourhood scored; a call "
+          "needing a larger one fails with RESOURCE_EXHAUSTED, or, with a path-family model "
+          "and --pruning, is pruned to it");
 ABSL_FLAG(int, max_subgraph_edges, 262144,
-          "edges of the largest enclosing subgraph scored; a call needing a larger one fails "
-          "with RESOURCE_EXHAUSTED");
+          "edges of the largest enclosing subgraph or query neighbourhood scored; a call "
+          "needing a larger one fails with RESOURCE_EXHAUSTED, or, with a path-family model "
+          "and --pruning, is pruned to it");
+ABSL_FLAG(bool, pruning, true,
+          "path-family models: a query whose neighbourhood passes --max-subgraph-nodes or "
+          "--max-subgraph-edges propagates over that many entities and edges, chosen from the "
+          "query entity by priority (approximate: RankResponse.candidates_pruned, "
+          "ScoreTripletResponse.pruned), instead of failing with RESOURCE_EXHAUSTED; calls "
+          "may ask for less (RankOptions.max_visited_nodes)");
 ABSL_FLAG(int, max_queue_delay_us, 2000,
           "longest a queued subgraph waits for its batch to fill, in microseconds");
 ABSL_FLAG(int, extraction_threads, 0, "threads extracting subgraphs (0: one per core)");
@@ -257,6 +265,9 @@ absl::StatusOr<ServerConfig> ReadServerConfig() {
   c.store.max_name_bytes = c.limits.max_name_bytes;  // what calls may send, the store keeps
   c.store.max_chunk_facts = c.limits.max_chunk_facts;
   c.allow_unknown_relations = absl::GetFlag(FLAGS_allow_unknown_relations);
+  if (absl::GetFlag(FLAGS_pruning)) {
+    c.rank_limits.budget = {c.engine.max_subgraph_nodes, c.engine.max_subgraph_edges};
+  }
   c.engine.release_memory = ReleaseFreedMemory;   // after a burst (model/core/runtime.h)
   c.warmup.batch_size = c.engine.max_batch_size;  // the warm-up runs the shapes served
   c.warmup.max_batch_nodes = c.engine.max_batch_nodes;
@@ -278,6 +289,7 @@ Json ConfigLogFields(const ServerConfig& config) {
   for (const NumericFlag& f : NumericFlags()) fields[f.name] = f.logged(config);
   fields["max_caller_share"] = config.engine.max_caller_share;
   fields["allow_unknown_relations"] = config.allow_unknown_relations;
+  fields["pruning"] = config.rank_limits.budget.nodes > 0;
   fields["sync_writes"] = config.store.sync;
   fields["truncate_corrupted_wal"] = config.store.truncate_corrupted_wal;
   return fields;

@@ -60,7 +60,7 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
     scoring[i] =
         FactToScore{*head, graph_relation.value_or(kNoGraphRelation), *tail, *model_relation};
   }
-  FactJobSetup setup{view.model, view.snapshot, view.relations, std::move(scoring)};
+  FactJobSetup setup{view.model, view.snapshot, view.relations, std::move(scoring), limits_.budget};
   if (view.model->family() == ModelFamily::kPath) {
     if (explain_paths > 0) {
       return done(absl::InvalidArgumentError(
@@ -76,8 +76,31 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
                  std::move(control), size);
 }
 
+absl::StatusOr<PropagationBudget> LinkPredictor::CallBudget(const PropagationBudget& asked) const {
+  const PropagationBudget& server = limits_.budget;
+  if (asked.nodes == 0 && asked.edges == 0) return server;
+  if (asked.nodes < 0 || asked.edges < 0) {
+    return absl::InvalidArgumentError("a propagation budget is a count of nodes and edges");
+  }
+  if (server.nodes == 0) {
+    return absl::FailedPreconditionError(
+        "this server does not prune propagation (--pruning=false); leave max_visited_nodes and "
+        "max_visited_edges at 0");
+  }
+  if (asked.nodes > server.nodes || asked.edges > server.edges) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the call's budget (max_visited_nodes ", asked.nodes, ", max_visited_edges ", asked.edges,
+        ") is above the server's (", server.nodes, " nodes, --max-subgraph-nodes; ", server.edges,
+        " edges, --max-subgraph-edges)"));
+  }
+  return PropagationBudget{asked.nodes > 0 ? asked.nodes : server.nodes,
+                           asked.edges > 0 ? asked.edges : server.edges};
+}
+
 void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
                          RankCallback done) const {
+  absl::StatusOr<PropagationBudget> budget = CallBudget(query.budget);
+  if (!budget.ok()) return done(budget.status());
   const View view = CurrentView();
   absl::StatusOr<int32_t> model_relation = view.model->RelationId(query.relation, *view.snapshot);
   if (!model_relation.ok()) return done(model_relation.status());
@@ -98,6 +121,7 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   setup.candidates = std::move(query.candidates);
   setup.top_k = query.top_k;
   setup.filter_known_facts = query.filter_known_facts;
+  setup.budget = *budget;
   if (view.model->family() == ModelFamily::kPath) {
     // One query, whatever the candidates.
     return engine_.Submit(MakePathRankingJob(std::move(setup), std::move(done)), std::move(control),

@@ -80,6 +80,15 @@ struct ScoredFacts {
   std::vector<std::vector<NamedPath>> paths;
 };
 
+// Pruned propagation (the path family; model/path/path_batch.h, PathBudget): a query whose
+// neighbourhood passes `nodes` entities or `edges` message edges propagates over at most that
+// many, chosen by priority from the query entity, instead of being refused; a neighbourhood
+// within both is scored exactly. nodes == 0: no pruning (refused; --pruning=false).
+struct PropagationBudget {
+  int64_t nodes = 0;
+  int64_t edges = 0;
+};
+
 struct RankQuery {
   bool rank_tails = true;  // true: (fixed, relation, ?); false: (?, relation, fixed)
   std::string fixed;       // the head for tails, the tail for heads
@@ -87,6 +96,9 @@ struct RankQuery {
   std::vector<std::string> candidates;  // empty: every entity but `fixed`
   uint32_t top_k = 0;                   // 0: all
   bool filter_known_facts = false;
+  // The call's own budget, each part at most the server's (0: the server's); a path-family
+  // ranking whose neighbourhood passes it is pruned to it.
+  PropagationBudget budget;
 };
 
 struct RankedEntity {
@@ -103,6 +115,9 @@ struct Ranking {
   uint32_t candidates_filtered = 0;
   // Candidates that got the score of the trivial enclosing subgraph, computed once.
   uint32_t candidates_shared_score = 0;
+  // Candidates (of candidates_shared_score) that a pruned propagation did not visit; 0 when
+  // the ranking is exact.
+  uint32_t candidates_pruned = 0;
   uint64_t graph_sequence = 0;
   std::string model_version;  // the model that scored them (ServedModel::version)
 };
@@ -113,6 +128,9 @@ struct RankLimits {
   uint32_t max_rank_subgraphs = 100000;
   // Entries one ranking over every entity may return when top_k is 0.
   uint32_t max_rank_results = 1000000;
+  // The server's budget for pruned propagation (--max-subgraph-nodes and -edges with
+  // --pruning; none without).
+  PropagationBudget budget;
 };
 
 class LinkPredictor {
@@ -137,7 +155,8 @@ class LinkPredictor {
   // order. Every score equals what Score() returns for the completed fact (up to the last
   // bits of a float: see the proto). Candidates are deduplicated and the fixed entity
   // itself is left out. Errors as Score(), and RESOURCE_EXHAUSTED beyond the RankLimits,
-  // saying how to narrow the call.
+  // saying how to narrow the call; INVALID_ARGUMENT for a call budget above the server's,
+  // FAILED_PRECONDITION for one on a server that does not prune.
   void Rank(RankQuery query, std::shared_ptr<CallControl> control, RankCallback done) const;
 
   // Adds a chunk to the store (see TripleStore::AddChunk); visible to every call that
@@ -171,6 +190,8 @@ class LinkPredictor {
     std::shared_ptr<const RelationMap> relations;
   };
   View CurrentView() const;
+  // The budget of a call that asked for `asked` (RankQuery::budget), or the error refusing it.
+  absl::StatusOr<PropagationBudget> CallBudget(const PropagationBudget& asked) const;
 
   TripleStore& store_;
   InferenceEngine& engine_;

@@ -13,6 +13,15 @@
 namespace grail {
 namespace {
 
+// The query's neighbourhood spec, pruned to `budget` where it passes it.
+PathNeighbourhoodSpec Spec(const PathModel& model, const GraphView* graph,
+                           const RelationMap* relations, int64_t max_nodes,
+                           const PropagationBudget& budget) {
+  PathNeighbourhoodSpec spec = model.Neighbourhood(graph, relations, max_nodes);
+  spec.prune = PathBudget{budget.nodes, budget.edges};
+  return spec;
+}
+
 // Scores a list of facts given by id (ScoreTriplet(s)): the facts that share a head and a
 // relation share one query, whose single pass scores all their tails.
 class PathFactJob final : public PathJob {
@@ -23,6 +32,7 @@ class PathFactJob final : public PathJob {
         graph_(std::move(setup.graph)),
         relations_(std::move(setup.relations)),
         facts_(std::move(setup.facts)),
+        budget_(setup.budget),
         results_(facts_.size()),
         done_(std::move(done)) {
     absl::flat_hash_map<std::pair<EntityId, int32_t>, size_t> query_of;
@@ -40,7 +50,7 @@ class PathFactJob final : public PathJob {
     // Only the facts' tails are read: the neighbourhood is what their scores depend on.
     std::vector<EntityId> tails;
     for (size_t f : queries_[i].facts) tails.push_back(facts_[f].tail);
-    return builder.Add(model().Neighbourhood(graph_.get(), relations_.get(), max_nodes),
+    return builder.Add(Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_),
                        {queries_[i].head, queries_[i].relation, {}, std::nullopt, std::move(tails)},
                        out);
   }
@@ -51,7 +61,8 @@ class PathFactJob final : public PathJob {
       const FactToScore& fact = facts_[f];
       const bool known = fact.graph_relation != kNoGraphRelation &&
                          graph_->HasFact(fact.head, fact.graph_relation, fact.tail);
-      results_[f] = FactScore{scores.Of(batch, q, fact.tail), nodes, edges, known};
+      results_[f] = FactScore{scores.Of(batch, q, fact.tail), nodes, edges, known,
+                              batch.query_pruned[q] != 0};
     }
   }
   void Finish(absl::Status status) override {
@@ -84,6 +95,7 @@ class PathFactJob final : public PathJob {
   const std::shared_ptr<const GraphSnapshot> graph_;
   const std::shared_ptr<const RelationMap> relations_;
   const std::vector<FactToScore> facts_;
+  const PropagationBudget budget_;
   std::vector<FactScore> results_;
   std::vector<Query> queries_;
   LinkPredictor::ScoreCallback done_;
@@ -114,7 +126,7 @@ class PathRankingJob final : public PathJob {
                             PathBatch* out) override {
     const RankingSetup& s = r_.setup();
     const PathNeighbourhoodSpec spec =
-        model().Neighbourhood(s.graph.get(), s.relations.get(), max_nodes);
+        Spec(model(), s.graph.get(), s.relations.get(), max_nodes, s.budget);
     const int32_t relation = s.model_relation + (s.rank_tails ? 0 : spec.num_relations);
     return builder.Add(spec, {s.fixed, relation, {}, std::nullopt}, out);
   }
@@ -143,9 +155,36 @@ class PathRankingJob final : public PathJob {
       r_.near().push_back(c);
       r_.Add({scores.node[node], c, is_known, ScoredBy::kPath});
     }
+    const bool pruned = batch.query_pruned[q] != 0;
+    if (pruned && s.graph_relation != kNoGraphRelation) {
+      // A pruned pass may leave known answers unvisited (a hub's, beyond the budget): they
+      // have the far score, and are filtered or marked known as the visited ones are.
+      const absl::Span<const Neighbor> facts =
+          s.rank_tails ? graph.OutEdges(s.fixed) : graph.InEdges(s.fixed);
+      const size_t visited = not_far.size();
+      for (const Neighbor& n : facts) {
+        const EntityId c = n.entity;
+        if (n.relation != s.graph_relation || c == s.fixed || graph.IsRemoved(c) ||
+            batch.NodeOf(q, c) >= 0) {
+          continue;
+        }
+        not_far.push_back(c);
+      }
+      std::sort(not_far.begin() + visited, not_far.end());
+      not_far.erase(std::unique(not_far.begin() + visited, not_far.end()), not_far.end());
+      for (size_t i = visited; i < not_far.size(); ++i) {
+        if (s.filter_known_facts) {
+          r_.count_filtered();
+          continue;
+        }
+        r_.near().push_back(not_far[i]);
+        r_.Add({scores.far[q], not_far[i], true, ScoredBy::kPath});
+      }
+    }
     std::sort(not_far.begin(), not_far.end());
     r_.set_far_count(graph.num_live_entities() - 1 - not_far.size());
     r_.set_shared_score(scores.far[q]);
+    if (pruned) r_.set_pruned_count(r_.far_count());
   }
 
   void Finish(absl::Status status) override {

@@ -87,6 +87,8 @@ class RankingState {
   void set_far_count(uint64_t count) { far_count_ = count; }
   void count_filtered() { ++filtered_; }
   void set_shared_score(float score) { shared_score_ = score; }
+  // Far candidates that a pruned propagation left unvisited (Ranking::candidates_pruned).
+  void set_pruned_count(uint64_t count) { pruned_count_ = count; }
   float shared_score() const { return shared_score_; }
   void Add(const Candidate& c) { top_.Add(c); }
 
@@ -106,6 +108,7 @@ class RankingState {
   std::vector<EntityId> not_far_;
   std::vector<EntityId> far_apart_;
   uint64_t far_count_ = 0;
+  uint64_t pruned_count_ = 0;
   uint32_t filtered_ = 0;
   TopCandidates top_;
   float shared_score_ = 0;

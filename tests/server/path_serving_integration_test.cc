@@ -301,34 +301,134 @@ TEST_F(ReachFeaturePathServingTest, ScoreTripletOfNearAndFarTailsEqualsTheWholeG
   ExpectScoreTripletOnTheTailsBallEqualsTheWholeGraphRanking();
 }
 
-// A neighbourhood past --max-subgraph-nodes is refused naming the flag; the search stops at
-// the limit rather than covering the neighbourhood first.
-TEST(PathServingLimitsTest, ANeighbourhoodOverTheNodeLimitIsRefusedNamingTheFlag) {
-  ScopedTempDir dir;
-  PathConfig config;
-  config.num_layers = 3;
-  config.dim = 8;
-  ASSERT_TRUE((*PathModel::Create(config, kRelations, 4))->Save(dir.Sub("path.pt")).ok());
-  ServerProcess server;
-  ASSERT_TRUE(server.Start(
-      {"--model=" + dir.Sub("path.pt"), "--data-dir=" + dir.Sub("store"), "--max-subgraph-nodes=5"},
-      dir.Sub("server.log")));
-  auto stub = KnowledgeGraph::NewStub(
-      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
-  ASSERT_TRUE(AddChunks(*stub, {Ring()}).status.ok());
-  grpc::ClientContext context;
-  kg::v1::RankTailsRequest request;
-  request.set_head("c20");
-  request.set_relation("r2");
+// A path model (3 layers, the reach mask) served on the ring with `flags`.
+class LimitedPathServer {
+ public:
+  explicit LimitedPathServer(const std::vector<std::string>& flags) {
+    PathConfig config;
+    config.num_layers = 3;
+    config.dim = 8;
+    EXPECT_TRUE((*PathModel::Create(config, kRelations, 4))->Save(dir_.Sub("path.pt")).ok());
+    std::vector<std::string> args = {"--model=" + dir_.Sub("path.pt"),
+                                     "--data-dir=" + dir_.Sub("store")};
+    args.insert(args.end(), flags.begin(), flags.end());
+    started_ = server_.Start(args, dir_.Sub("server.log"));
+    stub_ = KnowledgeGraph::NewStub(
+        grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+    if (started_) EXPECT_TRUE(AddChunks(*stub_, {Ring()}).status.ok());
+  }
+  bool started() const { return started_; }
+
+  grpc::Status RankTails(const std::string& head, const std::string& relation,
+                         const kg::v1::RankOptions& options, kg::v1::RankResponse* response) {
+    grpc::ClientContext context;
+    kg::v1::RankTailsRequest request;
+    request.set_head(head);
+    request.set_relation(relation);
+    *request.mutable_options() = options;
+    return stub_->RankTails(&context, request, response);
+  }
+  grpc::Status Score(const NamedTriple& fact, kg::v1::ScoreTripletResponse* response) {
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto(fact);
+    return stub_->ScoreTriplet(&context, request, response);
+  }
+  KnowledgeGraph::Stub& stub() { return *stub_; }
+
+ private:
+  ScopedTempDir dir_;
+  ServerProcess server_;
+  bool started_ = false;
+  std::unique_ptr<KnowledgeGraph::Stub> stub_;
+};
+
+kg::v1::RankOptions Budget(uint32_t nodes, uint32_t edges = 0, bool filter = false) {
+  kg::v1::RankOptions options;
+  options.set_max_visited_nodes(nodes);
+  options.set_max_visited_edges(edges);
+  options.set_filter_known_facts(filter);
+  return options;
+}
+
+// With --pruning=false a neighbourhood past --max-subgraph-nodes is refused naming the flag;
+// the search stops at the limit rather than covering the neighbourhood first. A call budget
+// is refused there too.
+TEST(PathServingLimitsTest, WithoutPruningANeighbourhoodOverTheNodeLimitIsRefusedNamingTheFlag) {
+  LimitedPathServer server({"--max-subgraph-nodes=5", "--pruning=false"});
+  ASSERT_TRUE(server.started());
   kg::v1::RankResponse response;
-  const grpc::Status status = stub->RankTails(&context, request, &response);
+  grpc::Status status = server.RankTails("c20", "r2", {}, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(status.error_message(), HasSubstr("more than 5 nodes"));
   EXPECT_THAT(status.error_message(), HasSubstr("--max-subgraph-nodes=5"));
+  status = server.RankTails("c20", "r2", Budget(4), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("--pruning=false"));
   // The server keeps serving.
   grpc::ClientContext stats_context;
   kg::v1::GetStatsResponse stats;
-  EXPECT_TRUE(stub->GetStats(&stats_context, kg::v1::GetStatsRequest(), &stats).ok());
+  EXPECT_TRUE(server.stub().GetStats(&stats_context, kg::v1::GetStatsRequest(), &stats).ok());
+}
+
+// Past --max-subgraph-nodes (3; the ring's 3-hop balls hold 13 entities) a ranking and a
+// score are pruned to it instead of refused, and say so: the ranking visits at most 2
+// entities besides the fixed one, every other candidate sharing the far score.
+TEST(PathServingLimitsTest, ANeighbourhoodOverTheLimitIsPrunedToItAndSaysSo) {
+  LimitedPathServer server({"--max-subgraph-nodes=3"});
+  ASSERT_TRUE(server.started());
+  kg::v1::RankResponse ranking;
+  ASSERT_TRUE(server.RankTails("c20", "r2", {}, &ranking).ok());
+  EXPECT_EQ(ranking.candidates_scored(), 59u);
+  EXPECT_EQ(ranking.ranked_size(), 59);
+  EXPECT_GE(ranking.candidates_pruned(), 59u - 3u);  // 2 visited, 1 known answer apart
+  EXPECT_EQ(ranking.candidates_pruned(), ranking.candidates_shared_score());
+  kg::v1::ScoreTripletResponse score;
+  ASSERT_TRUE(server.Score({"c20", "r2", "c21"}, &score).ok());
+  EXPECT_TRUE(score.pruned());
+  EXPECT_LE(score.subgraph_nodes(), 3u);
+  EXPECT_TRUE(score.known_fact());
+}
+
+// A call may ask for a smaller budget than the server's, never a larger one; a budget the
+// neighbourhood fits ranks exactly as none does. A known answer the pruned pass did not
+// visit is still filtered, or marked known with the far score.
+TEST(PathServingLimitsTest, ACallBudgetPrunesBelowTheServersAndOneAboveItIsRefused) {
+  LimitedPathServer server({});
+  ASSERT_TRUE(server.started());
+  kg::v1::RankResponse exact, fits, above, pruned, filtered;
+  ASSERT_TRUE(server.RankTails("c20", "r2", {}, &exact).ok());
+  EXPECT_EQ(exact.candidates_pruned(), 0u);
+  const grpc::Status refused = server.RankTails("c20", "r2", Budget(65537), &above);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("--max-subgraph-nodes"));
+  EXPECT_EQ(server.RankTails("c20", "r2", Budget(0, 1 << 30), &above).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  ASSERT_TRUE(server.RankTails("c20", "r2", Budget(13, 1000), &fits).ok());
+  EXPECT_EQ(fits.candidates_pruned(), 0u);
+  ASSERT_EQ(fits.ranked_size(), exact.ranked_size());
+  for (int i = 0; i < exact.ranked_size(); ++i) {
+    EXPECT_EQ(fits.ranked(i).entity(), exact.ranked(i).entity());
+    ExpectClose(fits.ranked(i).score(), exact.ranked(i).score(), exact.ranked(i).entity());
+  }
+
+  // Two nodes: c20 and the first of its four neighbours, c18; its known answer c21 is left out.
+  ASSERT_TRUE(server.RankTails("c20", "r2", Budget(2), &pruned).ok());
+  EXPECT_GE(pruned.candidates_pruned(), 59u - 2u);
+  float far = std::nanf("");
+  const kg::v1::RankedEntity* c21 = nullptr;
+  for (const kg::v1::RankedEntity& e : pruned.ranked()) {
+    if (e.entity() == "c40") far = e.score();
+    if (e.entity() == "c21") c21 = &e;
+  }
+  ASSERT_NE(c21, nullptr);
+  EXPECT_TRUE(c21->known_fact());
+  EXPECT_EQ(c21->score(), far);
+  ASSERT_TRUE(server.RankTails("c20", "r2", Budget(2, 0, /*filter=*/true), &filtered).ok());
+  EXPECT_EQ(filtered.candidates_filtered(), 1u);
+  EXPECT_EQ(filtered.candidates_scored(), 58u);
+  for (const kg::v1::RankedEntity& e : filtered.ranked()) EXPECT_NE(e.entity(), "c21");
 }
 
 }  // namespace

@@ -1,0 +1,210 @@
+// Pruned propagation against exact ranking (model/path/path_batch.h, PathBudget): for a path
+// model, a graph and test facts, every test fact's tail query (h, r, ?) and head query
+// (t, r^-1, ?) ranked over every entity, exactly and with a budget of a fraction of the
+// graph's entities and message edges. Prints one JSON line per budget: filtered MRR and
+// Hits@10 (ties as the mean of the optimistic and pessimistic rank, the evaluator's rule),
+// the mean overlap of each query's filtered top 10 with the exact one, how many queries were
+// pruned, the mean entities a query visited, and the seconds it took.
+//
+//   pruned_ranking --model M --graph G --test T [--filter F1,F2] [--ratios 0.05,0.1,0.25]
+//                  [--max-facts 300] [--seed 0] [--threads 2]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/seeded_random.h"
+#include "eval/path_evaluation.h"
+#include "graph/static_graph.h"
+#include "graph/triple_file.h"
+#include "model/core/runtime.h"
+#include "model/families.h"
+#include "model/path/path_model.h"
+
+ABSL_FLAG(std::string, model, "", "a path-family archive (learned or ULTRA)");
+ABSL_FLAG(std::string, graph, "", "the graph the queries run on (triple file)");
+ABSL_FLAG(std::string, test, "", "the facts whose heads and tails are ranked");
+ABSL_FLAG(std::string, filter, "", "more known facts to filter (comma-separated files)");
+ABSL_FLAG(std::string, ratios, "0.05,0.1,0.25",
+          "budgets, as fractions of the graph's entities and message edges");
+ABSL_FLAG(int, max_facts, 300, "test facts drawn (seeded) when there are more");
+ABSL_FLAG(uint64_t, seed, 0, "seed of the drawn facts");
+ABSL_FLAG(int, threads, 2, "workers");
+ABSL_FLAG(int, batch_queries, 8, "queries per forward");
+
+namespace grail {
+namespace {
+
+struct QueryResult {
+  double rank = 0;
+  std::vector<EntityId> top10;
+  int64_t visited = 0;
+  bool pruned = false;
+};
+
+int Run() {
+  SetComputeThreads(1);
+  absl::StatusOr<AnyModel> loaded = LoadAnyModel(absl::GetFlag(FLAGS_model), "cpu");
+  if (!loaded.ok() || loaded->path == nullptr) {
+    std::fprintf(stderr, "pruned_ranking: %s\n",
+                 loaded.ok() ? "not a path-family archive" : loaded.status().ToString().c_str());
+    return 1;
+  }
+  const PathModel& model = *loaded->path;
+  const auto read = [](const std::string& path) {
+    absl::StatusOr<std::vector<NamedTriple>> facts = ReadTripleFile(path);
+    if (!facts.ok()) {
+      std::fprintf(stderr, "pruned_ranking: %s\n", facts.status().ToString().c_str());
+      std::exit(1);
+    }
+    return *std::move(facts);
+  };
+  IndexedTriples indexed;
+  indexed.relations = Vocabulary(model.relations());
+  IndexTriples(read(absl::GetFlag(FLAGS_graph)), &indexed);
+  const StaticGraph graph(indexed.entities.size(), indexed.triples);
+  const RelationMap relations =
+      model.open_vocabulary() ? RelationMap()
+                              : MapRelationsByName(indexed.relations.names(), model.relations());
+  const int32_t num_relations = model.NumRelations(graph);
+  // Known answers of every query: the graph's facts, the test's and the filter files'.
+  absl::flat_hash_map<std::pair<EntityId, int32_t>, absl::flat_hash_set<EntityId>> answers;
+  const auto know = [&](EntityId h, int32_t r, EntityId t) {
+    answers[{h, r}].insert(t);
+    answers[{t, r + num_relations}].insert(h);
+  };
+  for (const Triple& t : indexed.triples) {
+    if (relations(t.relation) >= 0 && relations(t.relation) < num_relations) {
+      know(t.head, relations(t.relation), t.tail);
+    }
+  }
+  std::vector<Triple> test;
+  const auto add_known = [&](const std::vector<NamedTriple>& facts, bool is_test) {
+    for (const NamedTriple& f : facts) {
+      const auto h = indexed.entities.Find(f.head), t = indexed.entities.Find(f.tail);
+      const auto r = indexed.relations.Find(f.relation);
+      if (!h || !t || !r || *h == *t) continue;
+      const int32_t m = relations(*r);
+      if (m < 0 || m >= num_relations) continue;
+      know(*h, m, *t);
+      if (is_test && !graph.HasFact(*h, *r, *t))
+        test.push_back({*h, static_cast<RelationId>(m), *t});
+    }
+  };
+  add_known(read(absl::GetFlag(FLAGS_test)), true);
+  for (absl::string_view path :
+       absl::StrSplit(absl::GetFlag(FLAGS_filter), ',', absl::SkipEmpty())) {
+    add_known(read(std::string(path)), false);
+  }
+  SeededRandom random(absl::GetFlag(FLAGS_seed));
+  random.Shuffle(test);
+  if (static_cast<int>(test.size()) > absl::GetFlag(FLAGS_max_facts)) {
+    test.resize(absl::GetFlag(FLAGS_max_facts));
+  }
+  std::vector<PathQuery> queries;
+  std::vector<EntityId> answer;
+  for (const Triple& t : test) {
+    queries.emplace_back(t.head, static_cast<int32_t>(t.relation));
+    answer.push_back(t.tail);
+    queries.emplace_back(t.tail, static_cast<int32_t>(t.relation) + num_relations);
+    answer.push_back(t.head);
+  }
+  std::fprintf(stderr, "pruned_ranking: %u entities, %zu facts, %zu queries\n",
+               graph.num_entities(), indexed.triples.size(), queries.size());
+
+  std::vector<double> ratios = {0};
+  for (absl::string_view r : absl::StrSplit(absl::GetFlag(FLAGS_ratios), ',', absl::SkipEmpty())) {
+    double ratio = 0;
+    if (absl::SimpleAtod(r, &ratio)) ratios.push_back(ratio);
+  }
+  std::vector<QueryResult> exact;
+  for (const double ratio : ratios) {
+    PathScoringOptions options;
+    options.threads = absl::GetFlag(FLAGS_threads);
+    options.batch_queries = absl::GetFlag(FLAGS_batch_queries);
+    if (ratio > 0) {
+      options.prune.nodes =
+          std::max<int64_t>(2, static_cast<int64_t>(ratio * graph.num_entities()));
+      options.prune.edges =
+          std::max<int64_t>(2, static_cast<int64_t>(ratio * 2 * indexed.triples.size()));
+    }
+    std::vector<QueryResult> results(queries.size());
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status status = RunPathQueries(
+        model, graph, relations, queries, options,
+        [&](size_t i, const PathBatch& batch, int64_t q, const PathScores& scores) {
+          const PathQuery& query = queries[i];
+          const auto it = answers.find(std::make_pair(query.source, query.relation));
+          std::vector<std::pair<float, EntityId>> ranked;
+          const float truth = scores.Of(batch, q, answer[i]);
+          int64_t greater = 0, equal = 0;
+          for (EntityId e = 0; e < graph.num_entities(); ++e) {
+            if (e == query.source || e == answer[i]) continue;
+            if (it != answers.end() && it->second.contains(e)) continue;
+            const float s = scores.Of(batch, q, e);
+            greater += s > truth;
+            equal += s == truth;
+            ranked.emplace_back(s, e);
+          }
+          ranked.emplace_back(truth, answer[i]);
+          const size_t k = std::min<size_t>(10, ranked.size());
+          std::partial_sort(ranked.begin(), ranked.begin() + k, ranked.end(),
+                            [](const auto& a, const auto& b) {
+                              return a.first != b.first ? a.first > b.first : a.second < b.second;
+                            });
+          QueryResult& r = results[i];
+          r.rank = 1 + greater + equal / 2.0;
+          for (size_t j = 0; j < k; ++j) r.top10.push_back(ranked[j].second);
+          r.visited = batch.node_begin[q + 1] - batch.node_begin[q];
+          r.pruned = batch.query_pruned[q] != 0;
+        });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!status.ok()) {
+      std::fprintf(stderr, "pruned_ranking: %s\n", status.ToString().c_str());
+      return 1;
+    }
+    if (ratio == 0) exact = results;
+    double mrr = 0, hits10 = 0, overlap = 0, visited = 0;
+    int64_t pruned = 0;
+    for (size_t i = 0; i < results.size(); ++i) {
+      mrr += 1 / results[i].rank;
+      hits10 += results[i].rank <= 10;
+      int common = 0;
+      for (EntityId e : results[i].top10) {
+        common += std::count(exact[i].top10.begin(), exact[i].top10.end(), e) > 0;
+      }
+      overlap += exact[i].top10.empty() ? 1.0 : common / static_cast<double>(exact[i].top10.size());
+      visited += static_cast<double>(results[i].visited);
+      pruned += results[i].pruned;
+    }
+    const double n = static_cast<double>(results.size());
+    std::printf(
+        "{\"ratio\":%g,\"budget_nodes\":%lld,\"budget_edges\":%lld,\"queries\":%zu,"
+        "\"mrr\":%.4f,\"hits_at_10\":%.4f,\"top10_overlap\":%.4f,\"pruned_queries\":%lld,"
+        "\"mean_visited\":%.0f,\"entities\":%u,\"seconds\":%.1f}\n",
+        ratio, static_cast<long long>(options.prune.nodes),
+        static_cast<long long>(options.prune.edges), results.size(), mrr / n, hits10 / n,
+        overlap / n, static_cast<long long>(pruned), visited / n, graph.num_entities(), seconds);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace grail
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return grail::Run();
+}
