@@ -7,7 +7,7 @@
 // pruned, the mean entities a query visited, and the seconds it took.
 //
 //   pruned_ranking --model M --graph G --test T [--filter F1,F2] [--ratios 0.05,0.1,0.25]
-//                  [--max-facts 300] [--seed 0] [--threads 2]
+//                  [--edge-factor 0] [--max-facts 300] [--seed 0] [--threads 2]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,14 +19,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/command_line.h"
 #include "common/seeded_random.h"
 #include "eval/path_evaluation.h"
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
+#include "model/core/blas_kernels.h"
 #include "model/core/runtime.h"
 #include "model/families.h"
 #include "model/path/path_model.h"
@@ -37,6 +38,9 @@ ABSL_FLAG(std::string, test, "", "the facts whose heads and tails are ranked");
 ABSL_FLAG(std::string, filter, "", "more known facts to filter (comma-separated files)");
 ABSL_FLAG(std::string, ratios, "0.05,0.1,0.25",
           "budgets, as fractions of the graph's entities and message edges");
+ABSL_FLAG(double, edge_factor, 0,
+          "the edge budget as a multiple of the node ratio's share of the graph's message "
+          "edges (0: no edge budget)");
 ABSL_FLAG(int, max_facts, 300, "test facts drawn (seeded) when there are more");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the drawn facts");
 ABSL_FLAG(int, threads, 2, "workers");
@@ -135,8 +139,12 @@ int Run() {
     if (ratio > 0) {
       options.prune.nodes =
           std::max<int64_t>(2, static_cast<int64_t>(ratio * graph.num_entities()));
+      const double edge_factor = absl::GetFlag(FLAGS_edge_factor);
       options.prune.edges =
-          std::max<int64_t>(2, static_cast<int64_t>(ratio * 2 * indexed.triples.size()));
+          edge_factor <= 0
+              ? 0
+              : std::max<int64_t>(
+                    2, static_cast<int64_t>(edge_factor * ratio * 2 * indexed.triples.size()));
     }
     std::vector<QueryResult> results(queries.size());
     const auto start = std::chrono::steady_clock::now();
@@ -205,6 +213,7 @@ int Run() {
 }  // namespace grail
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
+  grail::ParseCommandLine(argc, argv);
   return grail::Run();
 }

@@ -1,5 +1,6 @@
 #include "model/path/path_model.h"
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -595,6 +596,15 @@ absl::StatusOr<PathScores> PathModel::Score(const PathBatch& batch) const {
     PathScores scores;
     scores.node.assign(node.data_ptr<float>(), node.data_ptr<float>() + node.numel());
     scores.far.assign(far.data_ptr<float>(), far.data_ptr<float>() + far.numel());
+    // A pruned query's unvisited entities rank with the least plausible entity it visited
+    // when the far score is above it (path_model.h).
+    for (int64_t q = 0;
+         q < batch.num_queries() && q < static_cast<int64_t>(batch.query_pruned.size()); ++q) {
+      if (batch.query_pruned[q] == 0) continue;
+      for (int64_t i = batch.node_begin[q]; i < batch.node_begin[q + 1]; ++i) {
+        scores.far[q] = std::min(scores.far[q], scores.node[i]);
+      }
+    }
     return scores;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("forward failed: ", e.what_without_backtrace()));

@@ -141,6 +141,7 @@ struct ServerMetrics::Instruments {
   std::optional<Labelled<prometheus::Counter>> auth;
   std::array<prometheus::Counter*, 2> token_reloads{};  // error, ok
   std::array<prometheus::Counter*, 3> scores{};         // by ScoredBy
+  prometheus::Counter* pruned_answers = nullptr;
   prometheus::Gauge* tokens = nullptr;
   std::unique_ptr<MetricsHttpServer> http;
 };
@@ -248,6 +249,10 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
         std::pair{ScoredBy::kFused, "fused"}}) {
     m.scores[static_cast<int>(scorer)] = &scores.Add({label});
   }
+  m.pruned_answers = &Counter(
+      r, "grail_pruned_answers_total",
+      "Calls (ScoreTriplet, RankTails, RankHeads) answered by a path-family propagation pruned to "
+      "--max-subgraph-nodes/-edges or the call's budget: approximate answers.");
 
   // What the scheduler holds, read at scrape time.
   auto engine_gauge = [this](const char* name, const char* help,
@@ -440,6 +445,8 @@ void ServerMetrics::OnServiceLimit(absl::string_view limit) { OnCallRejected(lim
 void ServerMetrics::OnScoresReturned(ScoredBy scored_by, size_t count) {
   instruments_->scores[static_cast<int>(scored_by)]->Increment(static_cast<double>(count));
 }
+
+void ServerMetrics::OnPrunedAnswer() { instruments_->pruned_answers->Increment(); }
 
 void ServerMetrics::OnAccess(absl::string_view method, absl::string_view outcome,
                              absl::string_view token_name) {

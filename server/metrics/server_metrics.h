@@ -19,6 +19,7 @@
 //   grail_rejected_calls_total{limit}              calls refused with RESOURCE_EXHAUSTED
 //   grail_scores_total{scored_by}                  scores returned, by scorer (grail, path,
 //                                                  fused)
+//   grail_pruned_answers_total                     calls answered by a pruned propagation
 //   grail_auth_requests_total{token,method,outcome} bearer-token checks, by token name
 //   grail_auth_token_reloads_total{result}, grail_auth_tokens   the --auth-tokens file
 //   grail_calls_in_flight, grail_scoring_calls, grail_pending_subgraphs,
@@ -87,6 +88,7 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   void OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) override;
   void OnServiceLimit(absl::string_view limit) override;
   void OnScoresReturned(ScoredBy scored_by, size_t count) override;
+  void OnPrunedAnswer() override;
   void OnAccess(absl::string_view method, absl::string_view outcome,
                 absl::string_view token_name) override;
 

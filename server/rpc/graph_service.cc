@@ -556,6 +556,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
                         FillScore(scored->scores[0], scored->scored_by[0], scored->graph_sequence,
                                   scored->model_version, response);
                         observer_->OnScoresReturned(scored->scored_by[0], 1);
+                        if (scored->scores[0].pruned) observer_->OnPrunedAnswer();
                         if (!scored->paths.empty()) {
                           for (const NamedPath& path : scored->paths[0]) {
                             kg::v1::ExplanationPath* out = response->add_paths();
@@ -672,6 +673,7 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
               response->set_candidates_filtered(ranking->candidates_filtered);
               response->set_candidates_shared_score(ranking->candidates_shared_score);
               response->set_candidates_pruned(ranking->candidates_pruned);
+              if (ranking->candidates_pruned > 0) observer_->OnPrunedAnswer();
               response->set_graph_sequence(ranking->graph_sequence);
               response->set_model_version(std::move(ranking->model_version));
               call->Reply(grpc::Status::OK);

@@ -60,6 +60,9 @@ class ServiceObserver {
   // `count` scores returned (ScoreTriplet(s) results, RankTails/RankHeads entries), all
   // produced by `scored_by`.
   virtual void OnScoresReturned(ScoredBy scored_by, size_t count) {}
+  // A call answered from a propagation pruned to the budget (RankResponse.candidates_pruned,
+  // ScoreTripletResponse.pruned): an approximate answer.
+  virtual void OnPrunedAnswer() {}
   // A call refused at once because `limit` (e.g. "max_calls_in_flight") was reached.
   virtual void OnServiceLimit(absl::string_view limit) {}
   // A call's credentials checked (only with access tokens): `outcome` is

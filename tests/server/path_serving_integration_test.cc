@@ -17,6 +17,7 @@
 #include "model/path/path_batch.h"
 #include "model/path/path_model.h"
 #include "tests/testing/graph_calls.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/ring_graph.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/served_archive.h"
@@ -335,6 +336,7 @@ class LimitedPathServer {
     return stub_->ScoreTriplet(&context, request, response);
   }
   KnowledgeGraph::Stub& stub() { return *stub_; }
+  double Metric(const std::string& series) { return ScrapedMetric(server_.metrics_port(), series); }
 
  private:
   ScopedTempDir dir_;
@@ -373,10 +375,12 @@ TEST(PathServingLimitsTest, WithoutPruningANeighbourhoodOverTheNodeLimitIsRefuse
 
 // Past --max-subgraph-nodes (3; the ring's 3-hop balls hold 13 entities) a ranking and a
 // score are pruned to it instead of refused, and say so: the ranking visits at most 2
-// entities besides the fixed one, every other candidate sharing the far score.
+// entities besides the fixed one, every other candidate sharing the far score; the metrics
+// count both answers.
 TEST(PathServingLimitsTest, ANeighbourhoodOverTheLimitIsPrunedToItAndSaysSo) {
   LimitedPathServer server({"--max-subgraph-nodes=3"});
   ASSERT_TRUE(server.started());
+  EXPECT_EQ(server.Metric("grail_pruned_answers_total"), 0);
   kg::v1::RankResponse ranking;
   ASSERT_TRUE(server.RankTails("c20", "r2", {}, &ranking).ok());
   EXPECT_EQ(ranking.candidates_scored(), 59u);
@@ -388,6 +392,7 @@ TEST(PathServingLimitsTest, ANeighbourhoodOverTheLimitIsPrunedToItAndSaysSo) {
   EXPECT_TRUE(score.pruned());
   EXPECT_LE(score.subgraph_nodes(), 3u);
   EXPECT_TRUE(score.known_fact());
+  EXPECT_EQ(server.Metric("grail_pruned_answers_total"), 2);
 }
 
 // A call may ask for a smaller budget than the server's, never a larger one; a budget the

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Ranking every entity of a million-entity graph (docs/BENCHMARKS.md, "Ranking every entity
+of a million-entity graph").
+
+For each size (grail-tools synth: power-law graphs, 5 facts per entity, seed 1) and each
+path-family model, starts grail-server (defaults: pruning on, --max-subgraph-nodes 65,536,
+--max-subgraph-edges 262,144) on a fresh data directory, streams the graph in with
+AddTriples and measures with grail-client:
+  * ingest facts/s and server RSS after ingest (and per fact);
+  * RankTails over every entity (top_k 10), one client, for hub queries (the 20 entities of
+    highest degree) and for entities drawn uniformly: p50/p99, outcomes, and one call's
+    candidates_pruned;
+  * ScoreTriplet at 16 clients idle and while 4 clients loop rank-all (uniform entities):
+    p50/p99 and the loaded/idle p99 ratio;
+  * server RSS at the end.
+Models: "path", a path-family model in the default configuration (reach mask, 6 layers of
+32) trained for 20 steps on a 20k-entity graph of the same generator (the cost of a pass
+does not depend on the weights); "ultra", ULTRA's released ultra_3g imported.
+
+    bench/million_ranking.py [--sizes 100000,1000000] [--models path,ultra]
+Results: out/million/<size>.<model>.json (a case measured before is skipped; --force).
+"""
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_bench import NEW_BIN, ROOT, Server, load_summary, log, run  # noqa: E402
+
+
+DATA = ROOT / "out" / "scale" / "data"  # shared with bench/scale_bench.py
+
+
+def synth(entities):
+    names = {100000: "synth100k", 1000000: "synth1m", 10000000: "synth10m"}
+    path = DATA / names.get(entities, f"synth{entities}") / "triples.txt"
+    if not path.exists():
+        run([NEW_BIN / "grail-tools", "synth", "--out", path.parent, "--entities", entities,
+             "--facts", 5 * entities, "--seed", 1])
+    return path
+
+
+def model(name):
+    models = ROOT / "out" / "scale" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    if name == "ultra":
+        path = models / "ultra_3g.pt"
+        if not path.exists():
+            run([NEW_BIN / "grail-tools", "import-ultra", "--checkpoint",
+                 ROOT.parent / "shared" / "models" / "ultra" / "ultra_3g.pth", "--out", path])
+        return path
+    path = models / "synth_path.pt"
+    if not path.exists():
+        # The generator's 20k-entity graph of bench/scale_bench.py, its last 2,000 facts for
+        # validation.
+        small = DATA / "synth20k"
+        if not (small / "train.txt").exists():
+            run([NEW_BIN / "grail-tools", "synth", "--out", small, "--entities", 20000,
+                 "--facts", 60000, "--seed", 2])
+            lines = (small / "triples.txt").read_text().splitlines(keepends=True)
+            (small / "train.txt").write_text("".join(lines[:-2000]))
+            (small / "valid.txt").write_text("".join(lines[-2000:]))
+        run([NEW_BIN / "grail-train", "--family", "path", "--train", small / "train.txt",
+             "--valid", small / "valid.txt", "--out", path, "--max-steps", 20, "--seed", 0])
+    return path
+
+
+def query_files(graph, out_dir):
+    """Hub queries (the 20 entities of highest degree, each with a relation of its own
+    facts) and uniform ones (200 entities drawn uniformly among the heads)."""
+    hubs, uniform = out_dir / "hub.queries.txt", out_dir / "uniform.queries.txt"
+    if hubs.exists() and uniform.exists():
+        return hubs, uniform
+    degree, first = Counter(), {}
+    with open(graph) as f:
+        for line in f:
+            h, r, t = line.rstrip("\n").split("\t")
+            degree[h] += 1
+            degree[t] += 1
+            first.setdefault(h, line)
+    top = [e for e, _ in degree.most_common() if e in first][:20]
+    hubs.write_text("".join(first[e] for e in top))
+    heads = sorted(first)
+    rng = random.Random(0)
+    uniform.write_text("".join(first[e] for e in rng.sample(heads, min(200, len(heads)))))
+    log(f"  hubs: {[(e, degree[e]) for e in top[:5]]} ...")
+    return hubs, uniform
+
+
+def rank_args(queries, requests, deadline_ms, concurrency=1, seed=1):
+    return ["--deadline-ms", deadline_ms, "load", "--triples", queries, "--method",
+            "rank-tails", "--candidates-per-request", 0, "--top-k", 10, "--concurrency",
+            concurrency, "--requests", requests, "--seed", seed]
+
+
+def measure(args, size, model_name, out):
+    graph = synth(size)
+    archive = model(model_name)
+    case_dir = out / f"{size}.{model_name}"
+    case_dir.mkdir(parents=True, exist_ok=True)
+    hubs, uniform = query_files(graph, case_dir)
+    result = {"entities": size, "model": model_name, "date": time.strftime("%Y-%m-%d")}
+    server = Server(NEW_BIN, archive, case_dir / "store", list(args.server_flags))
+    try:
+        added = server.client("add", graph, "--chunk", 1000, timeout=7200)
+        result["ingest"] = {k: added.get(k) for k in
+                            ("facts_added", "entities_created", "seconds", "facts_per_second")}
+        rss = server.status()["rss_mb"]
+        result["rss_after_ingest_mb"] = round(rss, 1)
+        result["rss_bytes_per_fact"] = round(rss * 2**20 / max(1, added.get("facts_added", 1)))
+        deadline = args.deadline_ms
+        for name, queries in (("hub", hubs), ("uniform", uniform)):
+            head, relation = queries.read_text().splitlines()[0].split("\t")[:2]
+            one = server.client("--deadline-ms", deadline, "rank-tails", head, relation,
+                                "--top-k", 10, timeout=600, check=False)
+            result[f"{name}_example"] = {
+                "head": head, "candidates_scored": one.get("candidates_scored"),
+                "candidates_pruned": one.get("candidates_pruned"),
+                "top": [e["entity"] for e in one.get("ranked", [])[:3]]}
+            server.client(*rank_args(queries, 2, deadline), timeout=3600, check=False)  # warm
+            ranked = server.client(*rank_args(queries, args.rank_requests, deadline),
+                                   timeout=7200, check=False)
+            result[f"rank_all_{name}"] = load_summary(ranked)
+        result["rss_after_rank_all_mb"] = round(server.status()["rss_mb"], 1)
+        score = ["load", "--triples", uniform, "--method", "score", "--concurrency", 16,
+                 "--seed", 2]
+        idle = server.client(*score, "--requests", args.score_requests, "--warmup", 100,
+                             timeout=3600, check=False)
+        result["score_c16_idle"] = load_summary(idle)
+        looper = subprocess.Popen(
+            [str(NEW_BIN / "grail-client"), "--target", f"127.0.0.1:{server.port}", "--json",
+             *[str(a) for a in rank_args(uniform, 1000000, deadline, 4, seed=3)]],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(3)
+        loaded = server.client(*score, "--requests", args.score_requests, "--warmup", 50,
+                               timeout=3600, check=False)
+        looper.kill()
+        looper.wait()
+        result["score_c16_with_4_rank_all"] = load_summary(loaded)
+        if idle and loaded:
+            result["loaded_idle_p99_ratio"] = round(
+                loaded["latency_ms"]["p99"] / max(1e-9, idle["latency_ms"]["p99"]), 2)
+        result["final"] = server.status()
+    finally:
+        server.stop()
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=str(ROOT / "out" / "million"))
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--models", default="path,ultra")
+    parser.add_argument("--rank-requests", type=int, default=20)
+    parser.add_argument("--score-requests", type=int, default=1000)
+    parser.add_argument("--deadline-ms", type=int, default=60000)
+    parser.add_argument("--server-flags", nargs="*", default=[],
+                        help="more grail-server flags, e.g. --max-subgraph-nodes=16384")
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for size in (int(s) for s in args.sizes.split(",")):
+        for model_name in args.models.split(","):
+            path = out / f"{size}.{model_name}.json"
+            if path.exists() and not args.force:
+                log(f"== {size} {model_name}: done before ({path})")
+                continue
+            log(f"== {size} {model_name}")
+            result = measure(args, size, model_name, out)
+            path.write_text(json.dumps(result, indent=1) + "\n")
+            log(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
