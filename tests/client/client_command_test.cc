@@ -101,7 +101,8 @@ TEST_F(ClientCommandTest, ScoreJsonHasEveryField) {
             absl::StrCat("{\"head\":\"a\",\"relation\":\"likes\",\"tail\":\"b\",\"score\":",
                          FormatFloat(FakeScore("a", "likes", "b")),
                          ",\"probability\":0.5,\"known_fact\":true,\"subgraph_nodes\":2,"
-                         "\"subgraph_edges\":1,\"graph_sequence\":0,\"scored_by\":\"fused\"}\n"));
+                         "\"subgraph_edges\":1,\"graph_sequence\":0,\"scored_by\":\"fused\","
+                         "\"pruned\":false}\n"));
 }
 
 TEST_F(ClientCommandTest, UnknownEntityIsNotFoundWithTheServersMessage) {
@@ -154,7 +155,7 @@ TEST_F(ClientCommandTest, RankHeadsHonoursTopKAndFilterKnown) {
   EXPECT_THAT(run.out, Not(HasSubstr("\"entity\":\"a\"")));
   EXPECT_THAT(run.out, HasSubstr("\"known_fact\":false,\"scored_by\":\"fused\"}"));
   EXPECT_THAT(run.out, HasSubstr("\"candidates_scored\":4,\"candidates_filtered\":1,"
-                                 "\"candidates_shared_score\":3,"));
+                                 "\"candidates_shared_score\":3,\"candidates_pruned\":0,"));
 }
 
 TEST_F(ClientCommandTest, StatsPrintsJsonWithTheGraphSize) {

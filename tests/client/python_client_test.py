@@ -123,6 +123,19 @@ class PlaintextTest(ServerCase):
         self.assertEqual([(e["entity"], e["score"]) for e in ours["ranked"]],
                          [(e["entity"], e["score"]) for e in theirs["ranked"]])
         self.assertEqual(ours["candidates_shared_score"], theirs["candidates_shared_score"])
+        self.assertEqual(ours["candidates_pruned"], theirs["candidates_pruned"])
+        self.assertEqual(tails.candidates_pruned, 0)  # GraIL never prunes
+
+    def test_a_ranking_budget_reaches_the_server_which_bounds_it(self):
+        with Client(self.target) as kg:
+            # Within the server's budget: accepted (a GraIL model has nothing to prune).
+            kg.rank_tails("a", "r1", top_k=1, max_visited_nodes=2, max_visited_edges=2)
+            with self.assertRaises(GrailError) as above:
+                kg.rank_tails("a", "r1", max_visited_nodes=2**31)
+            self.assertEqual(above.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("--max-subgraph-nodes", above.exception.message)
+            with self.assertRaises(ValueError):
+                kg.rank_heads("r1", "a", max_visited_edges=-1)
 
     def test_errors_carry_the_code_and_the_servers_message(self):
         with Client(self.target) as kg:

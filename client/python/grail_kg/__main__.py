@@ -103,6 +103,7 @@ def run(client, args) -> int:
                               "candidates_scored": r.candidates_scored,
                               "candidates_filtered": r.candidates_filtered,
                               "candidates_shared_score": r.candidates_shared_score,
+                              "candidates_pruned": r.candidates_pruned,
                               "graph_sequence": r.graph_sequence}))
         else:
             for e in r.ranked:

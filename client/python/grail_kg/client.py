@@ -61,6 +61,8 @@ class Score:
     # The scorer: "grail", "path" or "fused" (a fused archive's classifier over GraIL's and
     # its KGE models' scores; its facts with an entity the KGE models lack are "grail").
     scored_by: str = ""
+    # A path-family score from a propagation pruned to the server's budget: approximate.
+    pruned: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class Ranking:
     candidates_filtered: int
     candidates_shared_score: int
     graph_sequence: int
+    # Candidates a pruned propagation did not visit (of candidates_shared_score); 0: exact.
+    candidates_pruned: int = 0
 
 
 @dataclass(frozen=True)
@@ -250,19 +254,25 @@ class Client:
         return [_score(t, r) for t, r in zip(triples, response.results)]
 
     def rank_tails(self, head: str, relation: str, *, candidates: Optional[Sequence[str]] = None,
-                   top_k: int = 0, filter_known: bool = False) -> Ranking:
-        """RankTails: candidate tails best first (every entity when candidates is None)."""
+                   top_k: int = 0, filter_known: bool = False, max_visited_nodes: int = 0,
+                   max_visited_edges: int = 0) -> Ranking:
+        """RankTails: candidate tails best first (every entity when candidates is None).
+        max_visited_nodes/edges: a path-family ranking's budget, at most the server's (0: the
+        server's); a neighbourhood past it is pruned (Ranking.candidates_pruned)."""
         return _ranking(self._call(self._stub.RankTails, pb.RankTailsRequest(
             head=head, relation=relation,
-            options=_rank_options(candidates, top_k, filter_known),
+            options=_rank_options(candidates, top_k, filter_known, max_visited_nodes,
+                                  max_visited_edges),
             min_graph_sequence=self.session.sequence)))
 
     def rank_heads(self, relation: str, tail: str, *, candidates: Optional[Sequence[str]] = None,
-                   top_k: int = 0, filter_known: bool = False) -> Ranking:
+                   top_k: int = 0, filter_known: bool = False, max_visited_nodes: int = 0,
+                   max_visited_edges: int = 0) -> Ranking:
         """RankHeads: candidate heads best first (every entity when candidates is None)."""
         return _ranking(self._call(self._stub.RankHeads, pb.RankHeadsRequest(
             relation=relation, tail=tail,
-            options=_rank_options(candidates, top_k, filter_known),
+            options=_rank_options(candidates, top_k, filter_known, max_visited_nodes,
+                                  max_visited_edges),
             min_graph_sequence=self.session.sequence)))
 
     def add_triples(self, triples: Iterable[Triple], chunk: int = 1000) -> Iterator[AddAck]:
@@ -393,18 +403,21 @@ def _score(triple: Triple, r) -> Score:
         for p in r.paths)
     return Score(triple[0], triple[1], triple[2], r.score, r.probability, r.known_fact,
                  r.subgraph_nodes, r.subgraph_edges, r.graph_sequence, r.model_version, paths,
-                 _scored_by(r.scored_by))
+                 _scored_by(r.scored_by), r.pruned)
 
 
-def _rank_options(candidates, top_k, filter_known):
+def _rank_options(candidates, top_k, filter_known, max_visited_nodes=0, max_visited_edges=0):
     if top_k < 0:
         raise ValueError("top_k must be at least 0")
+    if max_visited_nodes < 0 or max_visited_edges < 0:
+        raise ValueError("max_visited_nodes and max_visited_edges must be at least 0")
     return pb.RankOptions(candidates=list(candidates or []), top_k=top_k,
-                          filter_known_facts=filter_known)
+                          filter_known_facts=filter_known, max_visited_nodes=max_visited_nodes,
+                          max_visited_edges=max_visited_edges)
 
 
 def _ranking(r) -> Ranking:
     return Ranking([RankedEntity(e.rank, e.entity, e.score, e.known_fact, _scored_by(e.scored_by))
                     for e in r.ranked],
                    r.candidates_scored, r.candidates_filtered, r.candidates_shared_score,
-                   r.graph_sequence)
+                   r.graph_sequence, r.candidates_pruned)
