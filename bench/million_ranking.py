@@ -106,7 +106,8 @@ def measure(args, size, model_name, out):
     case_dir.mkdir(parents=True, exist_ok=True)
     hubs, uniform = query_files(graph, case_dir)
     result = {"entities": size, "model": model_name, "date": time.strftime("%Y-%m-%d")}
-    server = Server(NEW_BIN, archive, case_dir / "store", list(args.server_flags))
+    server = Server(NEW_BIN, archive, case_dir / "store",
+                    [f for f in args.server_flags.split(",") if f])
     try:
         added = server.client("add", graph, "--chunk", 1000, timeout=7200)
         result["ingest"] = {k: added.get(k) for k in
@@ -161,8 +162,9 @@ def main():
     parser.add_argument("--rank-requests", type=int, default=20)
     parser.add_argument("--score-requests", type=int, default=1000)
     parser.add_argument("--deadline-ms", type=int, default=60000)
-    parser.add_argument("--server-flags", nargs="*", default=[],
-                        help="more grail-server flags, e.g. --max-subgraph-nodes=16384")
+    parser.add_argument("--server-flags", default="",
+                        help="more grail-server flags, comma-separated, e.g. "
+                             "--server-flags=--max-subgraph-nodes=8192,--max-subgraph-edges=32768")
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args()
     out = Path(args.out)
