@@ -2,7 +2,7 @@
 // model, a graph and test facts, every test fact's tail query (h, r, ?) and head query
 // (t, r^-1, ?) ranked over every entity, exactly and with a budget of a fraction of the
 // graph's entities and message edges. Prints one JSON line per budget: filtered MRR and
-// Hits@10 (ties as the mean of the optimistic and pessimistic rank, the evaluator's rule),
+// Hits@10 (ties as the mean of the optimistic and pessimistic rank: RankAmong, the evaluator's),
 // the mean overlap of each query's filtered top 10 with the exact one, how many queries were
 // pruned, the mean entities a query visited, and the seconds it took.
 //
@@ -25,6 +25,7 @@
 #include "common/command_line.h"
 #include "common/seeded_random.h"
 #include "eval/path_evaluation.h"
+#include "eval/ranking_metrics.h"
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
 #include "model/core/blas_kernels.h"
@@ -154,15 +155,13 @@ int Run() {
           const PathQuery& query = queries[i];
           const auto it = answers.find(std::make_pair(query.source, query.relation));
           std::vector<std::pair<float, EntityId>> ranked;
+          std::vector<float> negatives;  // the filtered non-answers' scores
           const float truth = scores.Of(batch, q, answer[i]);
-          int64_t greater = 0, equal = 0;
           for (EntityId e = 0; e < graph.num_entities(); ++e) {
             if (e == query.source || e == answer[i]) continue;
             if (it != answers.end() && it->second.contains(e)) continue;
-            const float s = scores.Of(batch, q, e);
-            greater += s > truth;
-            equal += s == truth;
-            ranked.emplace_back(s, e);
+            negatives.push_back(scores.Of(batch, q, e));
+            ranked.emplace_back(negatives.back(), e);
           }
           ranked.emplace_back(truth, answer[i]);
           const size_t k = std::min<size_t>(10, ranked.size());
@@ -171,7 +170,7 @@ int Run() {
                               return a.first != b.first ? a.first > b.first : a.second < b.second;
                             });
           QueryResult& r = results[i];
-          r.rank = 1 + greater + equal / 2.0;
+          r.rank = RankAmong(truth, negatives);
           for (size_t j = 0; j < k; ++j) r.top10.push_back(ranked[j].second);
           r.visited = batch.node_begin[q + 1] - batch.node_begin[q];
           r.pruned = batch.query_pruned[q] != 0;

@@ -660,8 +660,9 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
   if (method != "score" && method != "rank-tails") {
     return PrintUsageError("--method must be score or rank-tails, not " + method);
   }
-  if (kg::v1::RankOptions budget; !SetBudget(&budget).ok()) {
-    return PrintUsageError("--max-visited-nodes and --max-visited-edges take 0..2^32-1");
+  kg::v1::RankOptions budget;  // merged into every ranking request
+  if (absl::Status status = SetBudget(&budget); !status.ok()) {
+    return PrintUsageError(std::string(status.message()));
   }
   if (path.empty()) return PrintUsageError("load needs --triples FILE");
   if (options.concurrency < 1) return PrintUsageError("--concurrency must be at least 1");
@@ -692,7 +693,7 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
     issue = [&](int64_t index) {
       kg::v1::RankTailsRequest request;
       workload.RankTailsRequest(index, top_k, &request);
-      SetBudget(request.mutable_options()).IgnoreError();  // checked before the run
+      request.mutable_options()->MergeFrom(budget);
       request.set_min_graph_sequence(session.min_graph_sequence);
       kg::v1::RankResponse response;
       grpc::ClientContext context;

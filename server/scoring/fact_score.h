@@ -11,7 +11,7 @@ struct FactScore {
   int32_t subgraph_nodes = 0;  // what it was scored on: the enclosing subgraph, the
   int32_t subgraph_edges = 0;  // query's neighbourhood
   bool known_fact = false;     // whether the graph holds the fact itself
-  // Whether the query's neighbourhood was pruned to the server's budget (PropagationBudget):
+  // Whether the query's neighbourhood was pruned to the server's budget (PathBudget):
   // the score is approximate.
   bool pruned = false;
 };

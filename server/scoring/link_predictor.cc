@@ -76,8 +76,8 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
                  std::move(control), size);
 }
 
-absl::StatusOr<PropagationBudget> LinkPredictor::CallBudget(const PropagationBudget& asked) const {
-  const PropagationBudget& server = limits_.budget;
+absl::StatusOr<PathBudget> LinkPredictor::CallBudget(const PathBudget& asked) const {
+  const PathBudget& server = limits_.budget;
   if (asked.nodes == 0 && asked.edges == 0) return server;
   if (asked.nodes < 0 || asked.edges < 0) {
     return absl::InvalidArgumentError("a propagation budget is a count of nodes and edges");
@@ -93,13 +93,13 @@ absl::StatusOr<PropagationBudget> LinkPredictor::CallBudget(const PropagationBud
         ") is above the server's (", server.nodes, " nodes, --max-subgraph-nodes; ", server.edges,
         " edges, --max-subgraph-edges)"));
   }
-  return PropagationBudget{asked.nodes > 0 ? asked.nodes : server.nodes,
-                           asked.edges > 0 ? asked.edges : server.edges};
+  return PathBudget{asked.nodes > 0 ? asked.nodes : server.nodes,
+                    asked.edges > 0 ? asked.edges : server.edges};
 }
 
 void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
                          RankCallback done) const {
-  absl::StatusOr<PropagationBudget> budget = CallBudget(query.budget);
+  absl::StatusOr<PathBudget> budget = CallBudget(query.budget);
   if (!budget.ok()) return done(budget.status());
   const View view = CurrentView();
   absl::StatusOr<int32_t> model_relation = view.model->RelationId(query.relation, *view.snapshot);

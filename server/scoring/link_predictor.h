@@ -46,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "graph/triple_file.h"
+#include "model/path/path_batch.h"
 #include "server/engine/inference_engine.h"
 #include "server/scoring/fact_score.h"
 #include "server/scoring/served_model.h"
@@ -80,15 +81,6 @@ struct ScoredFacts {
   std::vector<std::vector<NamedPath>> paths;
 };
 
-// Pruned propagation (the path family; model/path/path_batch.h, PathBudget): a query whose
-// neighbourhood passes `nodes` entities or `edges` message edges propagates over at most that
-// many, chosen by priority from the query entity, instead of being refused; a neighbourhood
-// within both is scored exactly. nodes == 0: no pruning (refused; --pruning=false).
-struct PropagationBudget {
-  int64_t nodes = 0;
-  int64_t edges = 0;
-};
-
 struct RankQuery {
   bool rank_tails = true;  // true: (fixed, relation, ?); false: (?, relation, fixed)
   std::string fixed;       // the head for tails, the tail for heads
@@ -96,9 +88,10 @@ struct RankQuery {
   std::vector<std::string> candidates;  // empty: every entity but `fixed`
   uint32_t top_k = 0;                   // 0: all
   bool filter_known_facts = false;
-  // The call's own budget, each part at most the server's (0: the server's); a path-family
-  // ranking whose neighbourhood passes it is pruned to it.
-  PropagationBudget budget;
+  // The call's own budget for pruned propagation (model/path/path_batch.h, PathBudget), each
+  // part at most the server's (0: the server's); a path-family ranking whose neighbourhood
+  // passes it is pruned to it.
+  PathBudget budget;
 };
 
 struct RankedEntity {
@@ -128,9 +121,9 @@ struct RankLimits {
   uint32_t max_rank_subgraphs = 100000;
   // Entries one ranking over every entity may return when top_k is 0.
   uint32_t max_rank_results = 1000000;
-  // The server's budget for pruned propagation (--max-subgraph-nodes and -edges with
-  // --pruning; none without).
-  PropagationBudget budget;
+  // The server's budget for pruned propagation (PathBudget: --max-subgraph-nodes and -edges
+  // with --pruning; none, nodes == 0, without: a neighbourhood past them is refused).
+  PathBudget budget;
 };
 
 class LinkPredictor {
@@ -191,7 +184,7 @@ class LinkPredictor {
   };
   View CurrentView() const;
   // The budget of a call that asked for `asked` (RankQuery::budget), or the error refusing it.
-  absl::StatusOr<PropagationBudget> CallBudget(const PropagationBudget& asked) const;
+  absl::StatusOr<PathBudget> CallBudget(const PathBudget& asked) const;
 
   TripleStore& store_;
   InferenceEngine& engine_;

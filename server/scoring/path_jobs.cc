@@ -16,9 +16,9 @@ namespace {
 // The query's neighbourhood spec, pruned to `budget` where it passes it.
 PathNeighbourhoodSpec Spec(const PathModel& model, const GraphView* graph,
                            const RelationMap* relations, int64_t max_nodes,
-                           const PropagationBudget& budget) {
+                           const PathBudget& budget) {
   PathNeighbourhoodSpec spec = model.Neighbourhood(graph, relations, max_nodes);
-  spec.prune = PathBudget{budget.nodes, budget.edges};
+  spec.prune = budget;
   return spec;
 }
 
@@ -95,7 +95,7 @@ class PathFactJob final : public PathJob {
   const std::shared_ptr<const GraphSnapshot> graph_;
   const std::shared_ptr<const RelationMap> relations_;
   const std::vector<FactToScore> facts_;
-  const PropagationBudget budget_;
+  const PathBudget budget_;
   std::vector<FactScore> results_;
   std::vector<Query> queries_;
   LinkPredictor::ScoreCallback done_;
@@ -184,7 +184,7 @@ class PathRankingJob final : public PathJob {
     std::sort(not_far.begin(), not_far.end());
     r_.set_far_count(graph.num_live_entities() - 1 - not_far.size());
     r_.set_shared_score(scores.far[q]);
-    if (pruned) r_.set_pruned_count(r_.far_count());
+    if (pruned) r_.set_pruned();
   }
 
   void Finish(absl::Status status) override {

@@ -87,8 +87,9 @@ class RankingState {
   void set_far_count(uint64_t count) { far_count_ = count; }
   void count_filtered() { ++filtered_; }
   void set_shared_score(float score) { shared_score_ = score; }
-  // Far candidates that a pruned propagation left unvisited (Ranking::candidates_pruned).
-  void set_pruned_count(uint64_t count) { pruned_count_ = count; }
+  // The pass was pruned: every far candidate is one it left unvisited
+  // (Ranking::candidates_pruned).
+  void set_pruned() { pruned_ = true; }
   float shared_score() const { return shared_score_; }
   void Add(const Candidate& c) { top_.Add(c); }
 
@@ -108,7 +109,7 @@ class RankingState {
   std::vector<EntityId> not_far_;
   std::vector<EntityId> far_apart_;
   uint64_t far_count_ = 0;
-  uint64_t pruned_count_ = 0;
+  bool pruned_ = false;
   uint32_t filtered_ = 0;
   TopCandidates top_;
   float shared_score_ = 0;

@@ -38,7 +38,7 @@ struct FactJobSetup {
   std::shared_ptr<const GraphSnapshot> graph;
   std::shared_ptr<const RelationMap> relations;
   std::vector<FactToScore> facts;
-  PropagationBudget budget;  // the server's
+  PathBudget budget;  // the server's
 };
 
 // What a ranking job works on.
@@ -56,7 +56,7 @@ struct RankingSetup {
   std::vector<std::string> candidates;  // empty: every entity
   uint32_t top_k = 0;
   bool filter_known_facts = false;
-  PropagationBudget budget;  // the call's (the server's unless it asked for less)
+  PathBudget budget;  // the call's (the server's unless it asked for less)
 };
 
 // GraIL (and a fused archive, served as its GraIL model): each fact on its own enclosing
