@@ -44,6 +44,12 @@ packages=(
   wordnet-base
 )
 
+# Node.js and npm: the Kubernetes schema check (tests/deploy/k8s_schema). Debian's npm only
+# where no Node.js with npm is installed (this kind of machine comes with one).
+if ! command -v npm > /dev/null; then
+  packages+=(npm)
+fi
+
 if [[ ${1:-} == --runtime ]]; then
   packages=("${runtime_packages[@]}")
 fi

@@ -12,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=${JOBS:-$(nproc)}
+# The Kubernetes schema validator's packages (tests/deploy/k8s_schema, pinned by its
+# package-lock.json), from the npm registry.
+npm ci --prefix tests/deploy/k8s_schema --no-audit --no-fund --loglevel=error
 
 # -O1 -g1: AddressSanitizer's recommended optimisation, line tables for its reports; about
 # 40% less compile time than -O2 -g.
