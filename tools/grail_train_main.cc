@@ -9,11 +9,14 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/command_line.h"
 #include "graph/triple_file.h"
 #include "model/core/blas_kernels.h"
 #include "model/core/runtime.h"
 #include "model/kge/kge_model.h"
+#include "tools/training_presets.h"
 #include "tools/training_progress.h"
 #include "train/grail_trainer.h"
 #include "train/path_trainer.h"
@@ -120,9 +123,12 @@ ABSL_FLAG(bool, progress, true,
 
 int main(int argc, char** argv) {
   grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
-  absl::SetProgramUsageMessage(
-      "grail-train --train FILE --valid FILE --out MODEL.pt [--family grail|path] [--epochs N]\n"
-      "  [--seed S] [--threads T]\n"
+  static const std::string usage = absl::StrCat(
+      "grail-train --train FILE --valid FILE --out MODEL.pt [--preset NAME] [--seed S]\n"
+      "  [--threads T]\n"
+      "presets (flags given beside one win over its own):\n",
+      grail::DescribeTrainingPresets(),
+      "or the flags one by one: [--family grail|path|ultra] [--epochs N]\n"
       "  GraIL: [--hops K] [--no-attention] [--no-labels] [--no-enclosing] "
       "[--exclude-target-edge]\n"
       "         the reference code's schedule: [--eval-every-steps 455] [--select-metric auc_roc]\n"
@@ -130,6 +136,23 @@ int main(int argc, char** argv) {
       "  path:  [--layers 6] [--pna] [--negatives 32] [--adversarial-temperature T]\n"
       "         [--reach-mask=false [--reach-feature] [--detached-walks N]]\n"
       "  either: [--checkpoint-dir DIR [--resume]]; path: [--checkpoint-every-steps N]");
+  absl::SetProgramUsageMessage(usage);
+  // --preset NAME becomes its flags, put before the command line's own.
+  absl::StatusOr<std::vector<std::string>> expanded =
+      grail::ExpandTrainingPreset(std::vector<std::string>(argv, argv + argc));
+  if (!expanded.ok()) {
+    std::fprintf(stderr, "grail-train: %s\n", std::string(expanded.status().message()).c_str());
+    return 2;
+  }
+  std::vector<char*> expanded_argv;
+  for (std::string& arg : *expanded) expanded_argv.push_back(arg.data());
+  expanded_argv.push_back(nullptr);
+  if (static_cast<int>(expanded->size()) != argc) {
+    std::fprintf(stderr, "grail-train: %s\n",
+                 absl::StrJoin(expanded->begin() + 1, expanded->end(), " ").c_str());
+  }
+  argc = static_cast<int>(expanded->size());
+  argv = expanded_argv.data();
   // Whether --remove-one-hop was given at all (ULTRA's default differs from the path family's).
   bool remove_one_hop_given = false;
   for (int i = 1; i < argc; ++i) {

@@ -253,6 +253,34 @@ TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRank
             2);
 }
 
+// --preset names a measured configuration; a flag beside it wins over the preset's.
+TEST_F(TrainEvalCommandTest, APresetTrainsItsConfigurationAndFlagsBesideItWin) {
+  const std::string model = Path("model", "preset.pt");
+  const std::string common =
+      absl::StrCat("--train ", Path("train", "graph.txt"), " --out ", model,
+                   " --preset path --layers 2 --dim 8 --negatives 8 --threads 1 --max-steps 1");
+  BinaryRun train = RunBinary("grail-train", common);
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.all(), HasSubstr("path family"));
+  absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE((*loaded)->config().reach_mask);
+  EXPECT_TRUE((*loaded)->config().reach_feature);
+  EXPECT_FALSE((*loaded)->config().dependent);   // --free-relations
+  EXPECT_EQ((*loaded)->config().num_layers, 2);  // the command line's, not the preset's 6
+
+  BinaryRun overridden = RunBinary("grail-train", common + " --reach-feature=false");
+  ASSERT_EQ(overridden.exit_code, 0) << overridden.all();
+  loaded = PathModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE((*loaded)->config().reach_feature);
+
+  BinaryRun unknown = RunBinary("grail-train", absl::StrCat("--train ", Path("train", "graph.txt"),
+                                                            " --out ", model, " --preset fast"));
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.all(), HasSubstr("path-dense"));
+}
+
 // A KGE model is transductive: trained on a graph, it ranks that graph's held-out facts
 // against every entity it knows, on the GraIL protocol's negatives too; it refuses a graph of
 // entities it never saw.
