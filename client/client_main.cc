@@ -38,7 +38,19 @@
 #include "grpcpp/grpcpp.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 
-ABSL_FLAG(std::string, target, "localhost:50051", "the server, HOST:PORT");
+namespace {
+// --target's default: the environment's GRAIL_TARGET, so a shell or a container points every
+// command at one server once (as GRAIL_TOKEN gives the token).
+std::string DefaultTarget() {
+  const char* from_environment = std::getenv("GRAIL_TARGET");
+  return from_environment != nullptr && *from_environment != '\0' ? from_environment
+                                                                  : "localhost:50051";
+}
+}  // namespace
+
+ABSL_FLAG(std::string, target, DefaultTarget(),
+          "the server, HOST:PORT (default: the environment's GRAIL_TARGET, else "
+          "localhost:50051)");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA bundle: connect over TLS, trusting server certificates it signed");
 ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate, for mutual TLS (with --tls-key)");
@@ -152,7 +164,8 @@ commands:
 Replicas: with --min-graph-sequence S (the last_sequence an add or remove printed, from any
 replica of the graph) reads wait until the replica has applied S, or fail UNAVAILABLE.
 TLS: --tls-ca turns it on; --tls-cert and --tls-key add a client certificate (mutual TLS).
-A bearer token (--token, or GRAIL_TOKEN in the environment) goes with every call.
+A bearer token (--token, or GRAIL_TOKEN in the environment) goes with every call; the server
+is --target, or GRAIL_TARGET in the environment, or localhost:50051.
 Flags may come anywhere after the program name; `--` ends them. Exit status: 0 success,
 1 an RPC or input error (printed as `error: STATUS_CODE: message`), 2 a usage error.
 )";

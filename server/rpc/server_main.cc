@@ -304,7 +304,8 @@ int Run(const ServerConfig& config) {
   start["version"] = GRAIL_VERSION;
   Log("start", start);
   // A misspelt GRAIL_* setting would otherwise be ignored without a word.
-  if (const std::vector<std::string> unknown = UnknownFlagVariables("GRAIL_", {"GRAIL_TOKEN"});
+  if (const std::vector<std::string> unknown =
+          UnknownFlagVariables("GRAIL_", {"GRAIL_TOKEN", "GRAIL_TARGET"});
       !unknown.empty()) {
     Log("warning", {{"message", "environment variables that are no grail-server flag were ignored"},
                     {"variables", unknown}});

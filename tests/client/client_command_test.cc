@@ -1,5 +1,6 @@
 // The grail-client binary's command-line contract: exit codes, and output formats against
 // an in-process fake server.
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,18 @@ TEST_F(ClientCommandTest, StatsPrintsJsonWithTheGraphSize) {
   EXPECT_THAT(run.out, HasSubstr("\"relations\":[\"likes\",\"hates\"]"));
   EXPECT_THAT(run.out, HasSubstr("\"parameters\":12345678901"));
   EXPECT_THAT(run.out, HasSubstr("\"version\":\"fake \\\"1\\\"\"}"));
+}
+
+// GRAIL_TARGET in the environment is --target's default; --target still wins over it.
+TEST_F(ClientCommandTest, TheEnvironmentsTargetIsTheDefaultAndTheFlagWins) {
+  setenv("GRAIL_TARGET", server_.target().c_str(), 1);
+  const BinaryRun from_environment = RunBinary("grail-client", "stats");
+  const BinaryRun flag_wins = RunBinary("grail-client", "--target 127.0.0.1:1 stats");
+  unsetenv("GRAIL_TARGET");
+  ASSERT_EQ(from_environment.exit_code, 0) << from_environment.err;
+  EXPECT_THAT(from_environment.out, StartsWith("{\"entities\":5,"));
+  EXPECT_EQ(flag_wins.exit_code, 1);
+  EXPECT_THAT(flag_wins.err, StartsWith("error: UNAVAILABLE: "));
 }
 
 TEST_F(ClientCommandTest, AddPrintsASummaryAndTheNewFactsAreVisible) {
