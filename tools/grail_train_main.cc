@@ -24,7 +24,7 @@
 ABSL_FLAG(std::string, family, "grail",
           "model family: grail (GraIL, enclosing subgraphs), path (path-based scorer that "
           "ranks every entity in one pass) or ultra (fine-tune an ULTRA archive given by "
-          "--init; see README)");
+          "--init; see docs/training.md)");
 ABSL_FLAG(std::string, train, "", "training graph (triple file); its facts are the positives");
 ABSL_FLAG(std::string, valid, "", "validation facts (triple file), scored for AUC-PR");
 ABSL_FLAG(std::string, out, "", "where to write the model (TorchScript archive, .pt)");
