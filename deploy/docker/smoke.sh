@@ -25,6 +25,11 @@ target=localhost:$port
 export GRAIL_PORT=$port GRAIL_METRICS_PORT=$metrics_port
 client=(grail-client "--target=$target" --tls-ca=/etc/grail/tls/ca.crt --deadline-ms=20000)
 
+server=""
+# However the script ends, no server of it outlives it (a container run with chroot
+# isolation shares the host's process table).
+trap '[[ -n $server ]] && kill -KILL "$server" 2> /dev/null; true' EXIT
+
 step() { printf '\n[smoke %s] %s\n' "$phase" "$*"; }
 fail() {
   echo "SMOKE FAILED ($phase): $*" >&2
@@ -52,6 +57,7 @@ stop_server() {
   kill -TERM "$server"
   local rc=0
   wait "$server" || rc=$?
+  server=""
   [[ $rc == 0 ]] || fail "grail-server exited $rc after SIGTERM"
   grep -q '"event":"stopped","all_calls_finished":true' "$work/server.log" ||
     fail "no clean stop line in the server's log"
