@@ -571,7 +571,9 @@ PathNeighbourhoodSpec PathModel::Neighbourhood(const GraphView* graph, const Rel
                              config_.pna,
                              config_.message_passing == PathMessagePassing::kFused
                                  ? PathLayout::kCheaper
-                                 : PathLayout::kDisjoint};
+                                 : PathLayout::kDisjoint,
+                             /*relation_graph=*/false,
+                             /*prune=*/PathBudget{}};  // the caller sets a budget
   if (config_.relation_graph) {
     spec.relations = kIdentity;
     spec.num_relations = static_cast<int32_t>(graph->num_relations());
