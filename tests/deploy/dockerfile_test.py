@@ -3,11 +3,11 @@
 scripts/image.sh builds the images and runs them (deploy/README.md, "Building and checking
 the image here"): a release check, about 10 minutes from source, which CI has no room for.
 What this suite checks in every run, without building, is: the build stages run
-scripts/setup.sh and scripts/build.sh (no package list of their own); the run stages install scripts/setup.sh --runtime, whose
-packages (with their dependencies) hold every shared library the built binaries load; the
-image's user, ports, volumes, environment and entry point agree with grail-server's flags;
-and the HEALTHCHECK command, run as Docker would run it, passes against the real
-grail-server and fails once it is gone.
+scripts/setup.sh and scripts/build.sh (no package list of their own); the run stages install
+scripts/setup.sh --runtime, whose packages (with their dependencies) hold every shared
+library the built binaries load; the image's user, ports, volumes, environment and entry
+point agree with grail-server's flags; and the HEALTHCHECK command, run as Docker would run
+it, passes against the real grail-server and fails once it is gone.
 """
 
 import http.server
