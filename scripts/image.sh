@@ -61,17 +61,7 @@ say() { printf '\n== %s\n' "$*"; }
 seconds() { date +%s.%N; }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.0f}')" "$@"; }
 
-tools=(mmdebstrap buildah podman openssl python3 python3-yaml)
-missing=()
-for p in "${tools[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  say "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
-fi
+scripts/setup.sh --image
 
 tmp=$(mktemp -d /tmp/grail-image.XXXXXX)
 containers=()

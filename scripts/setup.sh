@@ -7,6 +7,10 @@
 #   scripts/setup.sh            everything: build, test and run (the README's commands)
 #   scripts/setup.sh --runtime  only the shared libraries the built binaries load (the
 #                               Dockerfile's run stage)
+#   scripts/setup.sh --node     Node.js's npm, for the Kubernetes schema check
+#                               (tests/deploy/k8s_schema; scripts/test.sh), where none is
+#                               installed: kept apart so the image's build stage skips it
+#   scripts/setup.sh --image    what scripts/image.sh builds and checks images with
 set -euo pipefail
 
 runtime_packages=(
@@ -44,15 +48,17 @@ packages=(
   wordnet-base
 )
 
-# Node.js and npm: the Kubernetes schema check (tests/deploy/k8s_schema). Debian's npm only
-# where no Node.js with npm is installed (this kind of machine comes with one).
-if ! command -v npm > /dev/null; then
-  packages+=(npm)
-fi
+image_packages=(mmdebstrap buildah podman openssl python3 python3-yaml)
 
-if [[ ${1:-} == --runtime ]]; then
-  packages=("${runtime_packages[@]}")
-fi
+case ${1:-} in
+  --runtime) packages=("${runtime_packages[@]}") ;;
+  --image) packages=("${image_packages[@]}") ;;
+  # Debian's npm only where no Node.js with npm is installed (this kind of machine comes
+  # with one, and Debian's npm conflicts with it).
+  --node) packages=(); command -v npm > /dev/null || packages=(npm) ;;
+  "") ;;
+  *) echo "setup: unknown mode $1 (--runtime, --node or --image)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

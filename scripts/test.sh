@@ -14,6 +14,7 @@ scripts/setup.sh
 jobs=${JOBS:-$(nproc)}
 # The Kubernetes schema validator's packages (tests/deploy/k8s_schema, pinned by its
 # package-lock.json), from the npm registry.
+scripts/setup.sh --node
 npm ci --prefix tests/deploy/k8s_schema --no-audit --no-fund --loglevel=error
 
 # -O1 -g1: AddressSanitizer's recommended optimisation, line tables for its reports; about
