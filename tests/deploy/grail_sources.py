@@ -251,6 +251,16 @@ class Server:
         return self.process.returncode
 
 
+def kustomization_objects():
+    """(the kustomization, every object of the files it lists as resources, as written)."""
+    import yaml
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    objects = []
+    for name in kustomization["resources"]:
+        objects += [d for d in yaml.safe_load_all((K8S / name).read_text()) if d]
+    return kustomization, objects
+
+
 def tool_or_skip(test, name, required_in_ci=True):
     """The path of tool `name`; skips the test without it, or fails under CI when setup.sh
     installs it (like the C++ tests' REQUIRE_TOOL)."""

@@ -16,6 +16,7 @@ Needs Node.js and `npm ci` in tests/deploy/k8s_schema (scripts/test.sh runs it).
 
 import copy
 import os
+import shutil
 import subprocess
 import sys
 import unittest
@@ -28,18 +29,13 @@ SCHEMA_DIR = grail_sources.ROOT / "tests" / "deploy" / "k8s_schema"
 
 
 def rendered_objects(test):
-    kustomization = yaml.safe_load((grail_sources.K8S / "kustomization.yaml").read_text())
-    import shutil
     kubectl = shutil.which("kubectl")
     if kubectl:
         result = subprocess.run([kubectl, "kustomize", str(grail_sources.K8S)],
                                 capture_output=True, text=True, timeout=120)
         test.assertEqual(result.returncode, 0, result.stderr)
         return [d for d in yaml.safe_load_all(result.stdout) if d]
-    objects = []
-    for name in kustomization["resources"]:
-        objects += [d for d in yaml.safe_load_all((grail_sources.K8S / name).read_text()) if d]
-    return objects
+    return grail_sources.kustomization_objects()[1]
 
 
 class K8sSchemaTest(unittest.TestCase):

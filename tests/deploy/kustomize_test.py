@@ -25,11 +25,7 @@ class KustomizeTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
 
-        kustomization = yaml.safe_load((grail_sources.K8S / "kustomization.yaml").read_text())
-        expected = []
-        for name in kustomization["resources"]:
-            expected += [d for d in yaml.safe_load_all((grail_sources.K8S / name).read_text())
-                         if d]
+        kustomization, expected = grail_sources.kustomization_objects()
         key = lambda d: (d["kind"], d["metadata"]["name"])
         self.assertEqual(sorted(map(key, rendered)), sorted(map(key, expected)))
 
