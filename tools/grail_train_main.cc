@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
       "  either: [--checkpoint-dir DIR [--resume]]; path: [--checkpoint-every-steps N]");
   absl::SetProgramUsageMessage(usage);
   // --preset NAME becomes its flags, put before the command line's own.
-  absl::StatusOr<std::vector<std::string>> expanded =
-      grail::ExpandTrainingPreset(std::vector<std::string>(argv, argv + argc));
+  const std::vector<std::string> given(argv, argv + argc);
+  absl::StatusOr<std::vector<std::string>> expanded = grail::ExpandTrainingPreset(given);
   if (!expanded.ok()) {
     std::fprintf(stderr, "grail-train: %s\n", std::string(expanded.status().message()).c_str());
     return 2;
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   std::vector<char*> expanded_argv;
   for (std::string& arg : *expanded) expanded_argv.push_back(arg.data());
   expanded_argv.push_back(nullptr);
-  if (static_cast<int>(expanded->size()) != argc) {
+  if (*expanded != given) {  // say what the preset stands for
     std::fprintf(stderr, "grail-train: %s\n",
                  absl::StrJoin(expanded->begin() + 1, expanded->end(), " ").c_str());
   }
