@@ -93,6 +93,15 @@ ABSL_FLAG(int, detached_walks, 0,
           "entities) per relation to the message graph, their entities drawn as negatives only, "
           "so that a model without the reach mask sees entities no query reaches in small "
           "components (meant for --reach-mask=false; 0: none)");
+ABSL_FLAG(double, prune_node_ratio, 0,
+          "path family: a learned priority, as A*Net trains it: each layer propagates only from "
+          "this share of the graph's entities, those the model's own score ranks first, each "
+          "message weighted by its sender's; the server prunes a call's layers to its budget "
+          "the same way (in (0, 1]; 0: no learned priority)");
+ABSL_FLAG(double, prune_degree_ratio, 1,
+          "path family, with --prune-node-ratio: each pruned layer passes messages along at "
+          "most this many times the chosen entities' count times the mean degree of edges, "
+          "those into the entities of highest priority");
 ABSL_FLAG(double, adversarial_temperature, 0,
           "path family: self-adversarial weighting of the negatives at this temperature (0: "
           "uniform weights)");
@@ -135,6 +144,7 @@ int main(int argc, char** argv) {
       "         [--clip 0] [--dropout-off-after-eval] [--fixed-negatives]\n"
       "  path:  [--layers 6] [--pna] [--negatives 32] [--adversarial-temperature T]\n"
       "         [--reach-mask=false [--reach-feature] [--detached-walks N]]\n"
+      "         [--prune-node-ratio R [--prune-degree-ratio D]]\n"
       "  either: [--checkpoint-dir DIR [--resume]]; path: [--checkpoint-every-steps N]");
   absl::SetProgramUsageMessage(usage);
   // --preset NAME becomes its flags, put before the command line's own.
@@ -283,6 +293,11 @@ int main(int argc, char** argv) {
     options.model.dependent = !absl::GetFlag(FLAGS_free_relations);
     options.model.reach_mask = absl::GetFlag(FLAGS_reach_mask);
     options.model.reach_feature = absl::GetFlag(FLAGS_reach_feature);
+    options.model.priority = absl::GetFlag(FLAGS_prune_node_ratio) != 0;
+    if (options.model.priority) {
+      options.model.prune_node_ratio = absl::GetFlag(FLAGS_prune_node_ratio);
+      options.model.prune_degree_ratio = absl::GetFlag(FLAGS_prune_degree_ratio);
+    }
     options.epochs = epochs;
     options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32, 16);
     options.negatives = absl::GetFlag(FLAGS_negatives);

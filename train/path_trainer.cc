@@ -63,6 +63,8 @@ std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprin
       "|seed=", o.seed,
       // Absent when off, so checkpoints from before the option still resume.
       o.detached_walks > 0 ? absl::StrCat("|detached_walks=", o.detached_walks) : std::string(),
+      c.priority ? absl::StrCat("|priority=", c.prune_node_ratio, ",", c.prune_degree_ratio)
+                 : std::string(),
       o.init.empty() ? std::string() : absl::StrCat("|init=", o.init));
 }
 
@@ -186,7 +188,17 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   // gradients as over the source's whole neighbourhood, on far fewer entities where paths
   // are sparse.
   const RelationMap identity;
-  const PathNeighbourhoodSpec neighbourhood = model->Neighbourhood(&message_graph, &identity, 0);
+  PathNeighbourhoodSpec neighbourhood = model->Neighbourhood(&message_graph, &identity, 0);
+  // A learned priority trains pruned, as it will serve: each layer from its share of the
+  // graph's entities (model/path/path_model.h), chosen among every entity the query reaches,
+  // so over the whole neighbourhood and not only the candidates' paths.
+  bool candidates_only = options.candidates_only;
+  if (model->config().priority && model->config().prune_node_ratio < 1) {
+    candidates_only = false;
+    neighbourhood.prune.layer_nodes = std::max<int64_t>(
+        1, static_cast<int64_t>(model->config().prune_node_ratio *
+                                static_cast<double>(message_graph.num_entities())));
+  }
   PathBatchBuilder builder;
   std::vector<uint32_t> order(positives.size());
   EpochProgress resumed = run.position().within;  // of the first epoch this call runs
@@ -239,7 +251,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         } else {
           query.hidden_fact = f;
         }
-        if (options.candidates_only) {
+        if (candidates_only) {
           query.targets = negatives;
           query.targets.push_back(answer);
         }

@@ -21,7 +21,8 @@ int64_t PathBatch::NodeOf(int64_t q, EntityId entity) const {
 void PathBatch::Clear() {
   for (std::vector<int64_t>* v :
        {&node_entity, &node_query, &node_dist, &edge_src, &edge_dst, &edge_relation, &shared_entity,
-        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin, &query_pruned}) {
+        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin, &query_pruned,
+        &layer_nodes}) {
     v->clear();
   }
   columns = 1;
@@ -47,6 +48,7 @@ void PathBatch::Append(const PathBatch& other) {
   query_relation.insert(query_relation.end(), other.query_relation.begin(),
                         other.query_relation.end());
   query_pruned.insert(query_pruned.end(), other.query_pruned.begin(), other.query_pruned.end());
+  layer_nodes.insert(layer_nodes.end(), other.layer_nodes.begin(), other.layer_nodes.end());
   for (size_t q = 1; q < other.node_begin.size(); ++q) {
     node_begin.push_back(other.node_begin[q] + nodes);
   }
@@ -63,8 +65,9 @@ int64_t PathBatch::AppendOrShare(const PathBatch& one) {
   const int64_t nodes = one.num_nodes(), edges = one.num_edges();
   for (int64_t q = 0; q < num_queries(); ++q) {
     const int64_t node0 = node_begin[q], edge0 = edge_begin[q];
-    if (query_relation[q] != one.query_relation[0] || node_begin[q + 1] - node0 != nodes ||
-        edge_begin[q + 1] - edge0 != edges || node_entity[node0] != one.node_entity[0]) {
+    if (query_relation[q] != one.query_relation[0] || layer_nodes[q] != one.layer_nodes[0] ||
+        node_begin[q + 1] - node0 != nodes || edge_begin[q + 1] - edge0 != edges ||
+        node_entity[node0] != one.node_entity[0]) {
       continue;
     }
     auto same = [&](const std::vector<int64_t>& mine, int64_t at,
@@ -88,7 +91,8 @@ size_t PathBatch::MemoryBytes() const {
   size_t bytes = sorted_nodes_.capacity() * sizeof(sorted_nodes_[0]);
   for (const std::vector<int64_t>* v :
        {&node_entity, &node_query, &node_dist, &edge_src, &edge_dst, &edge_relation, &shared_entity,
-        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin, &query_pruned}) {
+        &node_shared, &source_index, &query_relation, &node_begin, &edge_begin, &query_pruned,
+        &layer_nodes}) {
     bytes += v->capacity() * sizeof(int64_t);
   }
   return bytes;
@@ -490,7 +494,8 @@ void PathBatchBuilder::ResetLocal() {
   for (EntityId e : nodes_) local_[e] = -1;
 }
 
-void PathBatchBuilder::AppendNodes(const PathQuery& q, PathBatch* batch) {
+void PathBatchBuilder::AppendNodes(const PathNeighbourhoodSpec& spec, const PathQuery& q,
+                                   PathBatch* batch) {
   const int64_t offset = batch->num_nodes();
   const int64_t query = batch->num_queries();
   if (batch->node_begin.empty()) batch->node_begin.push_back(0);
@@ -504,7 +509,11 @@ void PathBatchBuilder::AppendNodes(const PathQuery& q, PathBatch* batch) {
   batch->node_begin.push_back(batch->num_nodes());
   batch->source_index.push_back(offset);
   batch->query_relation.push_back(q.relation);
-  batch->query_pruned.push_back(pruned_ ? 1 : 0);
+  // Approximate where pruned to the budget, or where the learned priority will choose.
+  const int64_t layer_nodes = spec.prune.layer_nodes;
+  batch->query_pruned.push_back(
+      pruned_ || (layer_nodes > 0 && static_cast<int64_t>(nodes_.size()) > layer_nodes) ? 1 : 0);
+  batch->layer_nodes.push_back(layer_nodes);
 }
 
 void PathBatchBuilder::AppendEdges(const PathNeighbourhoodSpec& spec, int64_t query,
@@ -543,7 +552,7 @@ absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const Path
   size_t others_begin = SIZE_MAX;
   absl::Status status = SelectNodes(spec, q, &others_begin);
   if (status.ok()) {
-    AppendNodes(q, batch);
+    AppendNodes(spec, q, batch);
     AppendEdges(spec, batch->num_queries() - 1, others_begin, batch);
     SetRelationGraph(spec, batch);
   }
@@ -566,7 +575,7 @@ absl::Status PathBatchBuilder::Build(const PathNeighbourhoodSpec& spec,
   for (size_t i = 0; i < queries.size() && status.ok(); ++i) {
     status = SelectNodes(spec, queries[i], &others[i]);
     if (status.ok()) {
-      AppendNodes(queries[i], batch);
+      AppendNodes(spec, queries[i], batch);
       for (EntityId e : nodes_) disjoint_cost += 1 + kPathEdgeCost * graph.Degree(e);
     }
     ResetLocal();
@@ -585,10 +594,11 @@ absl::Status PathBatchBuilder::Build(const PathNeighbourhoodSpec& spec,
     batch->shared_entity.push_back(e);
     shared_cost += 1 + kPathEdgeCost * graph.Degree(static_cast<EntityId>(e));
   }
-  const bool shared =
-      num_queries > 1 && (spec.layout == PathLayout::kShared ||
-                          (spec.layout == PathLayout::kCheaper &&
-                           static_cast<double>(num_queries) * shared_cost <= disjoint_cost));
+  // The learned priority's pruning chooses per query: over a disjoint batch.
+  const bool shared = num_queries > 1 && spec.prune.layer_nodes == 0 &&
+                      (spec.layout == PathLayout::kShared ||
+                       (spec.layout == PathLayout::kCheaper &&
+                        static_cast<double>(num_queries) * shared_cost <= disjoint_cost));
   if (shared) {
     Share(spec, batch);
   }

@@ -85,9 +85,12 @@ struct PathBatch {
   std::vector<int64_t> node_begin;      // nodes of query q: [node_begin[q], node_begin[q + 1])
   std::vector<int64_t> edge_begin;      // disjoint: edges of query q
   // 1 where the query's neighbourhood passed the spec's budget and was pruned to it
-  // (PathBudget): its scores are approximate, every entity it did not visit sharing the far
-  // score.
+  // (PathBudget), or holds more entities than its layers may propagate from (layer_nodes): its
+  // scores are approximate, every entity it did not visit sharing the far score.
   std::vector<int64_t> query_pruned;
+  // For a model with a learned priority: per query, the entities each of its layers may
+  // propagate from (PathBudget::layer_nodes; 0: all). A batch with any is disjoint.
+  std::vector<int64_t> layer_nodes;
   // For a model whose relation vectors come from the graph of relations (ULTRA,
   // model/path/relation_graph.h): the graph's relation count R and which of its relation sides
   // meet, set from the spec's graph when the spec asks (PathNeighbourhoodSpec).
@@ -167,9 +170,17 @@ inline constexpr int64_t kUnreached = int64_t{1} << 40;
 // twice the edge budget (or 16 per node without one), plus the degrees of the entities chosen.
 // An entity the pruned propagation does not visit gets the far score, as one beyond the
 // model's reach does. nodes == 0: no pruning (a neighbourhood past max_nodes is refused).
+//
+// A model with a learned priority (PathConfig::priority; A*Net's own) prunes inside the
+// forward instead: `layer_nodes` > 0 lets each layer of a query propagate from at most that
+// many of the entities it has reached, those its priority ranks first, along the best of their
+// edges (model/path/path_model.h). A query whose neighbourhood holds no more entities than
+// that is exact. Both prunings can apply to one query: the neighbourhood statically to
+// nodes/edges (what is materialised), then each layer within it.
 struct PathBudget {
   int64_t nodes = 0;
   int64_t edges = 0;
+  int64_t layer_nodes = 0;
   bool enabled() const { return nodes > 0; }
 };
 
@@ -286,7 +297,7 @@ class PathBatchBuilder {
   // max_nodes (nothing set then).
   std::optional<size_t> SelectForTargets(const PathNeighbourhoodSpec& spec, const PathQuery& q);
   // Appends nodes_ as query `q`'s nodes.
-  void AppendNodes(const PathQuery& q, PathBatch* batch);
+  void AppendNodes(const PathNeighbourhoodSpec& spec, const PathQuery& q, PathBatch* batch);
   // Appends the message edges among nodes_ (local_ set), query `query`'s nodes, as its edges
   // (disjoint; every earlier query's edges are appended already).
   void AppendEdges(const PathNeighbourhoodSpec& spec, int64_t query, size_t others_begin,

@@ -122,6 +122,102 @@ constexpr char kFusedScores[] = R"(
   return node_score, far_score
 )";
 
+// The network with a learned priority (path_model.h), over the fused operator. layer_$L
+// takes the gated states x of a graph's nodes and returns ReLU(LayerNorm(W [x, a] + b)) for
+// every node; forward() is the unpruned network, every edge out of a reached entity chosen,
+// over either batch layout; the pruned one is driven from C++ (PrioritizedForward), calling
+// queries(), score(), layer_$L and far() on the chosen subgraph of each layer.
+constexpr char kPriorityLayerHead[] = R"(
+def layer_$L(self, x: Tensor, boundary: Tensor, query: Tensor, ptr: Tensor, edges: Tensor,
+             order: Tensor) -> Tensor:
+  d = self.dim
+  v = x.size(0)
+  b = query.size(0)
+  columns = x.size(1) // d
+)";
+constexpr char kPriorityAggregation[] = R"(
+  update = ops.grail.rspmm(x, w, boundary, ptr, edges, order, "sum")[0]
+  out = torch.matmul(torch.cat([x.view(-1, d), update.view(-1, d)], 1), self.combine_w_$L) + self.combine_b_$L
+)";
+constexpr char kPriorityLayerTail[] = R"(
+  return torch.relu(out).view(v, columns * d)
+)";
+constexpr char kPriorityForwardHead[] = R"(
+def mlp(self, x: Tensor) -> Tensor:
+  hidden = torch.relu(torch.matmul(x, self.mlp_w1) + self.mlp_b1)
+  return (torch.matmul(hidden, self.mlp_w2) + self.mlp_b2).squeeze(1)
+
+def queries(self, query_relation: Tensor) -> Tensor:
+  return self.query_embedding.index_select(0, query_relation)
+
+def far(self, query: Tensor) -> Tensor:
+  return self.mlp(torch.cat([torch.zeros_like(query), query], 1))
+
+def score(self, h: Tensor, cells: Tensor, query: Tensor) -> Tensor:
+  d = self.dim
+  hidden = torch.matmul(h, self.mlp_w1[:d]) + torch.matmul(query, self.mlp_w1[d:2 * d]).index_select(0, cells) + self.mlp_b1
+  return (torch.matmul(torch.relu(hidden), self.mlp_w2) + self.mlp_b2).squeeze(1)
+
+def forward(self, edge_src: Tensor, edge_dst: Tensor, edge_relation: Tensor, node_dist: Tensor,
+            cell_query: Tensor, source_cell: Tensor, query_relation: Tensor) -> Tuple[Tensor, Tensor]:
+  query = self.queries(query_relation)
+  d = self.dim
+  b = query.size(0)
+  v = node_dist.size(0)
+  columns = node_dist.size(1)
+  boundary = torch.zeros([v * columns, d], dtype=query.dtype, device=query.device).index_copy(0, source_cell, query).view(v, columns * d)
+)";
+// Which cells an edge from a reached cell enters: the operator over the reached indicator
+// (one value per cell) with every relation's weight 1.
+constexpr char kPriorityGraph[] = R"(
+  graph = ops.grail.relational_graph(edge_src, rel, edge_dst, v)
+  ptr = graph[0]
+  edges = graph[1]
+  order = graph[2]
+  cells = cell_query.view(-1)
+  ones = torch.ones([self.num_message_relations * b, columns], dtype=query.dtype, device=query.device)
+  nothing = torch.zeros([v, columns], dtype=query.dtype, device=query.device)
+  reached = (node_dist == 0).to(query.dtype).view(-1)
+  h = boundary.view(-1, d)
+  s = self.score(h, cells, query)
+)";
+constexpr char kPriorityForwardLayer[] = R"(
+  x = (h * (torch.sigmoid(s) * reached).unsqueeze(1)).view(v, columns * d)
+  out = self.layer_$L(x, boundary, query, ptr, edges, order).view(-1, d)
+  entered = (ops.grail.rspmm(reached.view(v, columns), ones, nothing, ptr, edges, order, "sum")[0].view(-1) > 0).to(query.dtype).unsqueeze(1)
+  h = $UPDATE
+  reached = torch.maximum(reached, entered.view(-1))
+  s = self.score(h, cells, query)
+)";
+constexpr char kPriorityForwardTail[] = R"(
+  return s, self.far(query)
+)";
+
+std::string PriorityModuleSource(const PathConfig& c) {
+  std::string source;
+  for (int l = 0; l < c.num_layers; ++l) {
+    absl::StrAppend(
+        &source,
+        absl::StrReplaceAll(absl::StrCat(kPriorityLayerHead,
+                                         c.dependent ? kFusedDependentRelation : kFusedFreeRelation,
+                                         kPriorityAggregation, c.layer_norm ? kFusedLayerNorm : "",
+                                         kPriorityLayerTail),
+                            {{"$L", absl::StrCat(l)}}));
+  }
+  absl::StrAppend(&source, kPriorityForwardHead,
+                  c.dependent ? kFusedDependentEdges : kFusedFreeEdges, kPriorityGraph);
+  for (int l = 0; l < c.num_layers; ++l) {
+    absl::StrAppend(
+        &source,
+        absl::StrReplaceAll(kPriorityForwardLayer,
+                            {{"$L", absl::StrCat(l)},
+                             {"$UPDATE", c.short_cut ? "h + out * entered"
+                                                     : "out * entered + h * (1.0 - entered)"}}));
+  }
+  absl::StrAppend(&source, kPriorityForwardTail);
+  return source;
+}
+
 std::string FusedModuleSource(const PathConfig& c) {
   std::string source;
   for (int l = 0; l < c.num_layers; ++l) {
@@ -294,6 +390,22 @@ absl::Status ValidateConfig(const PathConfig& c, size_t num_relations) {
     return absl::OkStatus();
   }
   if (num_relations == 0) return absl::InvalidArgumentError("the relation vocabulary is empty");
+  if (c.priority) {
+    if (c.pna || !c.reach_mask || c.reach_feature ||
+        c.message_passing != PathMessagePassing::kFused) {
+      return absl::InvalidArgumentError(
+          "a model with a learned priority sums its messages over the fused operator, with the "
+          "reach mask and no reach feature (it propagates only from the entities it reaches)");
+    }
+    if (!(c.prune_node_ratio > 0 && c.prune_node_ratio <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the prune node ratio must be in (0, 1], got ", c.prune_node_ratio));
+    }
+    if (!(c.prune_degree_ratio > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the prune degree ratio must be > 0, got ", c.prune_degree_ratio));
+    }
+  }
   if (c.pna && c.message_passing == PathMessagePassing::kPerEdge) {
     SilenceScatterReduceBetaWarning();
   }
@@ -348,6 +460,9 @@ void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& rel
   m.register_attribute("pna_delta", c10::FloatType::get(), c.pna_delta);
   m.register_attribute("reach_mask", c10::BoolType::get(), c.reach_mask);
   m.register_attribute("reach_feature", c10::BoolType::get(), c.reach_feature);
+  m.register_attribute("priority", c10::BoolType::get(), c.priority);
+  m.register_attribute("prune_node_ratio", c10::FloatType::get(), c.prune_node_ratio);
+  m.register_attribute("prune_degree_ratio", c10::FloatType::get(), c.prune_degree_ratio);
   m.register_attribute("num_message_relations", c10::IntType::get(),
                        static_cast<int64_t>(2 * relations.size()));
   c10::List<std::string> names;
@@ -409,6 +524,7 @@ absl::StatusOr<torch::jit::Module> BuildModule(const PathConfig& c,
   }
   ops::LinkRelationalOps();
   m.define(c.relation_graph                                  ? UltraModuleSource(c)
+           : c.priority                                      ? PriorityModuleSource(c)
            : c.message_passing == PathMessagePassing::kFused ? FusedModuleSource(c)
                                                              : PerEdgeModuleSource(c),
            std::make_shared<OperatorResolver>());
@@ -418,7 +534,171 @@ absl::StatusOr<torch::jit::Module> BuildModule(const PathConfig& c,
 
 }  // namespace
 
+bool PrunesByPriority(const PathModule& path, const PathBatch& batch) {
+  if (!path.priority) return false;
+  for (int64_t q = 0; q < static_cast<int64_t>(batch.layer_nodes.size()); ++q) {
+    const int64_t k = batch.layer_nodes[q];
+    if (k > 0 && batch.node_begin[q + 1] - batch.node_begin[q] > k) return true;
+  }
+  return false;
+}
+
+std::pair<torch::Tensor, torch::Tensor> PrioritizedForward(PathModule& path, const PathBatch& batch,
+                                                           PrioritizedStats* stats) {
+  TORCH_CHECK(!batch.shared(), "the learned priority's pruning runs over a disjoint batch");
+  TORCH_CHECK(path.priority, "the model has no learned priority");
+  const torch::Device& device = path.device;
+  torch::jit::Module& m = path.module;
+  const int64_t nodes = batch.num_nodes(), num_queries = batch.num_queries();
+  const int64_t message_relations = m.attr("num_message_relations").toInt();
+  const bool dependent = m.attr("dependent").toBool();
+  const bool short_cut = m.attr("short_cut").toBool();
+  const int num_layers = static_cast<int>(m.attr("num_layers").toInt());
+  const int64_t d = m.attr("dim").toInt();
+
+  const torch::Tensor query =
+      m.run_method("queries", Int64Tensor(batch.query_relation, device)).toTensor();
+  const torch::Tensor cells = Int64Tensor(batch.node_query, device);
+  const torch::Tensor sources = Int64Tensor(batch.source_index, device);
+  torch::Tensor h = torch::zeros({nodes, d}, query.options()).index_copy(0, sources, query);
+  torch::Tensor s = m.run_method("score", h, cells, query).toTensor();
+
+  // Each node's out-edges (the batch's edges are per query, so a node's are its query's).
+  std::vector<int64_t> out_begin(nodes + 1, 0), out_edges(batch.num_edges());
+  for (int64_t e = 0; e < batch.num_edges(); ++e) ++out_begin[batch.edge_src[e] + 1];
+  for (int64_t v = 0; v < nodes; ++v) out_begin[v + 1] += out_begin[v];
+  {
+    std::vector<int64_t> next(out_begin.begin(), out_begin.end() - 1);
+    for (int64_t e = 0; e < batch.num_edges(); ++e) out_edges[next[batch.edge_src[e]]++] = e;
+  }
+  std::vector<uint8_t> reached(nodes, 0);
+  std::vector<std::vector<int64_t>> reached_of(num_queries);
+  for (int64_t q = 0; q < num_queries; ++q) {
+    reached[batch.source_index[q]] = 1;
+    reached_of[q].push_back(batch.source_index[q]);
+  }
+  std::vector<int32_t> local(nodes, -1);
+  std::vector<int64_t> chosen, candidate;
+  if (stats != nullptr) {
+    *stats = PrioritizedStats{};
+    stats->most_chosen.assign(num_queries, 0);
+    stats->most_edges.assign(num_queries, 0);
+  }
+  for (int l = 0; l < num_layers; ++l) {
+    const torch::Tensor s_host = s.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    const float* priority = s_host.data_ptr<float>();
+    // Higher priority first; the lower index at a tie, so a pass is deterministic.
+    auto before = [priority](int64_t a, int64_t b) {
+      return priority[a] != priority[b] ? priority[a] > priority[b] : a < b;
+    };
+    std::vector<int64_t> sub_nodes, sub_src, sub_dst, sub_rel, entered;
+    auto local_of = [&](int64_t v) {
+      if (local[v] < 0) {
+        local[v] = static_cast<int32_t>(sub_nodes.size());
+        sub_nodes.push_back(v);
+      }
+      return static_cast<int64_t>(local[v]);
+    };
+    for (int64_t q = 0; q < num_queries; ++q) {
+      const int64_t query_nodes = batch.node_begin[q + 1] - batch.node_begin[q];
+      const int64_t query_edges = batch.edge_begin[q + 1] - batch.edge_begin[q];
+      const int64_t k =
+          q < static_cast<int64_t>(batch.layer_nodes.size()) ? batch.layer_nodes[q] : 0;
+      const bool prune = k > 0 && query_nodes > k;
+      chosen = reached_of[q];
+      if (prune && static_cast<int64_t>(chosen.size()) > k) {
+        std::nth_element(chosen.begin(), chosen.begin() + k, chosen.end(), before);
+        chosen.resize(k);
+      }
+      candidate.clear();
+      for (int64_t u : chosen) {
+        candidate.insert(candidate.end(), out_edges.begin() + out_begin[u],
+                         out_edges.begin() + out_begin[u + 1]);
+      }
+      if (prune) {
+        const int64_t most =
+            std::max<int64_t>(1, static_cast<int64_t>(path.degree_ratio * static_cast<double>(k) *
+                                                      static_cast<double>(query_edges) /
+                                                      static_cast<double>(query_nodes)));
+        if (static_cast<int64_t>(candidate.size()) > most) {
+          std::nth_element(candidate.begin(), candidate.begin() + most, candidate.end(),
+                           [&](int64_t a, int64_t b) {
+                             const int64_t x = batch.edge_dst[a], y = batch.edge_dst[b];
+                             return priority[x] != priority[y] ? priority[x] > priority[y] : a < b;
+                           });
+          candidate.resize(most);
+        }
+      }
+      if (stats != nullptr) {
+        stats->most_chosen[q] = std::max<int64_t>(stats->most_chosen[q], chosen.size());
+        stats->most_edges[q] = std::max<int64_t>(stats->most_edges[q], candidate.size());
+      }
+      for (int64_t e : candidate) {
+        sub_src.push_back(local_of(batch.edge_src[e]));
+        sub_dst.push_back(local_of(batch.edge_dst[e]));
+        sub_rel.push_back(dependent && num_queries > 1
+                              ? q * message_relations + batch.edge_relation[e]
+                              : batch.edge_relation[e]);
+      }
+    }
+    if (!sub_src.empty()) {
+      std::vector<int64_t> boundary_rows, boundary_queries;
+      for (int64_t q = 0; q < num_queries; ++q) {
+        if (local[batch.source_index[q]] >= 0) {
+          boundary_rows.push_back(local[batch.source_index[q]]);
+          boundary_queries.push_back(q);
+        }
+      }
+      std::vector<int64_t> entered_local;
+      for (int64_t v : sub_dst) {
+        if (local[sub_nodes[v]] >= 0) {  // first time this layer: mark by flipping
+          entered_local.push_back(v);
+          local[sub_nodes[v]] = -2 - local[sub_nodes[v]];
+        }
+      }
+      for (int64_t v : entered_local) local[sub_nodes[v]] = -2 - local[sub_nodes[v]];
+      const int64_t n_sub = static_cast<int64_t>(sub_nodes.size());
+      const torch::Tensor sub = Int64Tensor(sub_nodes, device);
+      const auto [ptr, edges, order] =
+          ops::RelationalGraph(Int64Tensor(sub_src, device), Int64Tensor(sub_rel, device),
+                               Int64Tensor(sub_dst, device), n_sub);
+      const torch::Tensor x =
+          h.index_select(0, sub) * torch::sigmoid(s.index_select(0, sub)).unsqueeze(1);
+      const torch::Tensor boundary =
+          torch::zeros({n_sub, d}, query.options())
+              .index_copy(0, Int64Tensor(boundary_rows, device),
+                          query.index_select(0, Int64Tensor(boundary_queries, device)));
+      const torch::Tensor out =
+          m.run_method(absl::StrCat("layer_", l), x, boundary, query, ptr, edges, order).toTensor();
+      std::vector<int64_t> entered_global;
+      for (int64_t v : entered_local) entered_global.push_back(sub_nodes[v]);
+      const torch::Tensor into = Int64Tensor(entered_global, device);
+      const torch::Tensor update = out.index_select(0, Int64Tensor(entered_local, device));
+      h = short_cut ? h.index_add(0, into, update) : h.index_copy(0, into, update);
+      s = s.index_copy(
+          0, into,
+          m.run_method("score", h.index_select(0, into), cells.index_select(0, into), query)
+              .toTensor());
+      for (int64_t v : entered_global) {
+        if (!reached[v]) {
+          reached[v] = 1;
+          reached_of[batch.node_query[v]].push_back(v);
+        }
+      }
+    }
+    for (int64_t v : sub_nodes) local[v] = -1;
+  }
+  if (stats != nullptr) {
+    for (int64_t q = 0; q < num_queries; ++q) {
+      stats->reached.push_back(static_cast<int64_t>(reached_of[q].size()));
+    }
+    stats->node_reached = std::move(reached);
+  }
+  return {s, m.run_method("far", query).toTensor()};
+}
+
 std::pair<torch::Tensor, torch::Tensor> PathForward(PathModule& path, const PathBatch& batch) {
+  if (PrunesByPriority(path, batch)) return PrioritizedForward(path, batch, nullptr);
   const torch::Device& device = path.device;
   if (!path.fused) {
     const auto out =
@@ -491,7 +771,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Create(const PathConfig& c
     if (!m.ok()) return m.status();
     auto module = std::make_unique<PathModule>(
         PathModule{*std::move(m), *device, config.message_passing == PathMessagePassing::kFused,
-                   config.relation_graph});
+                   config.relation_graph, config.priority, config.prune_degree_ratio});
     return std::unique_ptr<PathModel>(
         new PathModel(config, std::move(relations), std::string(device_name), std::move(module)));
   } catch (const std::exception& e) {
@@ -527,6 +807,11 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
     c.reach_mask = !m.hasattr("reach_mask") || m.attr("reach_mask").toBool();
     c.reach_feature = m.hasattr("reach_feature") && m.attr("reach_feature").toBool();
     c.relation_graph = format == kUltraModelFormat;
+    c.priority = m.hasattr("priority") && m.attr("priority").toBool();
+    if (c.priority) {
+      c.prune_node_ratio = m.attr("prune_node_ratio").toDouble();
+      c.prune_degree_ratio = m.attr("prune_degree_ratio").toDouble();
+    }
     if (c.relation_graph) c.relation_layers = static_cast<int>(m.attr("relation_layers").toInt());
     std::vector<std::string> relations = ArchiveRelations(m);
     absl::Status valid = ValidateConfig(c, relations.size());
@@ -546,6 +831,8 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
     }
     module->fused = true;
     module->relation_graph = c.relation_graph;
+    module->priority = c.priority;
+    module->degree_ratio = c.prune_degree_ratio;
     module->module.eval();
     auto model = std::unique_ptr<PathModel>(
         new PathModel(c, std::move(relations), std::string(device_name), std::move(module)));
@@ -592,16 +879,23 @@ absl::StatusOr<PathScores> PathModel::Score(const PathBatch& batch) const {
   if (batch.num_queries() == 0) return absl::InvalidArgumentError("empty batch");
   try {
     torch::NoGradGuard no_grad;
-    auto [node, far] = PathForward(*module_, batch);
+    PrioritizedStats stats;
+    auto [node, far] = PrunesByPriority(*module_, batch)
+                           ? PrioritizedForward(*module_, batch, &stats)
+                           : PathForward(*module_, batch);
     node = node.to(torch::kCPU).contiguous();
     far = far.to(torch::kCPU).contiguous();
     PathScores scores;
     scores.node.assign(node.data_ptr<float>(), node.data_ptr<float>() + node.numel());
     scores.far.assign(far.data_ptr<float>(), far.data_ptr<float>() + far.numel());
+    scores.reached = std::move(stats.reached);
+    scores.node_reached = std::move(stats.node_reached);
     // A pruned query's unvisited entities rank with the least plausible entity it visited
     // when the far score is above it (path_model.h).
-    for (int64_t q = 0;
-         q < batch.num_queries() && q < static_cast<int64_t>(batch.query_pruned.size()); ++q) {
+    // A model with a learned priority was trained with its unvisited entities at the far score.
+    for (int64_t q = 0; !config_.priority && q < batch.num_queries() &&
+                        q < static_cast<int64_t>(batch.query_pruned.size());
+         ++q) {
       if (batch.query_pruned[q] == 0) continue;
       for (int64_t i = batch.node_begin[q]; i < batch.node_begin[q + 1]; ++i) {
         scores.far[q] = std::min(scores.far[q], scores.node[i]);

@@ -23,6 +23,22 @@
 // Like GrailModel there is one definition: a TorchScript module generated from a
 // PathConfig; trainer, evaluator and server use the same archive.
 //
+// A learned priority (PathConfig::priority), after A*Net (Zhu et al., NeurIPS 2023): each
+// entity's priority is its own score s_v = MLP([h_v, q]) on its current state (the unreached:
+// MLP([0, q]), the far score), and layer l propagates only from the entities reached so far,
+// each message gated by how plausible its sender is:
+//   x_u   = sigmoid(s_u^(l-1)) h_u^(l-1)
+//   a_v   = sum over chosen edges u -r-> v of x_u * w_r(q) + h_v^0
+//   h_v^l = h_v^(l-1) + ReLU(LayerNorm(W_l [x_v, a_v] + b_l))   for each v a chosen edge enters
+// (other entities keep their state; without short-cut the new state replaces it). Unpruned,
+// the chosen edges are every edge out of a reached entity. Pruned to k entities a layer
+// (PathBatch::layer_nodes), they are the edges out of the k reached entities of highest
+// priority, at most degree_ratio * k * (the query's mean degree) of them, those whose
+// destination's priority is highest. The gate is what trains the priority: a choice is not
+// differentiable, but a sender's weight is. Training prunes too (`prune_node_ratio`, a share
+// of the graph's entities), so the model learns to rank what it should propagate from; only
+// reached entities are ever updated, so the reach mask holds by construction.
+//
 // ULTRA (Galkin et al., "Towards Foundation Models for Knowledge Graph Reasoning", ICLR 2024)
 // is this network with its relation vectors computed instead of learned
 // (PathConfig::relation_graph). Over the graph of relations of the graph being scored
@@ -99,6 +115,14 @@ struct PathConfig {
   // aggregation, no reach mask, no reach feature, the fused operator.
   bool relation_graph = false;
   int relation_layers = 6;
+  // The learned priority (above): sum aggregation, the reach mask, no reach feature, the
+  // fused operator. Training propagates, per layer, from prune_node_ratio of the graph's
+  // entities (1: every reached one) along at most prune_degree_ratio times their mean degree
+  // of edges each; serving from the call's budget (PathBudget::layer_nodes) with the same
+  // degree ratio.
+  bool priority = false;
+  double prune_node_ratio = 1.0;
+  double prune_degree_ratio = 1.0;
 
   // Hops of neighbourhood a query needs (model/path/path_batch.h); -1: the whole graph.
   int radius() const { return reach_mask ? num_layers + (pna ? 1 : 0) : -1; }
@@ -129,6 +153,14 @@ inline PathConfig UltraConfig() {
 struct PathScores {
   std::vector<float> node;
   std::vector<float> far;
+  // Where the learned priority pruned the pass (PrunesByPriority): per query, the entities it
+  // reached, and per node whether it reached it (1), the others of its neighbourhood having
+  // the far score as every entity beyond does; otherwise empty.
+  std::vector<int64_t> reached;
+  std::vector<uint8_t> node_reached;
+
+  // Whether the pass left node i of the batch unvisited (it has the far score).
+  bool Unvisited(int64_t i) const { return !node_reached.empty() && node_reached[i] == 0; }
 
   // Score of `entity` for query q of `batch`.
   float Of(const PathBatch& batch, int64_t q, EntityId entity) const {
@@ -180,6 +212,15 @@ class PathModel {
   // graph ids are the model's).
   PathNeighbourhoodSpec Neighbourhood(const GraphView* graph, const RelationMap* relations,
                                       int64_t max_nodes) const;
+
+  // How a query's neighbourhood is pruned for a call's budget within the server's `cap`
+  // (PathBudget): without a learned priority, to the call's budget; with one, only to the cap
+  // (what is materialised), and each layer within it to the call's nodes, chosen by the
+  // priority (PathBudget::layer_nodes; none when the call's nodes are 0).
+  PathBudget Pruning(const PathBudget& call, const PathBudget& cap) const {
+    if (!config_.priority) return call;
+    return PathBudget{cap.nodes, cap.edges, call.nodes};
+  }
 
   // One forward over every query of `batch`, in inference mode. Errors: INVALID_ARGUMENT for
   // an empty batch.

@@ -6,6 +6,7 @@
 #include <torch/script.h>
 
 #include <utility>
+#include <vector>
 
 #include "model/path/path_batch.h"
 
@@ -19,11 +20,36 @@ struct PathModule {
   bool fused = true;
   // ULTRA's network (PathConfig::relation_graph): forward also takes the relation graph.
   bool relation_graph = false;
+  // A learned priority (PathConfig::priority) and the degree ratio it prunes edges with.
+  bool priority = false;
+  double degree_ratio = 1.0;
+};
+
+// What a pass pruned by the learned priority did, per query: the most entities one of its
+// layers propagated from, the most edges one passed messages along, and the entities it
+// reached (the rest have the far score).
+struct PrioritizedStats {
+  std::vector<int64_t> most_chosen;
+  std::vector<int64_t> most_edges;
+  std::vector<int64_t> reached;
+  // Per node of the batch: 1 where reached.
+  std::vector<uint8_t> node_reached;
 };
 
 // forward() over a batch: the score of every node for its query, and every query's far score.
 // Autograd records the graph unless the caller disabled it.
 std::pair<torch::Tensor, torch::Tensor> PathForward(PathModule& path, const PathBatch& batch);
+
+// Whether a forward over `batch` is pruned by the model's learned priority: some query's
+// neighbourhood holds more entities than its layers may propagate from (layer_nodes).
+bool PrunesByPriority(const PathModule& path, const PathBatch& batch);
+
+// The forward of a model with a learned priority, layer by layer from C++ over each layer's
+// chosen subgraph (model/path/path_model.h), each query pruned to its layer_nodes (none: every
+// reached entity propagates, as forward() computes it). A disjoint batch. PathForward calls it
+// where PrunesByPriority; `stats` (may be null) says what it did.
+std::pair<torch::Tensor, torch::Tensor> PrioritizedForward(PathModule& path, const PathBatch& batch,
+                                                           PrioritizedStats* stats);
 
 }  // namespace grail
 
