@@ -8,6 +8,9 @@
 //
 //   pruned_ranking --model M --graph G --test T [--filter F1,F2] [--ratios 0.05,0.1,0.25]
 //                  [--edge-factor 0] [--max-facts 300] [--seed 0] [--threads 2]
+//                  [--priority model|walks]
+// A model with a learned priority (PathConfig::priority) prunes each layer to the budget's
+// entities over the exact neighbourhood; "visited" is then the entities its pass reached.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -46,6 +49,9 @@ ABSL_FLAG(int, max_facts, 300, "test facts drawn (seeded) when there are more");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the drawn facts");
 ABSL_FLAG(int, threads, 2, "workers");
 ABSL_FLAG(int, batch_queries, 8, "queries per forward");
+ABSL_FLAG(std::string, priority, "model",
+          "which priority prunes: 'model' (a model's learned priority where it has one, else "
+          "the walks'), or 'walks' (the parameter-free one, PathBudget, whatever the model)");
 
 namespace grail {
 namespace {
@@ -140,6 +146,10 @@ int Run() {
     if (ratio > 0) {
       options.prune.nodes =
           std::max<int64_t>(2, static_cast<int64_t>(ratio * graph.num_entities()));
+      // A learned priority prunes each layer to the budget over the exact neighbourhood.
+      if (model.config().priority && absl::GetFlag(FLAGS_priority) == "model") {
+        options.prune = PathBudget{0, 0, options.prune.nodes};
+      }
       const double edge_factor = absl::GetFlag(FLAGS_edge_factor);
       options.prune.edges =
           edge_factor <= 0
@@ -172,7 +182,8 @@ int Run() {
           QueryResult& r = results[i];
           r.rank = RankAmong(truth, negatives);
           for (size_t j = 0; j < k; ++j) r.top10.push_back(ranked[j].second);
-          r.visited = batch.node_begin[q + 1] - batch.node_begin[q];
+          r.visited = scores.reached.empty() ? batch.node_begin[q + 1] - batch.node_begin[q]
+                                             : scores.reached[q];
           r.pruned = batch.query_pruned[q] != 0;
         });
     const double seconds =
@@ -197,11 +208,13 @@ int Run() {
     }
     const double n = static_cast<double>(results.size());
     std::printf(
-        "{\"ratio\":%g,\"budget_nodes\":%lld,\"budget_edges\":%lld,\"queries\":%zu,"
+        "{\"ratio\":%g,\"budget_nodes\":%lld,\"budget_edges\":%lld,\"layer_nodes\":%lld,"
+        "\"queries\":%zu,"
         "\"mrr\":%.4f,\"hits_at_10\":%.4f,\"top10_overlap\":%.4f,\"pruned_queries\":%lld,"
         "\"mean_visited\":%.0f,\"entities\":%u,\"seconds\":%.1f}\n",
         ratio, static_cast<long long>(options.prune.nodes),
-        static_cast<long long>(options.prune.edges), results.size(), mrr / n, hits10 / n,
+        static_cast<long long>(options.prune.edges),
+        static_cast<long long>(options.prune.layer_nodes), results.size(), mrr / n, hits10 / n,
         overlap / n, static_cast<long long>(pruned), visited / n, graph.num_entities(), seconds);
     std::fflush(stdout);
   }

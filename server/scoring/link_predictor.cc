@@ -122,6 +122,7 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   setup.top_k = query.top_k;
   setup.filter_known_facts = query.filter_known_facts;
   setup.budget = *budget;
+  setup.cap = limits_.budget;
   if (view.model->family() == ModelFamily::kPath) {
     // One query, whatever the candidates.
     return engine_.Submit(MakePathRankingJob(std::move(setup), std::move(done)), std::move(control),

@@ -13,12 +13,13 @@
 namespace grail {
 namespace {
 
-// The query's neighbourhood spec, pruned to `budget` where it passes it.
+// The query's neighbourhood spec, pruned to the call's `budget` within the server's `cap` as
+// the model prunes (PathModel::Pruning).
 PathNeighbourhoodSpec Spec(const PathModel& model, const GraphView* graph,
                            const RelationMap* relations, int64_t max_nodes,
-                           const PathBudget& budget) {
+                           const PathBudget& budget, const PathBudget& cap) {
   PathNeighbourhoodSpec spec = model.Neighbourhood(graph, relations, max_nodes);
-  spec.prune = budget;
+  spec.prune = model.Pruning(budget, cap);
   return spec;
 }
 
@@ -50,7 +51,7 @@ class PathFactJob final : public PathJob {
     // Only the facts' tails are read: the neighbourhood is what their scores depend on.
     std::vector<EntityId> tails;
     for (size_t f : queries_[i].facts) tails.push_back(facts_[f].tail);
-    return builder.Add(Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_),
+    return builder.Add(Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, budget_),
                        {queries_[i].head, queries_[i].relation, {}, std::nullopt, std::move(tails)},
                        out);
   }
@@ -126,7 +127,7 @@ class PathRankingJob final : public PathJob {
                             PathBatch* out) override {
     const RankingSetup& s = r_.setup();
     const PathNeighbourhoodSpec spec =
-        Spec(model(), s.graph.get(), s.relations.get(), max_nodes, s.budget);
+        Spec(model(), s.graph.get(), s.relations.get(), max_nodes, s.budget, s.cap);
     const int32_t relation = s.model_relation + (s.rank_tails ? 0 : spec.num_relations);
     return builder.Add(spec, {s.fixed, relation, {}, std::nullopt}, out);
   }
@@ -143,9 +144,11 @@ class PathRankingJob final : public PathJob {
     // Every entity of the neighbourhood is near and scored on its own; every other live
     // entity is far (no path of the model's length reaches it: not a known answer either).
     std::vector<EntityId>& not_far = r_.not_far();
+    // Skipped: the fixed entity, removed ones (a whole-graph pass lists them), and entities
+    // the learned priority's pass did not reach (far, as those beyond are).
     for (int64_t node = batch.node_begin[q]; node < batch.node_begin[q + 1]; ++node) {
       const EntityId c = static_cast<EntityId>(batch.node_entity[node]);
-      if (c == s.fixed || graph.IsRemoved(c)) continue;  // a whole-graph pass lists them
+      if (c == s.fixed || graph.IsRemoved(c) || scores.Unvisited(node)) continue;
       not_far.push_back(c);
       const bool is_known = r_.Known(c);
       if (s.filter_known_facts && is_known) {
@@ -164,8 +167,9 @@ class PathRankingJob final : public PathJob {
       const size_t visited = not_far.size();
       for (const Neighbor& n : facts) {
         const EntityId c = n.entity;
+        const int64_t node = batch.NodeOf(q, c);
         if (n.relation != s.graph_relation || c == s.fixed || graph.IsRemoved(c) ||
-            batch.NodeOf(q, c) >= 0) {
+            (node >= 0 && !scores.Unvisited(node))) {
           continue;
         }
         not_far.push_back(c);

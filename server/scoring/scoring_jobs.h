@@ -38,7 +38,7 @@ struct FactJobSetup {
   std::shared_ptr<const GraphSnapshot> graph;
   std::shared_ptr<const RelationMap> relations;
   std::vector<FactToScore> facts;
-  PathBudget budget;  // the server's
+  PathBudget budget;  // the server's (the call's and the cap)
 };
 
 // What a ranking job works on.
@@ -57,6 +57,7 @@ struct RankingSetup {
   uint32_t top_k = 0;
   bool filter_known_facts = false;
   PathBudget budget;  // the call's (the server's unless it asked for less)
+  PathBudget cap;     // the server's
 };
 
 // GraIL (and a fused archive, served as its GraIL model): each fact on its own enclosing

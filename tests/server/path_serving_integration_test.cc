@@ -305,10 +305,11 @@ TEST_F(ReachFeaturePathServingTest, ScoreTripletOfNearAndFarTailsEqualsTheWholeG
 // A path model (3 layers, the reach mask) served on the ring with `flags`.
 class LimitedPathServer {
  public:
-  explicit LimitedPathServer(const std::vector<std::string>& flags) {
+  explicit LimitedPathServer(const std::vector<std::string>& flags, bool priority = false) {
     PathConfig config;
     config.num_layers = 3;
     config.dim = 8;
+    config.priority = priority;
     EXPECT_TRUE((*PathModel::Create(config, kRelations, 4))->Save(dir_.Sub("path.pt")).ok());
     std::vector<std::string> args = {"--model=" + dir_.Sub("path.pt"),
                                      "--data-dir=" + dir_.Sub("store")};
@@ -316,7 +317,9 @@ class LimitedPathServer {
     started_ = server_.Start(args, dir_.Sub("server.log"));
     stub_ = KnowledgeGraph::NewStub(
         grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
-    if (started_) EXPECT_TRUE(AddChunks(*stub_, {Ring()}).status.ok());
+    if (started_) {
+      EXPECT_TRUE(AddChunks(*stub_, {Ring()}).status.ok());
+    }
   }
   bool started() const { return started_; }
 
@@ -434,6 +437,46 @@ TEST(PathServingLimitsTest, ACallBudgetPrunesBelowTheServersAndOneAboveItIsRefus
   EXPECT_EQ(filtered.candidates_filtered(), 1u);
   EXPECT_EQ(filtered.candidates_scored(), 58u);
   for (const kg::v1::RankedEntity& e : filtered.ranked()) EXPECT_NE(e.entity(), "c21");
+}
+
+// A model with a learned priority (A*Net's) served: the server's budget is what it
+// materialises, and a call's budget below it is the entities each layer propagates from,
+// chosen by the priority. A budget the 13-entity ball fits ranks exactly as none does; one of
+// 2 entities a layer reaches at most 1 + 3 layers' edges, says so, and gives every entity it
+// did not reach the far score, a known answer among them included; one above the server's is
+// refused as any call's is.
+TEST(PathServingLimitsTest, WithALearnedPriorityACallBudgetPrunesEachLayerWithinTheServers) {
+  LimitedPathServer server({}, /*priority=*/true);
+  ASSERT_TRUE(server.started());
+  kg::v1::RankResponse exact, fits, pruned, above;
+  ASSERT_TRUE(server.RankTails("c20", "r2", {}, &exact).ok());
+  EXPECT_EQ(exact.candidates_pruned(), 0u);
+  ASSERT_TRUE(server.RankTails("c20", "r2", Budget(13), &fits).ok());
+  EXPECT_EQ(fits.candidates_pruned(), 0u);
+  ASSERT_EQ(fits.ranked_size(), exact.ranked_size());
+  for (int i = 0; i < exact.ranked_size(); ++i) {
+    EXPECT_EQ(fits.ranked(i).entity(), exact.ranked(i).entity());
+    ExpectClose(fits.ranked(i).score(), exact.ranked(i).score(), exact.ranked(i).entity());
+  }
+  EXPECT_EQ(server.RankTails("c20", "r2", Budget(65537), &above).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  ASSERT_TRUE(server.RankTails("c20", "r2", Budget(1), &pruned).ok());
+  EXPECT_EQ(pruned.candidates_scored(), 59u);
+  // One entity a layer: each of the 3 layers passes messages along at most the degree ratio
+  // (1) times the ball's mean degree (46 message edges over 13 entities: 3) of edges, so at
+  // most 9 of the ball's 12 other entities are reached, and the rest are pruned with the 47
+  // beyond it (the known answer c21 is not counted as pruned if left unreached).
+  EXPECT_GE(pruned.candidates_pruned(), 59u - 9u - 1u);
+  EXPECT_GT(pruned.candidates_pruned(), 59u - 12u);
+  EXPECT_EQ(pruned.candidates_pruned(), pruned.candidates_shared_score());
+  kg::v1::ScoreTripletResponse score;
+  ASSERT_TRUE(server.Score({"c20", "r2", "c40"}, &score).ok());
+  float far = std::nanf("");
+  for (const kg::v1::RankedEntity& e : pruned.ranked()) {
+    if (e.entity() == "c40") far = e.score();
+  }
+  ExpectClose(far, score.score(), "c40");  // beyond the ball: the far score either way
 }
 
 }  // namespace
