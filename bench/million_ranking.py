@@ -15,9 +15,12 @@ AddTriples and measures with grail-client:
   * server RSS at the end.
 Models: "path", a path-family model in the default configuration (reach mask, 6 layers of
 32) trained for 20 steps on a 20k-entity graph of the same generator (the cost of a pass
-does not depend on the weights); "ultra", ULTRA's released ultra_3g imported.
+does not depend on the weights); "priority", the same with A*Net's learned priority
+(--prune-node-ratio 0.1), whose rankings a call's budget prunes layer by layer within the
+server's (--client-flags=--max-visited-nodes=N); "ultra", ULTRA's released ultra_3g imported.
 
     bench/million_ranking.py [--sizes 100000,1000000] [--models path,ultra]
+                             [--client-flags=--max-visited-nodes=8192]
 Results: out/million/<size>.<model>.json (a case measured before is skipped; --force).
 """
 
@@ -55,7 +58,8 @@ def model(name):
             run([NEW_BIN / "grail-tools", "import-ultra", "--checkpoint",
                  ROOT.parent / "shared" / "models" / "ultra" / "ultra_3g.pth", "--out", path])
         return path
-    path = models / "synth_path.pt"
+    priority = name == "priority"
+    path = models / ("synth_priority.pt" if priority else "synth_path.pt")
     if not path.exists():
         # The generator's 20k-entity graph of bench/scale_bench.py, its last 2,000 facts for
         # validation.
@@ -67,7 +71,8 @@ def model(name):
             (small / "train.txt").write_text("".join(lines[:-2000]))
             (small / "valid.txt").write_text("".join(lines[-2000:]))
         run([NEW_BIN / "grail-train", "--family", "path", "--train", small / "train.txt",
-             "--valid", small / "valid.txt", "--out", path, "--max-steps", 20, "--seed", 0])
+             "--valid", small / "valid.txt", "--out", path, "--max-steps", 20, "--seed", 0,
+             *(["--prune-node-ratio", 0.1] if priority else [])])
     return path
 
 
@@ -93,8 +98,11 @@ def query_files(graph, out_dir):
     return hubs, uniform
 
 
+CLIENT_FLAGS = []  # --client-flags, before each ranking's command
+
+
 def rank_args(queries, requests, deadline_ms, concurrency=1, seed=1):
-    return ["--deadline-ms", deadline_ms, "load", "--triples", queries, "--method",
+    return [*CLIENT_FLAGS, "--deadline-ms", deadline_ms, "load", "--triples", queries, "--method",
             "rank-tails", "--candidates-per-request", 0, "--top-k", 10, "--concurrency",
             concurrency, "--requests", requests, "--seed", seed]
 
@@ -118,7 +126,8 @@ def measure(args, size, model_name, out):
         deadline = args.deadline_ms
         for name, queries in (("hub", hubs), ("uniform", uniform)):
             head, relation = queries.read_text().splitlines()[0].split("\t")[:2]
-            one = server.client("--deadline-ms", deadline, "rank-tails", head, relation,
+            one = server.client(*CLIENT_FLAGS, "--deadline-ms", deadline, "rank-tails", head,
+                                relation,
                                 "--top-k", 10, timeout=600, check=False)
             result[f"{name}_example"] = {
                 "head": head, "candidates_scored": one.get("candidates_scored"),
@@ -165,8 +174,12 @@ def main():
     parser.add_argument("--server-flags", default="",
                         help="more grail-server flags, comma-separated, e.g. "
                              "--server-flags=--max-subgraph-nodes=8192,--max-subgraph-edges=32768")
+    parser.add_argument("--client-flags", default="",
+                        help="more grail-client flags for the rankings, comma-separated, e.g. "
+                             "--client-flags=--max-visited-nodes=8192")
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args()
+    CLIENT_FLAGS.extend(f for f in args.client_flags.split(",") if f)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for size in (int(s) for s in args.sizes.split(",")):

@@ -60,6 +60,7 @@ struct QueryResult {
   double rank = 0;
   std::vector<EntityId> top10;
   int64_t visited = 0;
+  int64_t messages = 0;
   bool pruned = false;
 };
 
@@ -184,6 +185,11 @@ int Run() {
           for (size_t j = 0; j < k; ++j) r.top10.push_back(ranked[j].second);
           r.visited = scores.reached.empty() ? batch.node_begin[q + 1] - batch.node_begin[q]
                                              : scores.reached[q];
+          // Every layer passes a message along every edge of the query's graph, or along the
+          // edges the learned priority chose.
+          r.messages = scores.messages.empty() ? model.config().num_layers *
+                                                     (batch.edge_begin[q + 1] - batch.edge_begin[q])
+                                               : scores.messages[q];
           r.pruned = batch.query_pruned[q] != 0;
         });
     const double seconds =
@@ -193,7 +199,7 @@ int Run() {
       return 1;
     }
     if (ratio == 0) exact = results;
-    double mrr = 0, hits10 = 0, overlap = 0, visited = 0;
+    double mrr = 0, hits10 = 0, overlap = 0, visited = 0, messages = 0;
     int64_t pruned = 0;
     for (size_t i = 0; i < results.size(); ++i) {
       mrr += 1 / results[i].rank;
@@ -204,6 +210,7 @@ int Run() {
       }
       overlap += exact[i].top10.empty() ? 1.0 : common / static_cast<double>(exact[i].top10.size());
       visited += static_cast<double>(results[i].visited);
+      messages += static_cast<double>(results[i].messages);
       pruned += results[i].pruned;
     }
     const double n = static_cast<double>(results.size());
@@ -211,11 +218,12 @@ int Run() {
         "{\"ratio\":%g,\"budget_nodes\":%lld,\"budget_edges\":%lld,\"layer_nodes\":%lld,"
         "\"queries\":%zu,"
         "\"mrr\":%.4f,\"hits_at_10\":%.4f,\"top10_overlap\":%.4f,\"pruned_queries\":%lld,"
-        "\"mean_visited\":%.0f,\"entities\":%u,\"seconds\":%.1f}\n",
+        "\"mean_visited\":%.0f,\"mean_messages\":%.0f,\"entities\":%u,\"seconds\":%.1f}\n",
         ratio, static_cast<long long>(options.prune.nodes),
         static_cast<long long>(options.prune.edges),
         static_cast<long long>(options.prune.layer_nodes), results.size(), mrr / n, hits10 / n,
-        overlap / n, static_cast<long long>(pruned), visited / n, graph.num_entities(), seconds);
+        overlap / n, static_cast<long long>(pruned), visited / n, messages / n,
+        graph.num_entities(), seconds);
     std::fflush(stdout);
   }
   return 0;

@@ -583,6 +583,7 @@ std::pair<torch::Tensor, torch::Tensor> PrioritizedForward(PathModule& path, con
     *stats = PrioritizedStats{};
     stats->most_chosen.assign(num_queries, 0);
     stats->most_edges.assign(num_queries, 0);
+    stats->messages.assign(num_queries, 0);
   }
   for (int l = 0; l < num_layers; ++l) {
     const torch::Tensor s_host = s.detach().to(torch::kCPU, torch::kFloat).contiguous();
@@ -632,6 +633,7 @@ std::pair<torch::Tensor, torch::Tensor> PrioritizedForward(PathModule& path, con
       if (stats != nullptr) {
         stats->most_chosen[q] = std::max<int64_t>(stats->most_chosen[q], chosen.size());
         stats->most_edges[q] = std::max<int64_t>(stats->most_edges[q], candidate.size());
+        stats->messages[q] += static_cast<int64_t>(candidate.size());
       }
       for (int64_t e : candidate) {
         sub_src.push_back(local_of(batch.edge_src[e]));
@@ -889,6 +891,7 @@ absl::StatusOr<PathScores> PathModel::Score(const PathBatch& batch) const {
     scores.node.assign(node.data_ptr<float>(), node.data_ptr<float>() + node.numel());
     scores.far.assign(far.data_ptr<float>(), far.data_ptr<float>() + far.numel());
     scores.reached = std::move(stats.reached);
+    scores.messages = std::move(stats.messages);
     scores.node_reached = std::move(stats.node_reached);
     // A pruned query's unvisited entities rank with the least plausible entity it visited
     // when the far score is above it (path_model.h).

@@ -154,9 +154,11 @@ struct PathScores {
   std::vector<float> node;
   std::vector<float> far;
   // Where the learned priority pruned the pass (PrunesByPriority): per query, the entities it
-  // reached, and per node whether it reached it (1), the others of its neighbourhood having
-  // the far score as every entity beyond does; otherwise empty.
+  // reached and the messages its layers passed, and per node whether it reached it (1), the
+  // others of its neighbourhood having the far score as every entity beyond does; otherwise
+  // empty.
   std::vector<int64_t> reached;
+  std::vector<int64_t> messages;
   std::vector<uint8_t> node_reached;
 
   // Whether the pass left node i of the batch unvisited (it has the far score).

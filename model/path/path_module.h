@@ -26,11 +26,12 @@ struct PathModule {
 };
 
 // What a pass pruned by the learned priority did, per query: the most entities one of its
-// layers propagated from, the most edges one passed messages along, and the entities it
-// reached (the rest have the far score).
+// layers propagated from, the most edges one passed messages along, the messages of all its
+// layers, and the entities it reached (the rest have the far score).
 struct PrioritizedStats {
   std::vector<int64_t> most_chosen;
   std::vector<int64_t> most_edges;
+  std::vector<int64_t> messages;
   std::vector<int64_t> reached;
   // Per node of the batch: 1 where reached.
   std::vector<uint8_t> node_reached;

@@ -281,6 +281,30 @@ TEST_F(TrainEvalCommandTest, APresetTrainsItsConfigurationAndFlagsBesideItWin) {
   EXPECT_THAT(unknown.all(), HasSubstr("path-dense"));
 }
 
+// --prune-node-ratio trains A*Net's learned priority: the archive has it, with the ratios
+// given; a ratio outside (0, 1] or beside PNA is refused naming what is wrong.
+TEST_F(TrainEvalCommandTest, PruneNodeRatioTrainsALearnedPriorityAndBadRatiosAreRefused) {
+  const std::string model = Path("model", "priority.pt");
+  const std::string common =
+      absl::StrCat("--family path --train ", Path("train", "graph.txt"), " --out ", model,
+                   " --layers 2 --dim 8 --negatives 8 --threads 1 --max-steps 2");
+  BinaryRun train =
+      RunBinary("grail-train", common + " --prune-node-ratio 0.2 --prune-degree-ratio 2");
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE((*loaded)->config().priority);
+  EXPECT_DOUBLE_EQ((*loaded)->config().prune_node_ratio, 0.2);
+  EXPECT_DOUBLE_EQ((*loaded)->config().prune_degree_ratio, 2);
+
+  BinaryRun above = RunBinary("grail-train", common + " --prune-node-ratio 1.5");
+  EXPECT_NE(above.exit_code, 0);
+  EXPECT_THAT(above.all(), HasSubstr("prune node ratio must be in (0, 1]"));
+  BinaryRun pna = RunBinary("grail-train", common + " --prune-node-ratio 0.2 --pna");
+  EXPECT_NE(pna.exit_code, 0);
+  EXPECT_THAT(pna.all(), HasSubstr("learned priority"));
+}
+
 // A KGE model is transductive: trained on a graph, it ranks that graph's held-out facts
 // against every entity it knows, on the GraIL protocol's negatives too; it refuses a graph of
 // entities it never saw.
