@@ -48,7 +48,8 @@ void PathBatch::Append(const PathBatch& other) {
   query_relation.insert(query_relation.end(), other.query_relation.begin(),
                         other.query_relation.end());
   query_pruned.insert(query_pruned.end(), other.query_pruned.begin(), other.query_pruned.end());
-  layer_nodes.insert(layer_nodes.end(), other.layer_nodes.begin(), other.layer_nodes.end());
+  layer_nodes.resize(queries, 0);  // a batch made by hand may have none
+  for (int64_t q = 0; q < other.num_queries(); ++q) layer_nodes.push_back(other.LayerNodes(q));
   for (size_t q = 1; q < other.node_begin.size(); ++q) {
     node_begin.push_back(other.node_begin[q] + nodes);
   }
@@ -65,7 +66,7 @@ int64_t PathBatch::AppendOrShare(const PathBatch& one) {
   const int64_t nodes = one.num_nodes(), edges = one.num_edges();
   for (int64_t q = 0; q < num_queries(); ++q) {
     const int64_t node0 = node_begin[q], edge0 = edge_begin[q];
-    if (query_relation[q] != one.query_relation[0] || layer_nodes[q] != one.layer_nodes[0] ||
+    if (query_relation[q] != one.query_relation[0] || LayerNodes(q) != one.LayerNodes(0) ||
         node_begin[q + 1] - node0 != nodes || edge_begin[q + 1] - edge0 != edges ||
         node_entity[node0] != one.node_entity[0]) {
       continue;

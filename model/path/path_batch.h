@@ -98,6 +98,10 @@ struct PathBatch {
   std::shared_ptr<const RelationSidePairs> side_pairs;
 
   int64_t num_queries() const { return static_cast<int64_t>(source_index.size()); }
+  // Query q's layer_nodes (0 where a batch made by hand has none).
+  int64_t LayerNodes(int64_t q) const {
+    return q < static_cast<int64_t>(layer_nodes.size()) ? layer_nodes[q] : 0;
+  }
   int64_t num_nodes() const { return static_cast<int64_t>(node_entity.size()); }
   int64_t num_edges() const { return static_cast<int64_t>(edge_src.size()); }
   bool shared() const { return columns > 1; }

@@ -536,8 +536,8 @@ absl::StatusOr<torch::jit::Module> BuildModule(const PathConfig& c,
 
 bool PrunesByPriority(const PathModule& path, const PathBatch& batch) {
   if (!path.priority) return false;
-  for (int64_t q = 0; q < static_cast<int64_t>(batch.layer_nodes.size()); ++q) {
-    const int64_t k = batch.layer_nodes[q];
+  for (int64_t q = 0; q < batch.num_queries(); ++q) {
+    const int64_t k = batch.LayerNodes(q);
     if (k > 0 && batch.node_begin[q + 1] - batch.node_begin[q] > k) return true;
   }
   return false;
@@ -603,8 +603,7 @@ std::pair<torch::Tensor, torch::Tensor> PrioritizedForward(PathModule& path, con
     for (int64_t q = 0; q < num_queries; ++q) {
       const int64_t query_nodes = batch.node_begin[q + 1] - batch.node_begin[q];
       const int64_t query_edges = batch.edge_begin[q + 1] - batch.edge_begin[q];
-      const int64_t k =
-          q < static_cast<int64_t>(batch.layer_nodes.size()) ? batch.layer_nodes[q] : 0;
+      const int64_t k = batch.LayerNodes(q);
       const bool prune = k > 0 && query_nodes > k;
       chosen = reached_of[q];
       if (prune && static_cast<int64_t>(chosen.size()) > k) {
