@@ -123,30 +123,24 @@ constexpr char kFusedScores[] = R"(
 )";
 
 // The network with a learned priority (path_model.h), over the fused operator. layer_$L
-// takes the gated states x of a graph's nodes and returns ReLU(LayerNorm(W [x, a] + b)) for
-// every node; forward() is the unpruned network, every edge out of a reached entity chosen,
-// over either batch layout; the pruned one is driven from C++ (PrioritizedForward), calling
-// queries(), score(), layer_$L and far() on the chosen subgraph of each layer.
+// takes the gated states (h: x of the equations) of a graph's nodes and returns
+// ReLU(LayerNorm(W [x, a] + b)) for every node, its sum aggregation the fused network's; forward()
+// is the unpruned network, every edge out of a reached entity chosen, over either batch layout; the
+// pruned one is driven from C++ (PrioritizedForward), calling queries(), score(), layer_$L and
+// far() on the chosen subgraph of each layer.
 constexpr char kPriorityLayerHead[] = R"(
-def layer_$L(self, x: Tensor, boundary: Tensor, query: Tensor, ptr: Tensor, edges: Tensor,
+def layer_$L(self, h: Tensor, boundary: Tensor, query: Tensor, ptr: Tensor, edges: Tensor,
              order: Tensor) -> Tensor:
   d = self.dim
-  v = x.size(0)
+  v = h.size(0)
   b = query.size(0)
-  columns = x.size(1) // d
-)";
-constexpr char kPriorityAggregation[] = R"(
-  update = ops.grail.rspmm(x, w, boundary, ptr, edges, order, "sum")[0]
-  out = torch.matmul(torch.cat([x.view(-1, d), update.view(-1, d)], 1), self.combine_w_$L) + self.combine_b_$L
+  columns = h.size(1) // d
 )";
 constexpr char kPriorityLayerTail[] = R"(
   return torch.relu(out).view(v, columns * d)
 )";
-constexpr char kPriorityForwardHead[] = R"(
-def mlp(self, x: Tensor) -> Tensor:
-  hidden = torch.relu(torch.matmul(x, self.mlp_w1) + self.mlp_b1)
-  return (torch.matmul(hidden, self.mlp_w2) + self.mlp_b2).squeeze(1)
-
+// What the C++ driver calls beside the layers; forward() begins as kFusedForwardHead.
+constexpr char kPriorityMethods[] = R"(
 def queries(self, query_relation: Tensor) -> Tensor:
   return self.query_embedding.index_select(0, query_relation)
 
@@ -157,15 +151,6 @@ def score(self, h: Tensor, cells: Tensor, query: Tensor) -> Tensor:
   d = self.dim
   hidden = torch.matmul(h, self.mlp_w1[:d]) + torch.matmul(query, self.mlp_w1[d:2 * d]).index_select(0, cells) + self.mlp_b1
   return (torch.matmul(torch.relu(hidden), self.mlp_w2) + self.mlp_b2).squeeze(1)
-
-def forward(self, edge_src: Tensor, edge_dst: Tensor, edge_relation: Tensor, node_dist: Tensor,
-            cell_query: Tensor, source_cell: Tensor, query_relation: Tensor) -> Tuple[Tensor, Tensor]:
-  query = self.queries(query_relation)
-  d = self.dim
-  b = query.size(0)
-  v = node_dist.size(0)
-  columns = node_dist.size(1)
-  boundary = torch.zeros([v * columns, d], dtype=query.dtype, device=query.device).index_copy(0, source_cell, query).view(v, columns * d)
 )";
 // Which cells an edge from a reached cell enters: the operator over the reached indicator
 // (one value per cell) with every relation's weight 1.
@@ -200,11 +185,11 @@ std::string PriorityModuleSource(const PathConfig& c) {
         &source,
         absl::StrReplaceAll(absl::StrCat(kPriorityLayerHead,
                                          c.dependent ? kFusedDependentRelation : kFusedFreeRelation,
-                                         kPriorityAggregation, c.layer_norm ? kFusedLayerNorm : "",
+                                         kFusedSumAggregation, c.layer_norm ? kFusedLayerNorm : "",
                                          kPriorityLayerTail),
                             {{"$L", absl::StrCat(l)}}));
   }
-  absl::StrAppend(&source, kPriorityForwardHead,
+  absl::StrAppend(&source, kPriorityMethods, kFusedForwardHead,
                   c.dependent ? kFusedDependentEdges : kFusedFreeEdges, kPriorityGraph);
   for (int l = 0; l < c.num_layers; ++l) {
     absl::StrAppend(
