@@ -22,6 +22,7 @@
 #include "model/path/path_batch.h"
 #include "model/path/path_model.h"
 #include "model/path/path_module.h"
+#include "tests/testing/path_test_graph.h"
 #include "tests/testing/rule_graph.h"
 #include "tests/testing/temp_dir.h"
 #include "train/path_trainer.h"
@@ -33,58 +34,6 @@ std::vector<std::string> Relations(int n) {
   std::vector<std::string> names;
   for (int i = 0; i < n; ++i) names.push_back(absl::StrCat("r", i));
   return names;
-}
-
-// 50 entities: a hub (entity 0) with a fact to or from every fifth entity, random facts
-// among 1..44, self-loops on 3 and 7, entities 45..49 isolated, and relation 3 of 4 unused.
-StaticGraph TestGraph() {
-  SeededRandom random(13);
-  std::vector<Triple> facts;
-  for (uint32_t e = 5; e < 45; e += 5) {
-    facts.push_back(e % 2 ? Triple{0, 0, e} : Triple{e, 1, 0});
-  }
-  for (int i = 0; i < 90; ++i) {
-    const uint32_t h = 1 + static_cast<uint32_t>(random.Uniform(44));
-    const uint32_t t = 1 + static_cast<uint32_t>(random.Uniform(44));
-    facts.push_back({h, static_cast<uint32_t>(random.Uniform(3)), t});
-  }
-  facts.push_back({3, 2, 3});
-  facts.push_back({7, 0, 7});
-  return StaticGraph(50, facts);
-}
-
-// Queries from every kind of source: the hub, ordinary entities, a self-loop's and an
-// isolated one, both directions.
-std::vector<PathQuery> TestQueries(int n) {
-  const std::vector<EntityId> sources = {0, 3, 12, 47, 21, 7, 33, 1};
-  std::vector<PathQuery> queries;
-  for (int i = 0; i < n; ++i) queries.emplace_back(sources[i % sources.size()], i % 8);
-  return queries;
-}
-
-double RelativeDifference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>() / std::max(1e-12, b.abs().max().item<double>());
-}
-
-struct Outcome {
-  torch::Tensor node, far;
-  std::vector<torch::Tensor> gradients;  // of every parameter, in the module's order
-};
-
-// One forward and backward of a fixed loss (a weighted sum of the scores) over `batch`.
-Outcome ForwardBackward(PathModel& model, const PathBatch& batch) {
-  PathModule& module = model.module();
-  for (const torch::Tensor& p : module.module.parameters()) {
-    if (p.grad().defined()) p.grad().zero_();
-  }
-  auto [node, far] = PathForward(module, batch);
-  torch::manual_seed(99);
-  const torch::Tensor loss = (node * torch::randn_like(node)).sum() + (far * 0.5).sum();
-  loss.backward();
-  Outcome out{node.detach().clone(), far.detach().clone(), {}};
-  for (const torch::Tensor& p : module.module.parameters())
-    out.gradients.push_back(p.grad().clone());
-  return out;
 }
 
 class FusedMatchesPerEdge : public ::testing::TestWithParam<std::tuple<bool, bool, bool, bool>> {};
@@ -105,23 +54,23 @@ TEST_P(FusedMatchesPerEdge, ScoresAndGradientsForOneQueryAndForSixtyFour) {
   auto per_edge = PathModel::Create(per_edge_config, Relations(4), 3);
   auto fused = PathModel::Create(config, Relations(4), 3);
   ASSERT_TRUE(per_edge.ok() && fused.ok());
-  const StaticGraph graph = TestGraph();
+  const StaticGraph graph = PathTestGraph();
   const RelationMap identity;
   for (int n : {1, 64}) {
-    const std::vector<PathQuery> queries = TestQueries(n);
+    const std::vector<PathQuery> queries = PathTestQueries(n);
     PathBatchBuilder builder;
     PathBatch reference;
     ASSERT_TRUE(
         builder.Build((*per_edge)->Neighbourhood(&graph, &identity, 0), queries, &reference).ok());
     ASSERT_FALSE(reference.shared());
-    const Outcome expected = ForwardBackward(**per_edge, reference);
+    const ForwardOutcome expected = ForwardBackward(**per_edge, reference);
     for (PathLayout layout : {PathLayout::kDisjoint, PathLayout::kShared}) {
       PathNeighbourhoodSpec spec = (*fused)->Neighbourhood(&graph, &identity, 0);
       spec.layout = layout;
       PathBatch batch;
       ASSERT_TRUE(builder.Build(spec, queries, &batch).ok());
       EXPECT_EQ(batch.shared(), n > 1 && layout == PathLayout::kShared);
-      const Outcome got = ForwardBackward(**fused, batch);
+      const ForwardOutcome got = ForwardBackward(**fused, batch);
       const std::string where =
           absl::StrCat(n, " queries, ", batch.shared() ? "shared" : "disjoint");
       ASSERT_EQ(got.node.sizes(), expected.node.sizes()) << where;
@@ -191,8 +140,8 @@ TEST(PathArchiveTest, AnArchiveOfTheFormerFormatLoadsRebuiltAndScoresAsItDid) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->config().message_passing, PathMessagePassing::kFused);
   EXPECT_EQ((*loaded)->training_fingerprint(), "facts-42");
-  const StaticGraph graph = TestGraph();
-  const std::vector<PathQuery> queries = TestQueries(16);
+  const StaticGraph graph = PathTestGraph();
+  const std::vector<PathQuery> queries = PathTestQueries(16);
   ExpectClose(Scores(**loaded, graph, queries), Scores(**old, graph, queries));
   // Saved again, it is an archive of the current format.
   ASSERT_TRUE((*loaded)->Save(dir.Sub("new.pt")).ok());

@@ -2,8 +2,9 @@
 // driven layer by layer from C++ is, unpruned, the archive's own forward, scores and gradients,
 // over either batch layout; pruned, each layer propagates from at most its budget of reached
 // entities along at most its share of edges, and every entity it never reached has the far
-// score; a neighbourhood within the budget is exact; training prunes as configured; the
-// archive keeps the priority, and the server's budget turns into a per-layer one.
+// score; a neighbourhood within the budget is exact; the archive keeps the priority, and the
+// server's budget turns into a per-layer one. (Training pruned: path_model_test.cc,
+// PathTrainingTest.)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -14,19 +15,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/seeded_random.h"
-#include "eval/path_evaluation.h"
 #include "gmock/gmock.h"
 #include "graph/static_graph.h"
-#include "graph/triple_file.h"
 #include "gtest/gtest.h"
 #include "model/families.h"
 #include "model/path/path_batch.h"
 #include "model/path/path_model.h"
 #include "model/path/path_module.h"
-#include "tests/testing/rule_graph.h"
+#include "tests/testing/path_test_graph.h"
 #include "tests/testing/temp_dir.h"
-#include "train/path_trainer.h"
 
 namespace grail {
 namespace {
@@ -35,29 +32,6 @@ std::vector<std::string> Relations(int n) {
   std::vector<std::string> names;
   for (int i = 0; i < n; ++i) names.push_back(absl::StrCat("r", i));
   return names;
-}
-
-// 60 entities: a hub (entity 0) with a fact to or from every third entity, random facts among
-// 1..54, self-loops on 3 and 7, entities 55..59 isolated, and relation 3 of 4 unused.
-StaticGraph TestGraph() {
-  SeededRandom random(17);
-  std::vector<Triple> facts;
-  for (uint32_t e = 3; e < 55; e += 3) facts.push_back(e % 2 ? Triple{0, 0, e} : Triple{e, 1, 0});
-  for (int i = 0; i < 110; ++i) {
-    const uint32_t h = 1 + static_cast<uint32_t>(random.Uniform(54));
-    const uint32_t t = 1 + static_cast<uint32_t>(random.Uniform(54));
-    facts.push_back({h, static_cast<uint32_t>(random.Uniform(3)), t});
-  }
-  facts.push_back({3, 2, 3});
-  facts.push_back({7, 0, 7});
-  return StaticGraph(60, facts);
-}
-
-std::vector<PathQuery> TestQueries(int n) {
-  const std::vector<EntityId> sources = {0, 3, 12, 57, 21, 7, 33, 1};
-  std::vector<PathQuery> queries;
-  for (int i = 0; i < n; ++i) queries.emplace_back(sources[i % sources.size()], i % 8);
-  return queries;
 }
 
 PathConfig PriorityConfig(bool dependent, bool short_cut) {
@@ -71,56 +45,29 @@ PathConfig PriorityConfig(bool dependent, bool short_cut) {
   return config;
 }
 
-double RelativeDifference(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>() / std::max(1e-12, b.abs().max().item<double>());
-}
-
-struct Outcome {
-  torch::Tensor node, far;
-  std::vector<torch::Tensor> gradients;
-};
-
-template <typename Forward>
-Outcome ForwardBackward(PathModel& model, Forward forward) {
-  PathModule& module = model.module();
-  for (const torch::Tensor& p : module.module.parameters()) {
-    if (p.grad().defined()) p.grad().zero_();
-  }
-  auto [node, far] = forward(module);
-  torch::manual_seed(99);
-  const torch::Tensor loss = (node * torch::randn_like(node)).sum() + (far * 0.5).sum();
-  loss.backward();
-  Outcome out{node.detach().clone(), far.detach().clone(), {}};
-  for (const torch::Tensor& p : module.module.parameters()) {
-    out.gradients.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
-  }
-  return out;
-}
-
 class PriorityDriverMatchesForward : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(PriorityDriverMatchesForward, UnprunedScoresAndGradientsForOneQueryAndForSixtyFour) {
   const auto [dependent, short_cut] = GetParam();
   auto model = PathModel::Create(PriorityConfig(dependent, short_cut), Relations(4), 3);
   ASSERT_TRUE(model.ok()) << model.status();
-  const StaticGraph graph = TestGraph();
+  const StaticGraph graph = PathTestGraph();
   const RelationMap identity;
   for (int n : {1, 64}) {
-    const std::vector<PathQuery> queries = TestQueries(n);
+    const std::vector<PathQuery> queries = PathTestQueries(n);
     PathBatchBuilder builder;
     PathNeighbourhoodSpec spec = (*model)->Neighbourhood(&graph, &identity, 0);
     spec.layout = PathLayout::kDisjoint;
     PathBatch disjoint;
     ASSERT_TRUE(builder.Build(spec, queries, &disjoint).ok());
     ASSERT_FALSE(PrunesByPriority((*model)->module(), disjoint));
-    const Outcome driven = ForwardBackward(
+    const ForwardOutcome driven = ForwardBackward(
         **model, [&](PathModule& m) { return PrioritizedForward(m, disjoint, nullptr); });
     for (PathLayout layout : {PathLayout::kDisjoint, PathLayout::kShared}) {
       spec.layout = layout;
       PathBatch batch;
       ASSERT_TRUE(builder.Build(spec, queries, &batch).ok());
-      const Outcome dense =
-          ForwardBackward(**model, [&](PathModule& m) { return PathForward(m, batch); });
+      const ForwardOutcome dense = ForwardBackward(**model, batch);
       // Scores per query node, in the same order either way.
       const std::string where =
           absl::StrCat(n, " queries, ", batch.shared() ? "shared" : "disjoint");
@@ -145,14 +92,14 @@ INSTANTIATE_TEST_SUITE_P(Configurations, PriorityDriverMatchesForward,
 TEST(PriorityPruningTest, EachLayerPropagatesFromAtMostItsBudgetAndTheUnreachedHaveTheFarScore) {
   auto model = PathModel::Create(PriorityConfig(true, true), Relations(4), 5);
   ASSERT_TRUE(model.ok());
-  const StaticGraph graph = TestGraph();
+  const StaticGraph graph = PathTestGraph();
   const RelationMap identity;
   for (const int64_t k : {1, 3, 8}) {
     PathNeighbourhoodSpec spec = (*model)->Neighbourhood(&graph, &identity, 0);
     spec.prune.layer_nodes = k;
     PathBatchBuilder builder;
     PathBatch batch;
-    const std::vector<PathQuery> queries = TestQueries(16);
+    const std::vector<PathQuery> queries = PathTestQueries(16);
     ASSERT_TRUE(builder.Build(spec, queries, &batch).ok());
     ASSERT_FALSE(batch.shared());
     ASSERT_TRUE(PrunesByPriority((*model)->module(), batch));
@@ -197,9 +144,9 @@ TEST(PriorityPruningTest, EachLayerPropagatesFromAtMostItsBudgetAndTheUnreachedH
 TEST(PriorityPruningTest, ABudgetTheNeighbourhoodFitsIsExact) {
   auto model = PathModel::Create(PriorityConfig(true, true), Relations(4), 6);
   ASSERT_TRUE(model.ok());
-  const StaticGraph graph = TestGraph();
+  const StaticGraph graph = PathTestGraph();
   const RelationMap identity;
-  const std::vector<PathQuery> queries = TestQueries(8);
+  const std::vector<PathQuery> queries = PathTestQueries(8);
   PathBatchBuilder builder;
   PathBatch exact, within;
   PathNeighbourhoodSpec spec = (*model)->Neighbourhood(&graph, &identity, 0);
@@ -261,81 +208,18 @@ TEST(PriorityArchiveTest, AnArchiveKeepsThePriorityAndScoresAsSaved) {
   EXPECT_TRUE(loaded.priority);
   EXPECT_DOUBLE_EQ(loaded.prune_node_ratio, 0.3);
   EXPECT_DOUBLE_EQ(loaded.prune_degree_ratio, 2);
-  const StaticGraph graph = TestGraph();
+  const StaticGraph graph = PathTestGraph();
   const RelationMap identity;
   PathNeighbourhoodSpec spec = (*model)->Neighbourhood(&graph, &identity, 0);
   spec.prune.layer_nodes = 4;
   PathBatchBuilder builder;
   PathBatch batch;
-  ASSERT_TRUE(builder.Build(spec, TestQueries(8), &batch).ok());
+  ASSERT_TRUE(builder.Build(spec, PathTestQueries(8), &batch).ok());
   absl::StatusOr<PathScores> a = (*model)->Score(batch), b = any->path->Score(batch);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->node, b->node);
   EXPECT_EQ(a->reached, b->reached);
   EXPECT_FALSE(a->reached.empty());
-}
-
-// The rule target = r1 o r2 among 200 entities, trained with a tenth of the entities per
-// layer: on a graph it never saw, ranked with 20 entities a layer (a tenth), the answer comes
-// first, where an untrained model ranks it near the middle.
-TEST(PriorityTrainingTest, TrainedPrunedItRanksTheRulesAnswerFirstPrunedOnAnUnseenGraph) {
-  constexpr int kEntities = 200;
-  RuleGraph train = GenerateRuleGraph(kEntities, 1, "a");
-  std::vector<NamedTriple> train_facts = train.body, valid;
-  for (size_t i = 0; i < train.targets.size(); ++i) {
-    (i % 10 == 0 ? valid : train_facts).push_back(train.targets[i]);
-  }
-  IndexedTriples indexed;
-  IndexTriples(train_facts, &indexed);
-  RuleGraph test = GenerateRuleGraph(kEntities, 2, "b");
-  std::vector<NamedTriple> graph_facts = test.body, held_out;
-  for (size_t i = 0; i < test.targets.size(); ++i) {
-    (i % 5 < 2 ? held_out : graph_facts).push_back(test.targets[i]);
-  }
-  IndexedTriples test_indexed;
-  IndexTriples(graph_facts, &test_indexed);
-  std::vector<Triple> test_ids;
-  for (const NamedTriple& t : held_out) {
-    test_ids.push_back({*test_indexed.entities.Find(t.head),
-                        *test_indexed.relations.Find(t.relation),
-                        *test_indexed.entities.Find(t.tail)});
-  }
-  PathTrainOptions options;
-  options.model = PriorityConfig(true, true);
-  options.model.num_layers = 2;
-  options.model.dim = 16;
-  options.model.prune_node_ratio = 0.1;
-  options.epochs = 4;
-  options.batch_size = 32;
-  options.negatives = 16;
-  options.threads = 1;
-  options.seed = 5;
-  std::vector<double> losses;
-  absl::StatusOr<std::unique_ptr<PathModel>> trained =
-      TrainPath(indexed, valid, options,
-                [&losses](const EpochReport& report) { losses.push_back(report.loss); });
-  ASSERT_TRUE(trained.ok()) << trained.status();
-  ASSERT_EQ(losses.size(), 4u);
-  EXPECT_LT(losses.back(), losses.front());
-  EXPECT_TRUE((*trained)->config().priority);
-
-  auto evaluate = [&](const PathModel& model) {
-    const RelationMap relations =
-        MapRelationsByName(test_indexed.relations.names(), model.relations());
-    const StaticGraph graph(test_indexed.entities.size(), test_indexed.triples);
-    PathEvaluationOptions evaluation;
-    evaluation.negatives = 10;
-    evaluation.scoring.prune = PathBudget{0, 0, kEntities / 10};
-    absl::StatusOr<EvaluationResult> result =
-        EvaluatePath(model, graph, relations, test_ids, evaluation);
-    EXPECT_TRUE(result.ok()) << result.status();
-    return result.ok() && result->full.has_value() ? result->full->hits_at_1 : -1.0;
-  };
-  EXPECT_GT(evaluate(**trained), 0.9);
-  absl::StatusOr<std::unique_ptr<PathModel>> untrained =
-      PathModel::Create(options.model, indexed.relations.names(), options.seed);
-  ASSERT_TRUE(untrained.ok());
-  EXPECT_LT(evaluate(**untrained), 0.3);
 }
 
 }  // namespace
