@@ -168,8 +168,11 @@ TEST(TrainerTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
     const EpochReport& b = straight_reports[e + 2];
     EXPECT_NEAR(a.loss, b.loss, 1e-6 * (1 + std::abs(b.loss))) << "epoch " << b.epoch;
     ASSERT_EQ(a.validations.size(), b.validations.size()) << "epoch " << b.epoch;
+    // The loss pins the state down (a resume without the optimizer's state or the generator's
+    // is 0.15-0.35 off). A validation's AUC-PR ranks 40 facts among their negatives, and scores
+    // equal up to rounding can swap a near tie: one swap moves it by up to a few thousandths.
     for (size_t v = 0; v < a.validations.size(); ++v) {
-      EXPECT_NEAR(a.validations[v].auc_pr, b.validations[v].auc_pr, 1e-6) << "epoch " << b.epoch;
+      EXPECT_NEAR(a.validations[v].auc_pr, b.validations[v].auc_pr, 0.01) << "epoch " << b.epoch;
     }
   }
   // Equal up to the last digits of float sums (LibTorch's kernels do not fix their order); a
