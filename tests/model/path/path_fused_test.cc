@@ -270,6 +270,20 @@ std::vector<std::pair<int64_t, int64_t>> EdgesOf(const PathBatch& batch, int64_t
   return edges;
 }
 
+// A graph of one relation, for paths of 3 hops, in `layout`: each query's ball of `radius`
+// (-1: the whole graph).
+PathNeighbourhoodSpec OneRelation(const StaticGraph& graph, const RelationMap& identity,
+                                  PathLayout layout, int radius = -1) {
+  PathNeighbourhoodSpec spec;
+  spec.graph = &graph;
+  spec.relations = &identity;
+  spec.num_relations = 1;
+  spec.radius = radius;
+  spec.path_length = 3;
+  spec.layout = layout;
+  return spec;
+}
+
 TEST(PathBatchBuildTest, AFactOneQueryLeavesOutIsLeftOutOfEveryQuerysGraph) {
   // 0 -> 1 -> 2 -> 3, and 4 -> 1.
   const StaticGraph graph(5, std::vector<Triple>{{0, 0, 1}, {1, 0, 2}, {2, 0, 3}, {4, 0, 1}});
@@ -280,7 +294,7 @@ TEST(PathBatchBuildTest, AFactOneQueryLeavesOutIsLeftOutOfEveryQuerysGraph) {
   hides.unlinked = {2};
   PathQuery other(4, 0);
   for (PathLayout layout : {PathLayout::kDisjoint, PathLayout::kShared}) {
-    PathNeighbourhoodSpec spec{&graph, &identity, 1, -1, 0, 3, false, layout};
+    const PathNeighbourhoodSpec spec = OneRelation(graph, identity, layout);
     PathBatchBuilder builder;
     PathBatch batch;
     ASSERT_TRUE(builder.Build(spec, {hides, other}, &batch).ok());
@@ -298,8 +312,7 @@ TEST(PathBatchBuildTest, AFactOneQueryLeavesOutIsLeftOutOfEveryQuerysGraph) {
   // Added alone, a query keeps the facts only other queries leave out.
   PathBatchBuilder builder;
   PathBatch alone;
-  PathNeighbourhoodSpec spec{&graph, &identity, 1, -1, 0, 3, false, PathLayout::kDisjoint};
-  ASSERT_TRUE(builder.Add(spec, other, &alone).ok());
+  ASSERT_TRUE(builder.Add(OneRelation(graph, identity, PathLayout::kDisjoint), other, &alone).ok());
   EXPECT_EQ(alone.node_dist[alone.NodeOf(0, 2)], 2);
 }
 
@@ -315,14 +328,12 @@ TEST(PathBatchBuildTest, TheCostRuleSharesOverlappingQueriesAndKeepsSmallOnesApa
   PathBatch batch;
   // Without the reach mask every query covers the whole chain: one shared graph.
   ASSERT_TRUE(
-      builder.Build({&graph, &identity, 1, -1, 0, 3, false, PathLayout::kCheaper}, queries, &batch)
-          .ok());
+      builder.Build(OneRelation(graph, identity, PathLayout::kCheaper), queries, &batch).ok());
   EXPECT_TRUE(batch.shared());
   EXPECT_EQ(batch.num_forward_nodes(), 400);
   // With radius 3 each query holds 7 of the 400 entities, 16 of them 112: apart.
   ASSERT_TRUE(
-      builder.Build({&graph, &identity, 1, 3, 0, 3, false, PathLayout::kCheaper}, queries, &batch)
-          .ok());
+      builder.Build(OneRelation(graph, identity, PathLayout::kCheaper, 3), queries, &batch).ok());
   EXPECT_FALSE(batch.shared());
   EXPECT_EQ(batch.num_forward_nodes(), 4 + 15 * 7);  // the first query starts at the chain's end
 }

@@ -80,7 +80,12 @@ TEST(PathBatchTest, AQueryWithTargetsHoldsThePathsOfAtMostLFactsToThem) {
   const RelationMap identity;
   PathBatchBuilder builder;
   // Source 1, target 3, L = 2: only 1 -> 2 -> 3 is short enough; 0, 4 and 5 lie off it.
-  PathNeighbourhoodSpec spec{&graph, &identity, 2, /*radius=*/2, 0, /*path_length=*/2, false};
+  PathNeighbourhoodSpec spec;
+  spec.graph = &graph;
+  spec.relations = &identity;
+  spec.num_relations = 2;
+  spec.radius = 2;
+  spec.path_length = 2;
   PathBatch batch;
   ASSERT_TRUE(builder.Add(spec, {1, 0, {}, std::nullopt, {3}}, &batch).ok());
   EXPECT_THAT(EntitiesOfQuery(batch, 0), ElementsAre(1, 2, 3));
