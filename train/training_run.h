@@ -7,6 +7,7 @@
 #ifndef GRAIL_TRAIN_TRAINING_RUN_H_
 #define GRAIL_TRAIN_TRAINING_RUN_H_
 
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -67,6 +68,13 @@ class TrainingRun {
   const TrainingPosition& position() const { return done_; }
 
  private:
+  // TorchScript's executor runs a module's first call as written (autograd's backward) and
+  // later calls as an optimised graph whose backward is its own formulas: their gradients
+  // differ in the last bits, so a resumed run, whose first step is a first call where the
+  // run it repeats had a later one, would drift apart. On the CPU the run's thread trains
+  // with the graph as written at every step (also the faster there: docs/training.md); on a
+  // GPU the optimiser's fusions stay, and the kernels' atomic sums round differently anyway.
+  torch::jit::GraphOptimizerEnabledGuard as_written_;
   std::vector<torch::Tensor> parameters_;
   torch::optim::Adam optimizer_;
   SeededRandom order_random_;

@@ -166,22 +166,18 @@ TEST(TrainerTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
   for (size_t e = 0; e < 2; ++e) {
     const EpochReport& a = resumed_reports[e];
     const EpochReport& b = straight_reports[e + 2];
-    EXPECT_NEAR(a.loss, b.loss, 1e-6 * (1 + std::abs(b.loss))) << "epoch " << b.epoch;
+    EXPECT_EQ(a.loss, b.loss) << "epoch " << b.epoch;
     ASSERT_EQ(a.validations.size(), b.validations.size()) << "epoch " << b.epoch;
-    // The loss pins the state down (a resume without the optimizer's state or the generator's
-    // is 0.15-0.35 off). A validation's AUC-PR ranks 40 facts among their negatives, and scores
-    // equal up to rounding can swap a near tie: one swap moves it by up to a few thousandths.
     for (size_t v = 0; v < a.validations.size(); ++v) {
-      EXPECT_NEAR(a.validations[v].auc_pr, b.validations[v].auc_pr, 0.01) << "epoch " << b.epoch;
+      EXPECT_EQ(a.validations[v].auc_pr, b.validations[v].auc_pr) << "epoch " << b.epoch;
     }
   }
-  // Equal up to the last digits of float sums (LibTorch's kernels do not fix their order); a
-  // resume that lost any state differs by whole units.
+  // To the bit: the resumed run is the straight one (TrainingRun trains with the TorchScript
+  // graph as written, so its first step rounds as the straight run's third epoch did).
   const StaticGraph graph(d.train.entities.size(), d.train.triples);
   const std::vector<float> a = *ScoreGrailFacts(**resumed, graph, {}, d.held_out, {});
   const std::vector<float> b = *ScoreGrailFacts(*reference, graph, {}, d.held_out, {});
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(b[i])));
+  EXPECT_EQ(a, b);
 
   // Another run's checkpoint is refused, not silently continued.
   GrailTrainOptions other = rest;
@@ -460,8 +456,7 @@ TEST(TrainerTest, TheReferenceScheduleResumesToTheSameModel) {
   const StaticGraph graph(d.train.entities.size(), d.train.triples);
   const std::vector<float> a = *ScoreGrailFacts(**resumed, graph, {}, d.held_out, {});
   const std::vector<float> b = *ScoreGrailFacts(*reference, graph, {}, d.held_out, {});
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(b[i])));
+  EXPECT_EQ(a, b);  // to the bit
 }
 
 // One small trained model shared by the evaluation tests (training is what takes time).

@@ -297,7 +297,7 @@ TEST(KgeTrainingTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
   EXPECT_EQ(epochs, (std::vector<int>{3, 4}));
   const std::vector<float> a = *(*straight)->ScoreGrailFacts(data.triples);
   const std::vector<float> b = *(*resumed)->ScoreGrailFacts(data.triples);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(a[i])));
+  EXPECT_EQ(a, b);  // to the bit
 
   // Another decay epoch is another run: its checkpoint is not resumed.
   KgeTrainOptions other = second;
