@@ -185,11 +185,13 @@ int Run() {
           for (size_t j = 0; j < k; ++j) r.top10.push_back(ranked[j].second);
           r.visited = scores.reached.empty() ? batch.node_begin[q + 1] - batch.node_begin[q]
                                              : scores.reached[q];
-          // Every layer passes a message along every edge of the query's graph, or along the
-          // edges the learned priority chose.
-          r.messages = scores.messages.empty() ? model.config().num_layers *
-                                                     (batch.edge_begin[q + 1] - batch.edge_begin[q])
-                                               : scores.messages[q];
+          // Every layer passes a message along every edge of the query's graph (a shared
+          // batch's one graph is every query's: it has no edge_begin), or along the edges the
+          // learned priority chose.
+          const int64_t edges =
+              batch.shared() ? batch.num_edges() : batch.edge_begin[q + 1] - batch.edge_begin[q];
+          r.messages =
+              scores.messages.empty() ? model.config().num_layers * edges : scores.messages[q];
           r.pruned = batch.query_pruned[q] != 0;
         });
     const double seconds =
