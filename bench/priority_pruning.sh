@@ -23,12 +23,7 @@ SEED=${SEED:-0}
 splits=("$@")
 [ ${#splits[@]} -gt 0 ] || splits=(fb237_v1:20)
 
-rank() {  # label model graph test [filter] priority
-  echo "== $1" >&2
-  "$BIN/pruned_ranking" --model "$2" --graph "$3" --test "$4" --filter "${5:-}" \
-      --ratios "$RATIOS" --max-facts "$FACTS" --seed 0 --threads 2 --priority "$6" |
-    sed "s|^{|{\"case\":\"$1\",|" >> out/pruned/results.jsonl
-}
+. bench/pruning_cases.sh
 
 for item in "${splits[@]}"; do
   split=${item%%:*}
@@ -43,22 +38,20 @@ for item in "${splits[@]}"; do
         --epochs "$epochs" --batch-size 64 --adversarial-temperature 0.5 \
         --prune-node-ratio "$RATIO" --seed "$SEED" --threads 2 2>&1 | tee "$OUT/${split}_r${RATIO}_s${SEED}.log" >&2
   fi
+  [ "$split" = fb237_v1 ] && fb_dense_split out/pruned/fb_dense
   for priority in model walks; do
     name="priority_r${RATIO}"
     [ "$priority" = walks ] && name="priority_r${RATIO} (walks)"
-    rank "$name/${split}_ind" "$model" "$DATA/${split}_ind/train.txt" \
+    pruned_case "$name/${split}_ind" "$model" "$DATA/${split}_ind/train.txt" \
         "$DATA/${split}_ind/test.txt" "" "$priority"
     # The larger graphs of bench/pruned_ranking.sh: fb237_v1's model on the dense FB15k-237
     # graph (its facts of relations the model lacks are not message edges), WN18RR_v1's on
     # WN18RR's full graph.
     if [ "$split" = fb237_v1 ]; then
-      mkdir -p out/pruned/fb_dense
-      awk 'NR % 20 == 0' "$DATA/FB15k-237_validtest/graph.txt" > out/pruned/fb_dense/test.txt
-      awk 'NR % 20 != 0' "$DATA/FB15k-237_validtest/graph.txt" > out/pruned/fb_dense/graph.txt
-      rank "$name/fb_dense" "$model" out/pruned/fb_dense/graph.txt out/pruned/fb_dense/test.txt \
-          "" "$priority"
+      pruned_case "$name/fb_dense" "$model" out/pruned/fb_dense/graph.txt \
+          out/pruned/fb_dense/test.txt "" "$priority"
     elif [ "$split" = WN18RR_v1 ]; then
-      rank "$name/WN18RR" "$model" "$DATA/WN18RR/train.txt" "$DATA/WN18RR/test.txt" \
+      pruned_case "$name/WN18RR" "$model" "$DATA/WN18RR/train.txt" "$DATA/WN18RR/test.txt" \
           "$DATA/WN18RR/valid.txt" "$priority"
     fi
   done
