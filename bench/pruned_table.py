@@ -5,24 +5,21 @@ Hits@10, then per budget the change in points, the top-10 overlap and the entiti
 visited (with --messages, also the messages its layers passed, exact and pruned).
   bench/pruned_table.py [RESULTS] [--messages] [--only SUBSTRING]"""
 
+import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-args = [a for a in sys.argv[1:]]
-messages = "--messages" in args
-only = ""
-if "--only" in args:
-    only = args[args.index("--only") + 1]
-    args.remove("--only")
-    args.remove(only)
-args = [a for a in args if a != "--messages"]
-path = Path(args[0] if args else "out/pruned/results.jsonl")
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("results", nargs="?", default="out/pruned/results.jsonl")
+parser.add_argument("--messages", action="store_true")
+parser.add_argument("--only", default="", help="the cases whose label has this substring")
+args = parser.parse_args()
+messages = args.messages
 rows = defaultdict(dict)
-for line in path.read_text().splitlines():
+for line in Path(args.results).read_text().splitlines():
     r = json.loads(line)
-    if only in r["case"]:
+    if args.only in r["case"]:
         rows[r["case"]][r["ratio"]] = r
 ratios = sorted({ratio for case in rows.values() for ratio in case if ratio > 0})
 head = "| model / graph (entities, queries) | exact MRR / H@10" + (", messages" if messages else "") + " |"
