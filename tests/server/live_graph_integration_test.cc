@@ -629,10 +629,9 @@ class ModelReloadTest : public LiveGraphServerTest {
     request.set_path(path);
     return stub_->ReloadModel(&context, request, response);
   }
-  // A copy of model.pt whose TorchScript code takes LibTorch's loader ~20 s to read (longer
-  // with the sanitizers).
-  // The model with `statements` more lines of TorchScript to compile: 2,000,000 take the
-  // load's probe ~8 s in a Release build on a 2-core AMD EPYC (dev-2c), longer instrumented.
+  // A copy of model.pt with `statements` more lines of TorchScript for LibTorch's loader to
+  // compile: 2,000,000 take the load's probe ~8 s in a Release build on a 2-core AMD EPYC
+  // (dev-2c), longer with the sanitizers.
   std::string SlowArchive(int statements = 2000000) {
     const std::string path = dir_.Sub("slow.pt");
     EXPECT_TRUE(WriteWithExtraSource(dir_.Sub("model.pt"), path, SlowToLoadSource(statements)));
