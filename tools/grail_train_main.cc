@@ -122,6 +122,19 @@ ABSL_FLAG(std::string, plot, "",
 ABSL_FLAG(int64_t, max_steps, 0,
           "path family: stop after this many training steps, without validation, and write the "
           "model as it is (0: train every epoch); for measuring a step");
+ABSL_FLAG(int, input_threads, 0,
+          "path family: steps whose batches are made ahead, each on its own thread (0: 1 on "
+          "the CPU, 4 on a GPU)");
+ABSL_FLAG(std::string, batch_layout, "cheaper",
+          "path family: a step's batch on one graph shared by its queries or their disjoint "
+          "neighbourhoods: cheaper (by the cost rule), shared or disjoint (to compare)");
+ABSL_FLAG(std::string, trace, "",
+          "path family: run --trace-after steps, profile the next --trace-steps (every operator "
+          "on the host; on a GPU every kernel too), write them to this file as a Chrome trace "
+          "and stop (bench/step_trace.py sums it up; needs a LibTorch with Kineto, as "
+          "PyTorch's own)");
+ABSL_FLAG(int64_t, trace_after, 10, "with --trace: steps run before the traced ones");
+ABSL_FLAG(int64_t, trace_steps, 5, "with --trace: steps traced");
 ABSL_FLAG(std::string, message_passing, "fused",
           "path family: fused (the fused operator, one graph per batch where cheaper) or "
           "per-edge (every message materialised, one graph per query: the formulation before "
@@ -278,10 +291,11 @@ int main(int argc, char** argv) {
   }
   if (!path_family &&
       (absl::GetFlag(FLAGS_checkpoint_every_steps) != 0 || absl::GetFlag(FLAGS_max_steps) != 0 ||
-       absl::GetFlag(FLAGS_message_passing) != "fused")) {
+       absl::GetFlag(FLAGS_message_passing) != "fused" || !absl::GetFlag(FLAGS_trace).empty() ||
+       absl::GetFlag(FLAGS_input_threads) != 0 || absl::GetFlag(FLAGS_batch_layout) != "cheaper")) {
     std::fprintf(stderr,
-                 "--checkpoint-every-steps, --max-steps and --message-passing are options of the "
-                 "path family\n");
+                 "--checkpoint-every-steps, --max-steps, --message-passing, --input-threads, "
+                 "--batch-layout and --trace are options of the path family\n");
     return 2;
   }
   absl::Status saved;
@@ -317,6 +331,22 @@ int main(int argc, char** argv) {
     options.resume = absl::GetFlag(FLAGS_resume);
     options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
     options.max_steps = absl::GetFlag(FLAGS_max_steps);
+    options.input_threads = absl::GetFlag(FLAGS_input_threads);
+    const std::string layout = absl::GetFlag(FLAGS_batch_layout);
+    if (layout != "cheaper" && layout != "shared" && layout != "disjoint") {
+      std::fprintf(stderr, "--batch-layout must be cheaper, shared or disjoint, got '%s'\n",
+                   layout.c_str());
+      return 2;
+    }
+    options.layout = layout == "shared"     ? grail::PathLayout::kShared
+                     : layout == "disjoint" ? grail::PathLayout::kDisjoint
+                                            : grail::PathLayout::kCheaper;
+    options.trace = {absl::GetFlag(FLAGS_trace), absl::GetFlag(FLAGS_trace_after),
+                     absl::GetFlag(FLAGS_trace_steps)};
+    if (options.trace.after < 0 || options.trace.steps < 1) {
+      std::fprintf(stderr, "--trace-after must be >= 0 and --trace-steps >= 1\n");
+      return 2;
+    }
     const std::string message_passing = absl::GetFlag(FLAGS_message_passing);
     if (message_passing != "fused" && message_passing != "per-edge") {
       std::fprintf(stderr, "--message-passing must be fused or per-edge, got '%s'\n",

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -27,6 +28,12 @@
 namespace grail {
 namespace {
 
+// How many steps' inputs are made ahead (PathTrainOptions::input_threads).
+size_t InputDepth(const PathTrainOptions& o, const torch::Device& device) {
+  if (o.input_threads > 0) return static_cast<size_t>(o.input_threads);
+  return device.is_cpu() ? 1 : 4;
+}
+
 absl::Status ValidateOptions(const PathTrainOptions& o) {
   if (o.epochs < 1) return absl::InvalidArgumentError("epochs must be at least 1");
   if (o.batch_size < 1) return absl::InvalidArgumentError("batch size must be at least 1");
@@ -37,6 +44,7 @@ absl::Status ValidateOptions(const PathTrainOptions& o) {
     return absl::InvalidArgumentError("the adversarial temperature must be >= 0");
   }
   if (o.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
+  if (o.input_threads < 0) return absl::InvalidArgumentError("input threads must be >= 0");
   if (o.detached_walks < 0) return absl::InvalidArgumentError("detached walks must be >= 0");
   if (o.max_steps < 0) return absl::InvalidArgumentError("max_steps must be >= 0");
   if (o.resume && o.checkpoint_dir.empty()) {
@@ -189,6 +197,13 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   // are sparse.
   const RelationMap identity;
   PathNeighbourhoodSpec neighbourhood = model->Neighbourhood(&message_graph, &identity, 0);
+  if (options.layout != PathLayout::kCheaper) {
+    if (neighbourhood.layout == PathLayout::kDisjoint && options.layout == PathLayout::kShared) {
+      return absl::InvalidArgumentError(
+          "a shared batch needs the fused operator (--message-passing fused)");
+    }
+    neighbourhood.layout = options.layout;
+  }
   // A learned priority trains pruned, as it will serve: each layer from its share of the
   // graph's entities (model/path/path_model.h), chosen among every entity the query reaches,
   // so over the whole neighbourhood and not only the candidates' paths.
@@ -199,7 +214,10 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         1, static_cast<int64_t>(model->config().prune_node_ratio *
                                 static_cast<double>(message_graph.num_entities())));
   }
-  PathBatchBuilder builder;
+  // One builder per input made ahead (each keeps scratch sized to the graph).
+  std::vector<PathBatchBuilder> builders(InputDepth(options, path.device));
+  StepTrace trace(options.trace, path.device.is_cuda());
+  int64_t steps_run = 0;  // by this call, over its epochs
   std::vector<uint32_t> order(positives.size());
   EpochProgress resumed = run.position().within;  // of the first epoch this call runs
   for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
@@ -211,25 +229,26 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     run.order_random().Shuffle(order);
     double step_loss = 0;
-    // A step's input, made on the host: its queries' batch and where each candidate's score
-    // lies among the pass's outputs. The next step's is made on another thread while this one
-    // runs (on a GPU the host's part was most of a step); the inputs are made one after
-    // another in step order, drawing negatives from the one generator in turn, so the run is
-    // the same as when each is made just before its step.
+    // A step's input, made on the host in two parts. Its queries and their negatives are drawn
+    // on this thread in step order, from the run's one generator, so the run is the same
+    // however far ahead inputs are made. The batch and where each candidate's score lies among
+    // the pass's outputs are built on a builder thread: `input_depth` steps ahead, each with
+    // its own builder, while the steps before run (on a GPU the host's building was most of a
+    // step: docs/BENCHMARKS.md, "On a GPU").
+    struct StepDraw {
+      std::vector<PathQuery> queries;
+      std::vector<std::vector<EntityId>> candidate_lists;  // per query: answer, then negatives
+    };
     struct StepInput {
       absl::Status status;
       PathBatch batch;
       std::vector<int64_t> gather;
-      size_t end = 0;
     };
     const int64_t per_query = 1 + options.negatives;  // the answer, then the negatives
-    auto make_input = [&](size_t begin) {
-      StepInput in;
-      in.end = std::min(order.size(), begin + options.batch_size);
-      const size_t tails = begin + (in.end - begin + 1) / 2;  // the first half asks for tails
-      std::vector<PathQuery> queries;
-      std::vector<std::vector<EntityId>> candidate_lists;  // per query: answer, then negatives
-      for (size_t i = begin; i < in.end; ++i) {
+    auto draw = [&](size_t begin, size_t end) {
+      StepDraw d;
+      const size_t tails = begin + (end - begin + 1) / 2;  // the first half asks for tails
+      for (size_t i = begin; i < end; ++i) {
         const Triple& f = positives[order[i]];
         const bool tail = i < tails;
         PathQuery query;
@@ -255,14 +274,18 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
           query.targets = negatives;
           query.targets.push_back(answer);
         }
-        queries.push_back(std::move(query));
-        candidate_lists.push_back(std::move(candidates));
+        d.queries.push_back(std::move(query));
+        d.candidate_lists.push_back(std::move(candidates));
       }
-      if (queries.empty()) return in;
-      in.status = builder.Build(neighbourhood, queries, &in.batch);
+      return d;
+    };
+    auto build = [&](StepDraw d, PathBatchBuilder* builder) {
+      StepInput in;
+      if (d.queries.empty()) return in;
+      in.status = builder->Build(neighbourhood, d.queries, &in.batch);
       if (!in.status.ok()) return in;
       for (int64_t q = 0; q < in.batch.num_queries(); ++q) {
-        for (EntityId e : candidate_lists[q]) in.gather.push_back(in.batch.NodeOf(q, e));
+        for (EntityId e : d.candidate_lists[q]) in.gather.push_back(in.batch.NodeOf(q, e));
       }
       // Entities beyond a query's neighbourhood read its far score, after all node scores.
       for (size_t k = 0; k < in.gather.size(); ++k) {
@@ -272,20 +295,36 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       }
       return in;
     };
-    std::future<StepInput> next;
-    if (static_cast<size_t>(progress.next) < order.size()) {
-      next = std::async(std::launch::async, make_input, static_cast<size_t>(progress.next));
-    }
-    while (next.valid()) {
-      StepInput in = next.get();
+    // The steps drawn and dispatched, oldest first, each with the generator as it was before
+    // its draws (what a checkpoint taken after the step before holds).
+    struct Pending {
+      SeededRandom random_before;
+      size_t end = 0;
+      std::future<StepInput> input;
+    };
+    std::deque<Pending> ahead;
+    size_t drawn_to = static_cast<size_t>(progress.next);
+    int64_t dispatched = 0;
+    auto dispatch = [&] {
+      if (drawn_to >= order.size()) return;
+      Pending p{negative_random, std::min(order.size(), drawn_to + options.batch_size), {}};
+      StepDraw d = draw(drawn_to, p.end);
+      drawn_to = p.end;
+      p.input = std::async(std::launch::async, build, std::move(d),
+                           &builders[dispatched++ % builders.size()]);
+      ahead.push_back(std::move(p));
+    };
+    while (ahead.size() < builders.size() && drawn_to < order.size()) dispatch();
+    while (!ahead.empty()) {
+      StepInput in = ahead.front().input.get();
+      const size_t end = ahead.front().end;
+      ahead.pop_front();
       if (!in.status.ok()) return in.status;
-      const size_t end = in.end;
-      // The generator as this step leaves it, before the next step's draws: what a checkpoint
-      // taken after this step holds.
-      const SeededRandom random_after_step = negative_random;
-      if (end < order.size()) next = std::async(std::launch::async, make_input, end);
+      // A builder is free again (the one this input used): keep `input_depth` in flight.
+      dispatch();
       if (in.gather.empty()) continue;
       const PathBatch& batch = in.batch;
+      trace.BeforeStep(steps_run);
       try {
         auto [node, far] = PathForward(path, batch);
         torch::Tensor logits =
@@ -313,6 +352,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         progress.seen += queries;
         ++progress.steps;
         progress.next = static_cast<int64_t>(end);
+        ++steps_run;
       } catch (const c10::Error& e) {
         return absl::InternalError(
             absl::StrCat("training step failed: ", e.what_without_backtrace()));
@@ -324,13 +364,16 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       if (options.checkpoint_every_steps > 0 && end < order.size() &&
           progress.steps % options.checkpoint_every_steps == 0) {
         progress.seconds = seconds;
-        next.wait();  // the next input's draws are made: set them aside while saving
-        const SeededRandom ahead = std::exchange(negative_random, random_after_step);
+        // The generator as this step left it: before the draws of the steps made ahead.
+        const SeededRandom drawn = std::exchange(negative_random, ahead.front().random_before);
         const absl::Status s = run.CheckpointWithin(progress, order_at_start);
-        negative_random = ahead;
+        negative_random = drawn;
         if (!s.ok()) return s;
       }
-      if (options.max_steps > 0 && progress.steps >= options.max_steps) {
+      if (absl::Status s = trace.AfterStep(steps_run); !s.ok()) return s;
+      const bool traced =
+          !options.trace.path.empty() && steps_run >= options.trace.after + options.trace.steps;
+      if ((options.max_steps > 0 && progress.steps >= options.max_steps) || traced) {
         if (on_epoch) {
           EpochReport report;
           report.epoch = epoch;

@@ -37,6 +37,7 @@
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
 #include "model/path/path_model.h"
+#include "train/step_trace.h"
 #include "train/training_report.h"
 
 namespace grail {
@@ -53,6 +54,12 @@ struct PathTrainOptions {
   uint64_t seed = 0;
   int threads = 2;
   std::string device = "cpu";
+  // Steps whose inputs (batches) are made ahead, each on its own thread while the steps before
+  // run. 0: 1 on the CPU, whose cores train; 4 on a GPU, whose steps outpace one thread.
+  int input_threads = 0;
+  // The layout of a step's batch (model/path/path_batch.h): kCheaper, by the cost rule; or
+  // forced, to compare (a model without the fused operator has the disjoint one only).
+  PathLayout layout = PathLayout::kCheaper;
   std::string checkpoint_dir;      // empty: no checkpoints
   bool resume = false;             // continue from checkpoint_dir's checkpoint, if there is one
   int checkpoint_every_steps = 0;  // > 0: a checkpoint within each epoch every N steps
@@ -65,6 +72,9 @@ struct PathTrainOptions {
   // > 0: the run stops after this many steps, reports the epoch so far (no validation) and
   // returns the model as it is: for measuring a step (bench/path_training.sh).
   int64_t max_steps = 0;
+  // A path: the run traces steps [trace.after, trace.after + trace.steps) of this call
+  // (train/step_trace.h), writes the trace and stops there like max_steps.
+  StepTraceOptions trace;
   // Non-empty: start from this archive (its network and parameters; `model` is ignored),
   // e.g. an imported ULTRA checkpoint to fine-tune. A model with a relation vocabulary must
   // have exactly the training graph's.

@@ -305,6 +305,37 @@ TEST_F(TrainEvalCommandTest, PruneNodeRatioTrainsALearnedPriorityAndBadRatiosAre
   EXPECT_THAT(pna.all(), HasSubstr("learned priority"));
 }
 
+// --trace profiles a window of steps into a Chrome trace and stops there, where LibTorch has
+// Kineto (PyTorch's own); Debian's has not, and the run says so instead of writing nothing.
+TEST_F(TrainEvalCommandTest, TraceWritesAChromeTraceOfItsStepsOrNamesWhatTheLibTorchLacks) {
+  const std::string trace = Path("trace", "steps.json");
+  const std::string common =
+      absl::StrCat("--family path --train ", Path("train", "graph.txt"), " --out ",
+                   Path("model", "traced.pt"), " --layers 2 --dim 8 --negatives 8 --threads 1");
+  BinaryRun run = RunBinary(
+      "grail-train", common + " --trace " + trace + " --trace-after 2 --trace-steps 2 --epochs 50");
+  if (run.exit_code == 0) {
+    ASSERT_TRUE(std::filesystem::exists(trace)) << run.all();
+    const std::string text = ReadTextFile(trace);
+    EXPECT_THAT(text, HasSubstr("traceEvents"));
+    EXPECT_THAT(text, HasSubstr("grail::rspmm"));
+    // It stopped after the window, within the first epoch.
+    EXPECT_THAT(run.all(), HasSubstr("epoch 1/50"));
+    EXPECT_THAT(run.all(), Not(HasSubstr("epoch 2/50")));
+  } else {
+    EXPECT_THAT(run.all(), HasSubstr("no trace written to " + trace));
+    EXPECT_THAT(run.all(), HasSubstr("Kineto"));
+  }
+  BinaryRun none = RunBinary("grail-train", common + " --trace " + trace + " --trace-steps 0");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.all(), HasSubstr("--trace-steps"));
+  BinaryRun grail =
+      RunBinary("grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ",
+                                            Path("model", "g.pt"), " --trace ", trace));
+  EXPECT_EQ(grail.exit_code, 2);
+  EXPECT_THAT(grail.all(), HasSubstr("options of the path family"));
+}
+
 // A KGE model is transductive: trained on a graph, it ranks that graph's held-out facts
 // against every entity it knows, on the GraIL protocol's negatives too; it refuses a graph of
 // entities it never saw.

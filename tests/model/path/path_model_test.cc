@@ -866,6 +866,65 @@ TEST_F(PathTrainingTest,
               HasSubstr("relation vocabulary"));
 }
 
+// The batches are drawn in step order whatever the builder threads: a run whose inputs are
+// made 3 steps ahead trains the model of one made 1 step ahead.
+TEST_F(PathTrainingTest, InputsMadeFurtherAheadTrainTheSameModel) {
+  std::vector<EpochReport> one_ahead;
+  absl::StatusOr<std::unique_ptr<PathModel>> reference =
+      TrainPath(train_, valid_, Options(), [&](const EpochReport& r) { one_ahead.push_back(r); });
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  PathTrainOptions options = Options();
+  options.input_threads = 3;
+  std::vector<EpochReport> three_ahead;
+  absl::StatusOr<std::unique_ptr<PathModel>> ahead =
+      TrainPath(train_, valid_, options, [&](const EpochReport& r) { three_ahead.push_back(r); });
+  ASSERT_TRUE(ahead.ok()) << ahead.status();
+  ASSERT_EQ(three_ahead.size(), one_ahead.size());
+  for (size_t i = 0; i < one_ahead.size(); ++i) {
+    EXPECT_EQ(three_ahead[i].loss, one_ahead[i].loss) << "epoch " << i + 1;
+    EXPECT_EQ(three_ahead[i].valid_mrr, one_ahead[i].valid_mrr) << "epoch " << i + 1;
+  }
+  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
+  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
+  EXPECT_EQ(AllScores(**reference, graph, queries, 2), AllScores(**ahead, graph, queries, 2));
+  options.input_threads = -1;
+  EXPECT_EQ(TrainPath(train_, valid_, options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A step's layout is the cost rule's unless forced; forced either way, the run trains the same
+// model up to the order of float sums (the layouts compute the same scores), and the per-edge
+// formulation, which has no shared layout, refuses to be forced into one.
+TEST_F(PathTrainingTest, ABatchLayoutForcedEitherWayTrainsTheSameModel) {
+  std::map<PathLayout, std::vector<EpochReport>> epochs;
+  std::map<PathLayout, std::vector<std::vector<float>>> scores;
+  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
+  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
+  for (PathLayout layout : {PathLayout::kShared, PathLayout::kDisjoint}) {
+    PathTrainOptions options = Options();
+    options.epochs = 2;
+    options.model.reach_mask = false;  // a whole neighbourhood per query: either layout fits
+    options.layout = layout;
+    absl::StatusOr<std::unique_ptr<PathModel>> model = TrainPath(
+        train_, valid_, options, [&](const EpochReport& r) { epochs[layout].push_back(r); });
+    ASSERT_TRUE(model.ok()) << model.status();
+    scores[layout] = AllScores(**model, graph, queries, 2);
+  }
+  ASSERT_EQ(epochs[PathLayout::kShared].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(epochs[PathLayout::kShared][i].loss, epochs[PathLayout::kDisjoint][i].loss, 1e-5);
+  }
+  for (size_t q = 0; q < queries.size(); ++q) {
+    ASSERT_EQ(scores[PathLayout::kShared][q].size(), scores[PathLayout::kDisjoint][q].size());
+    for (size_t e = 0; e < scores[PathLayout::kShared][q].size(); ++e) {
+      EXPECT_NEAR(scores[PathLayout::kShared][q][e], scores[PathLayout::kDisjoint][q][e], 1e-4);
+    }
+  }
+  PathTrainOptions per_edge = Options();
+  per_edge.model.message_passing = PathMessagePassing::kPerEdge;
+  per_edge.layout = PathLayout::kShared;
+  EXPECT_THAT(TrainPath(train_, valid_, per_edge).status().message(), HasSubstr("fused"));
+}
+
 // A run killed within an epoch resumes from its last checkpoint within that epoch: it trains
 // the model a run never stopped trains, reports that epoch's loss whole, and its directory
 // keeps one checkpoint's files.
@@ -883,6 +942,9 @@ TEST_F(PathTrainingTest, TrainingResumedFromWithinAnEpochEqualsTrainingStraight)
   PathTrainOptions options = Options();
   options.checkpoint_dir = dir.Sub("run") + "/";  // as a user may type it
   options.checkpoint_every_steps = 2;
+  // Inputs made 3 steps ahead: a checkpoint holds the generator as its step left it, before
+  // the draws of the steps made ahead.
+  options.input_threads = 3;
   options.resume = true;
   // The process dies after step 3 of epoch 2: its last checkpoint is the one after step 2.
   struct Killed {};
