@@ -22,6 +22,17 @@
 #                      fb237_v4 path epoch on cuda at batch 64 (NBFNet's FB configuration);
 #       rank_all_{cuda,cpu}.json  those latencies.
 #
+#   bench/gpu_session.sh all OUT            (there; one lease of ~15 minutes in one call)
+#       `fused`, then the GraIL archive's parity (parity.json, as `check`) and one GraIL epoch
+#       of fb237_v4 and of fb237_v3 on the device, as GPU_SESSION_BUDGET (s) allows. Every
+#       file is bundled in OUT/session.tgz; the JSON files also lie beside it.
+#
+#   bench/gpu_session.sh trace OUT          (there; ~2 minutes after the build)
+#       Where an fb237_v4 path step at batch 64 spends its time: grail-train --trace over 5
+#       steps after 10, with the batch layout of the cost rule and with --batch-layout shared:
+#       trace_{cheaper,shared}.json.gz and their sums (bench/step_trace.py),
+#       step_trace_{cheaper,shared}.json; then 60 steps timed each way, twice (trace.log).
+#
 #   bench/gpu_session.sh check OUT          (there, first call)
 #       Builds against python3's torch (build-torch/), then:
 #       parity.json  the CPU-exported archive on cuda: every fb237_v1_ind test fact's score
@@ -149,7 +160,14 @@ EOF
     if [[ -x $bin/grail-server ]] && ((SECONDS + 40 < budget)); then serve_rank_all "$d" "$out"; fi
   done
   # One fb237_v4 epoch at NBFNet's batch on the device (the target: <= 60 s on one H100).
-  within 90 timeout $((budget - SECONDS - 20)) "$bin/grail-train" --family path \
+  # First 30 steps alone: the step time, should the whole epoch outlast its limit.
+  within 60 timeout 60 "$bin/grail-train" --family path --train "$data/fb237_v4/train.txt" \
+    --out /tmp/gpu_session_v4_steps.pt --pna --reach-mask=false --batch-size 64 \
+    --adversarial-temperature 0.5 --epochs 1 --max-steps 30 --seed 0 --device "$device" \
+    --noprogress
+  local limit=$((budget - SECONDS - 20))
+  ((limit > ${GPU_SESSION_EPOCH_S:-$limit})) && limit=$GPU_SESSION_EPOCH_S
+  within 90 timeout "$limit" "$bin/grail-train" --family path \
     --train "$data/fb237_v4/train.txt" --valid "$data/fb237_v4/valid.txt" \
     --out /tmp/gpu_session_v4.pt --pna --reach-mask=false --batch-size 64 \
     --adversarial-temperature 0.5 --epochs 1 --seed 0 --device "$device" --noprogress
@@ -181,10 +199,10 @@ prepare() {
   du -sh .external-deps/debs "$carry"
 }
 
-check() {
+# The GraIL archive trained here on the CPU, scored there on cpu and on the device:
+# OUT/parity.json.
+grail_parity() {
   local out=$1
-  log=$out/check.log
-  build
   local model=$carry/models/grail_fb237_v1_cpu.pt
   local graph=$data/fb237_v1_ind/train.txt test=$data/fb237_v1_ind/test.txt
   local scores=/tmp/gpu_session_scores
@@ -210,6 +228,14 @@ print(json.dumps({"facts": len(cpu), "same_facts": set(cpu) == set(other),
                   "max_relative_difference": worst, "within_1e-5": worst <= 1e-5,
                   "metrics": metrics}))
 EOF
+}
+
+check() {
+  local out=$1
+  log=$out/check.log
+  build
+  grail_parity "$out"
+  local model=$carry/models/grail_fb237_v1_cpu.pt graph test
   step "$bin/grail-train" --train "$data/fb237_v1/train.txt" --valid "$data/fb237_v1/valid.txt" \
     --out "$out/grail_fb237_v1_gpu.pt" --epochs 1 --seed 0 --device "$device" --noprogress
   # Forward speed on the largest test graph's subgraphs.
@@ -225,6 +251,47 @@ EOF
       --test "$test" --device cpu --threads 2 --score-only 2>> "$log" | tail -n 1)"
     echo "}"
   } > "$out/throughput.json"
+}
+
+all() {
+  local out=$1 work=/tmp/gpu_session_all
+  budget=${GPU_SESSION_BUDGET:-540}
+  rm -rf "$work"
+  mkdir -p "$work"
+  GPU_SESSION_BUDGET=$budget fused "$work"
+  log=$work/grail.log
+  within 40 grail_parity "$work"
+  local split
+  for split in fb237_v4 fb237_v3; do
+    within 60 timeout $((budget - SECONDS - 15)) "$bin/grail-train" \
+      --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
+      --out "/tmp/gpu_session_grail_$split.pt" --epochs 1 --seed 0 --device "$device" --noprogress
+  done
+  echo "all done at ${SECONDS} s" >> "$log"
+  tar -czf "$out/session.tgz" -C "$work" .
+  cp "$work"/*.json "$out"/
+  tail -n 60 "$work/fused.log" "$work/grail.log"
+}
+
+trace() {
+  local out=$1
+  log=$out/trace.log
+  [[ -x $bin/grail-train ]] || GPU_SESSION_SERVER=${GPU_SESSION_SERVER:-0} build
+  local args=(--family path --train "$data/fb237_v4/train.txt" --pna --reach-mask=false
+    --batch-size 64 --adversarial-temperature 0.5 --seed 0 --device "$device" --noprogress)
+  local layout
+  for layout in cheaper shared; do
+    step timeout 120 "$bin/grail-train" "${args[@]}" --batch-layout $layout \
+      --out /tmp/gpu_session_trace.pt --trace "/tmp/trace_$layout.json" --trace-after 10 \
+      --trace-steps 5 &&
+      python3 bench/step_trace.py "/tmp/trace_$layout.json" --steps 5 \
+        --json "$out/step_trace_$layout.json" > /dev/null 2>> "$log" &&
+      gzip -c "/tmp/trace_$layout.json" > "$out/trace_$layout.json.gz"
+  done
+  for layout in cheaper shared cheaper shared; do  # 60 steps each way, twice
+    step timeout 120 "$bin/grail-train" "${args[@]}" --batch-layout $layout \
+      --out /tmp/gpu_session_steps.pt --max-steps 60
+  done
 }
 
 epochs() {
@@ -253,7 +320,7 @@ reproduce() {
 command=${1:-}
 case $command in
 prepare) prepare ;;
-check | epochs | reproduce | fused)
+all | check | epochs | reproduce | fused | trace)
   [[ -n ${2:-} ]] || { echo "usage: bench/gpu_session.sh $command OUT ..." >&2; exit 2; }
   mkdir -p "$2"
   shift
