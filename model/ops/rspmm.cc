@@ -84,7 +84,7 @@ void CheckGraph(const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor
     }
     return;
   }
-  static auto* checked = new CheckedGraphs;
+  CheckedGraphs* checked = &CheckedDeviceGraphs();
   if (checked->Contains(ptr, edges, order, V, R)) return;
   auto in_range = [](const at::Tensor& t, int64_t lo, int64_t hi) {
     return t.numel() == 0 || (t.min().item<int64_t>() >= lo && t.max().item<int64_t>() < hi);
@@ -178,7 +178,7 @@ bool CheckedGraphs::Contains(const at::Tensor& ptr, const at::Tensor& edges,
                              int64_t num_relations) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Graph& g : recent_) {
-    if (g.device == ptr.device() && g.num_nodes == num_nodes && g.num_relations == num_relations &&
+    if (g.device == ptr.device() && g.num_nodes == num_nodes && g.num_relations <= num_relations &&
         g.ptr.Matches(ptr) && g.edges.Matches(edges) && g.order.Matches(order)) {
       return true;
     }
@@ -192,6 +192,11 @@ void CheckedGraphs::Add(const at::Tensor& ptr, const at::Tensor& edges, const at
   recent_.push_front(
       Graph{Stamp(ptr), Stamp(edges), Stamp(order), ptr.device(), num_nodes, num_relations});
   if (recent_.size() > kRecent) recent_.pop_back();
+}
+
+CheckedGraphs& CheckedDeviceGraphs() {
+  static auto* checked = new CheckedGraphs;
+  return *checked;
 }
 
 std::vector<at::Tensor> RspmmForwardWith(const RspmmKernels& kernels, const at::Tensor& h_in,
@@ -359,8 +364,9 @@ std::vector<at::Tensor> RspmmAutograd(const at::Tensor& h, const at::Tensor& w,
   return RspmmFunction::apply(h, w, init, ptr, edges, order, reduce);
 }
 
-void CheckEdgeList(const at::Tensor& src, const at::Tensor& rel, const at::Tensor& dst,
-                   int64_t num_nodes) {
+// Checks an edge list; returns its relations' bound (the largest relation + 1; 0 for none).
+int64_t CheckEdgeList(const at::Tensor& src, const at::Tensor& rel, const at::Tensor& dst,
+                      int64_t num_nodes) {
   TORCH_CHECK(num_nodes >= 0, "relational_graph: num_nodes must be >= 0, got ", num_nodes);
   for (const auto& [t, name] : {std::pair{&src, "src"}, {&rel, "rel"}, {&dst, "dst"}}) {
     TORCH_CHECK(t->scalar_type() == at::kLong && t->dim() == 1, "relational_graph: ", name,
@@ -368,11 +374,15 @@ void CheckEdgeList(const at::Tensor& src, const at::Tensor& rel, const at::Tenso
     TORCH_CHECK(t->size(0) == src.size(0), "relational_graph: src, rel and dst differ in length");
     TORCH_CHECK(t->device() == src.device(), "relational_graph: src, rel and dst differ in device");
   }
-  if (src.numel() == 0) return;
-  TORCH_CHECK(src.min().item<int64_t>() >= 0 && src.max().item<int64_t>() < num_nodes &&
-                  dst.min().item<int64_t>() >= 0 && dst.max().item<int64_t>() < num_nodes,
+  if (src.numel() == 0) return 0;
+  // Every bound in one read: on a device each read waits for it.
+  const at::Tensor bounds =
+      at::stack({src.min(), src.max(), dst.min(), dst.max(), rel.min(), rel.max()}).cpu();
+  const int64_t* b = bounds.data_ptr<int64_t>();
+  TORCH_CHECK(b[0] >= 0 && b[1] < num_nodes && b[2] >= 0 && b[3] < num_nodes,
               "relational_graph: an edge joins nodes outside [0, ", num_nodes, ")");
-  TORCH_CHECK(rel.min().item<int64_t>() >= 0, "relational_graph: a relation is negative");
+  TORCH_CHECK(b[4] >= 0, "relational_graph: a relation is negative");
+  return b[5] + 1;
 }
 
 // Counting sort on the CPU; sorts (stable) elsewhere.
@@ -381,7 +391,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RelationalGraphImpl(const at::Ten
                                                                    const at::Tensor& dst_in,
                                                                    int64_t num_nodes) {
   const at::Tensor src = src_in.contiguous(), rel = rel_in.contiguous(), dst = dst_in.contiguous();
-  CheckEdgeList(src, rel, dst, num_nodes);
+  const int64_t relations = CheckEdgeList(src, rel, dst, num_nodes);
   const int64_t V = num_nodes, E = src.size(0);
   const at::TensorOptions options = src.options();
   if (src.is_cpu()) {
@@ -390,6 +400,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RelationalGraphImpl(const at::Ten
     BuildRelationalCsr(V, E, src.data_ptr<int64_t>(), rel.data_ptr<int64_t>(),
                        dst.data_ptr<int64_t>(), edges.data_ptr<int64_t>(), ptr.data_ptr<int64_t>(),
                        ptr.data_ptr<int64_t>() + V + 1, order.data_ptr<int64_t>());
+    CheckedDeviceGraphs().Add(ptr, edges, order, V, relations);
     return {ptr, edges, order};
   }
   const at::Tensor by_dst = std::get<1>(at::sort(dst, /*stable=*/true, 0, false));
@@ -399,6 +410,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RelationalGraphImpl(const at::Ten
     return at::cat({at::zeros({1}, options), at::bincount(index, {}, V).cumsum(0)});
   };
   const at::Tensor ptr = at::stack({offsets(dst), offsets(src)});
+  // Built from the checked edge list: rspmm need not check it again.
+  CheckedDeviceGraphs().Add(ptr, edges, order, V, relations);
   return {ptr, edges, order};
 }
 

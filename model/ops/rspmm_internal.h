@@ -41,6 +41,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RspmmBackwardWith(
 // A graph changed where no version counts it (through `.data`, or in place in inference mode)
 // is not checked again: the CUDA kernels skip any index out of range besides, so such a graph
 // gives wrong sums but never reads or writes outside the tensors.
+// `num_relations` bounds the graph's relations: a graph in range for R relations is in range
+// for any w of at least R rows.
 class CheckedGraphs {
  public:
   bool Contains(const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& src_order,
@@ -64,6 +66,11 @@ class CheckedGraphs {
   mutable std::mutex mu_;
   std::deque<Graph> recent_;  // newest first
 };
+
+// The process's checked graphs: rspmm's checks read and add to it, and relational_graph adds
+// each graph it builds (from edge lists it has checked), so a step's new graph costs the
+// device one wait, not a dozen.
+CheckedGraphs& CheckedDeviceGraphs();
 
 }  // namespace grail::ops
 

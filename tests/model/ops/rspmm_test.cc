@@ -214,6 +214,7 @@ TEST(RspmmTest, AGraphIsCheckedAgainOnceChangedFreedOrUsedWithOtherSizes) {
   EXPECT_TRUE(checked.Contains(ptr, edges, order, g.nodes, 4));
   EXPECT_FALSE(checked.Contains(ptr, edges, order, g.nodes + 1, 4));
   EXPECT_FALSE(checked.Contains(ptr, edges, order, g.nodes, 3));
+  EXPECT_TRUE(checked.Contains(ptr, edges, order, g.nodes, 5));  // in range for more relations
   EXPECT_FALSE(checked.Contains(ptr, edges.clone(), order, g.nodes, 4));
   EXPECT_FALSE(checked.Contains(ptr, edges.narrow(1, 0, 100), order.narrow(0, 0, 100), g.nodes, 4));
   edges[1][0].fill_(1000);  // in place: the version counter moves
@@ -229,6 +230,17 @@ TEST(RspmmTest, AGraphIsCheckedAgainOnceChangedFreedOrUsedWithOtherSizes) {
   }
   // The cache keeps a few graphs: the first has gone by now.
   EXPECT_FALSE(checked.Contains(ptr, edges, order, g.nodes, 4));
+}
+
+// relational_graph checks its edge list and adds the graph it builds to the checked ones, for
+// the relations it holds: rspmm does not wait for the device to check it again.
+TEST(RspmmTest, ARelationalGraphIsCheckedForTheRelationsItHolds) {
+  const EdgeList g = RandomGraph(30, 200, 4, 5);
+  const int64_t bound = g.rel.max().item<int64_t>() + 1;
+  auto [ptr, edges, order] = RelationalGraph(g.src, g.rel, g.dst, g.nodes);
+  EXPECT_TRUE(CheckedDeviceGraphs().Contains(ptr, edges, order, g.nodes, bound));
+  EXPECT_FALSE(CheckedDeviceGraphs().Contains(ptr, edges, order, g.nodes, bound - 1));
+  EXPECT_FALSE(CheckedDeviceGraphs().Contains(ptr, edges.clone(), order, g.nodes, bound));
 }
 
 TEST(RspmmTest, BadArgumentsAreRefusedWithWhatIsWrong) {
