@@ -232,7 +232,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
     // A step's input, made on the host in two parts. Its queries and their negatives are drawn
     // on this thread in step order, from the run's one generator, so the run is the same
     // however far ahead inputs are made. The batch and where each candidate's score lies among
-    // the pass's outputs are built on a builder thread: `input_depth` steps ahead, each with
+    // the pass's outputs are built on builder threads, `input_threads` steps ahead, each with
     // its own builder, while the steps before run (on a GPU the host's building was most of a
     // step: docs/BENCHMARKS.md, "On a GPU").
     struct StepDraw {
@@ -320,7 +320,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       const size_t end = ahead.front().end;
       ahead.pop_front();
       if (!in.status.ok()) return in.status;
-      // A builder is free again (the one this input used): keep `input_depth` in flight.
+      // A builder is free again (the one this input used): keep `input_threads` in flight.
       dispatch();
       if (in.gather.empty()) continue;
       const PathBatch& batch = in.batch;
