@@ -81,16 +81,15 @@ def summarise(trace, steps, top):
         }
     waiting = [e for e in runtime if any(w in e["name"] for w in WAITING_CALLS)]
     launches = [e for e in runtime if "Launch" in e["name"]]
+    gpu_busy = union_length([(e["ts"], e["ts"] + e["dur"]) for e in gpu])
     gpu_by_name = collections.Counter()
     for e in gpu:
         gpu_by_name[e["name"][:80]] += e["dur"]
     return {
         "steps": steps,
         "window_ms_per_step": window / steps / 1e3,
-        "gpu_busy_ms_per_step": union_length([(e["ts"], e["ts"] + e["dur"]) for e in gpu])
-        / steps / 1e3,
-        "gpu_busy_share": union_length([(e["ts"], e["ts"] + e["dur"]) for e in gpu]) / window
-        if gpu else 0.0,
+        "gpu_busy_ms_per_step": gpu_busy / steps / 1e3,
+        "gpu_busy_share": gpu_busy / window,
         "kernels_per_step": sum(e.get("cat") == "kernel" for e in gpu) / steps,
         "launch_calls_per_step": len(launches) / steps,
         "launch_ms_per_step": sum(e["dur"] for e in launches) / steps / 1e3,

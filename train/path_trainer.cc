@@ -371,9 +371,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         if (!s.ok()) return s;
       }
       if (absl::Status s = trace.AfterStep(steps_run); !s.ok()) return s;
-      const bool traced =
-          !options.trace.path.empty() && steps_run >= options.trace.after + options.trace.steps;
-      if ((options.max_steps > 0 && progress.steps >= options.max_steps) || traced) {
+      if ((options.max_steps > 0 && progress.steps >= options.max_steps) || trace.finished()) {
         if (on_epoch) {
           EpochReport report;
           report.epoch = epoch;

@@ -32,6 +32,8 @@ class StepTrace {
   // After each step: closes the window once `steps` were traced and writes the trace. A
   // LibTorch built without Kineto (Debian's) profiles nothing it can write: an error says so.
   absl::Status AfterStep(int64_t done);
+  // Whether the window was traced and written: the run stops there.
+  bool finished() const { return written_; }
 
  private:
   absl::Status Write();
