@@ -137,16 +137,19 @@ absl::StatusOr<TrainingPosition> TrainingCheckpoint::Restore(const std::string& 
       return absl::InvalidArgumentError(absl::StrCat(StatePath(), " is damaged"));
     }
   }
+  // A checkpoint resumes on whichever device the model is on now: its tensors are read onto
+  // that device, not the one that wrote them (a run begun on the CPU goes on on a GPU, and back).
+  const torch::Device device = parameters.empty() ? torch::kCPU : parameters.front().device();
   try {
     std::vector<torch::Tensor> saved, saved_best;
     torch::Tensor rng;
-    torch::load(saved, File("parameters", at));
-    torch::load(saved_best, File("best", at));
-    torch::load(optimizer, File("optimizer", at));
+    torch::load(saved, File("parameters", at), device);
+    torch::load(saved_best, File("best", at), device);
+    torch::load(optimizer, File("optimizer", at), device);
     // Checkpoints written before the generator was kept have no file of it: they resume with
     // the generator as the model's seed left it.
     const bool has_rng = std::filesystem::exists(File("torch-rng", at));
-    if (has_rng) torch::load(rng, File("torch-rng", at));
+    if (has_rng) torch::load(rng, File("torch-rng", at), torch::Device(torch::kCPU));
     if (saved.size() != parameters.size() || saved_best.size() != parameters.size()) {
       return absl::InvalidArgumentError("the checkpoint's parameters do not fit the model");
     }

@@ -27,9 +27,9 @@ struct TinyRun {
   SeededRandom order{1};
   SeededRandom negatives{2};
 
-  explicit TinyRun(float start) {
-    parameters.push_back(torch::full({3, 2}, start).requires_grad_());
-    parameters.push_back(torch::full({4}, -start).requires_grad_());
+  explicit TinyRun(float start, torch::Device device = torch::kCPU) {
+    parameters.push_back(torch::full({3, 2}, start, device).requires_grad_());
+    parameters.push_back(torch::full({4}, -start, device).requires_grad_());
     optimizer = std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(0.1));
     best = std::make_unique<BestModel>(parameters);
   }
@@ -52,7 +52,7 @@ struct TinyRun {
 bool SameTensors(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (!torch::equal(a[i], b[i])) return false;
+    if (!torch::equal(a[i].cpu(), b[i].cpu())) return false;
   }
   return true;
 }
@@ -90,6 +90,34 @@ TEST(TrainingCheckpointTest, RestoreGivesBackWhatWriteSaw) {
   written.Step();
   restored.Step();
   EXPECT_TRUE(SameTensors(restored.parameters, written.parameters));
+}
+
+// A run begun on one device goes on on another: the checkpoint's tensors are read onto the
+// model's device, Adam's moments included, so the next step is the same step. Needs a GPU.
+TEST(TrainingCheckpointTest, ACheckpointResumesOnTheModelsDeviceNotTheWritersOne) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (const auto& [from, to] : {std::pair<torch::Device, torch::Device>{torch::kCPU, torch::kCUDA},
+                                 {torch::kCUDA, torch::kCPU}}) {
+    ScopedTempDir dir;
+    TinyRun written(1.0f, from);
+    written.Step();
+    ASSERT_TRUE(written.best->Offer(0.7, /*scheduled=*/true, written.parameters));
+    written.Step();
+    const TrainingCheckpoint checkpoint(dir.Sub("run"));
+    ASSERT_TRUE(written.Write(checkpoint, {2, 14, {}}, "key").ok());
+
+    TinyRun restored(9.0f, to);
+    absl::StatusOr<TrainingPosition> at = restored.Restore(checkpoint, "key");
+    ASSERT_TRUE(at.ok()) << at.status();
+    for (const torch::Tensor& t : restored.best->tensors()) EXPECT_EQ(t.device(), to);
+    EXPECT_TRUE(SameTensors(restored.best->tensors(), written.best->tensors()));
+    written.Step();
+    restored.Step();  // throws if Adam's moments stayed on the writer's device
+    for (size_t i = 0; i < written.parameters.size(); ++i) {
+      EXPECT_EQ(restored.parameters[i].device(), to);
+      EXPECT_TRUE(torch::allclose(restored.parameters[i].cpu(), written.parameters[i].cpu()));
+    }
+  }
 }
 
 TEST(TrainingCheckpointTest, NoCheckpointIsEpochZeroAndChangesNothing) {
