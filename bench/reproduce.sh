@@ -28,7 +28,8 @@
 # the checkpoint of its last finished epoch (either family), so an interrupted run continues
 # where it stopped. --checkpoint-every-steps N (path family) checkpoints every N steps within
 # an epoch as well, so a run killed in a long epoch (fb237_v4 on 2 cores: hours) loses at most N
-# steps; it does not change the model, so it is not part of the run's name.
+# steps; it does not change the model, so it is not part of the run's name (nor are --device
+# and --input-threads among the grail-train flags).
 # bench/reproduction_table.py turns the results into the table in
 # docs/BENCHMARKS.md.
 set -euo pipefail
@@ -63,7 +64,18 @@ bin=${GRAIL_BIN_DIR:-build/bin}  # GRAIL_BIN_DIR: another build's binaries
 [[ -x $bin/grail-train && -x $bin/grail-eval ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
 suffix="" protocol=inductive
 ((transductive)) && suffix=.transductive protocol=transductive
-tag=$(IFS=_; echo "e${epochs}${extra[*]+_${extra[*]}}" | tr -d ' -')
+# The run's name holds the flags that change the model, not where or how fast it runs:
+# --device and --input-threads are left out, so a run begun on the CPU resumes on a GPU
+# from the same checkpoint (bench/gpu_session.sh reproduce) and lands in the same result.
+named=()
+for ((i = 0; i < ${#extra[@]}; i++)); do
+  case ${extra[i]} in
+    --device | --input-threads) ((++i)) ;;
+    --device=* | --input-threads=*) ;;
+    *) named+=("${extra[i]}") ;;
+  esac
+done
+tag=$(IFS=_; echo "e${epochs}${named[*]+_${named[*]}}" | tr -d ' -')
 mkdir -p "$out"
 
 # Trains and evaluates one (split, seed) pair; its logs and result go to $out/<name>.*.
