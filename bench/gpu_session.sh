@@ -49,19 +49,43 @@
 #       One training epoch of each split (default: fb237_v1..v4) on cuda: epochs.log.
 #
 #   bench/gpu_session.sh reproduce OUT SPLIT SEEDS EPOCHS [-- GRAIL_TRAIN_ARGS...]
-#       bench/reproduce.sh on cuda with its checkpoints under .gpu-carry/repro: a run that
-#       does not finish in the call is resumed by the next call carrying .gpu-carry again
-#       (OUT/repro.tgz holds the checkpoints and results; unpack it into .gpu-carry/ here).
+#       bench/reproduce.sh on cuda with its checkpoints under .gpu-carry/repro, stopped in
+#       time to bring them back (GPU_SESSION_BUDGET s, default 560, counted from the call's
+#       start) and checkpointing every 50 steps within an epoch: OUT/repro.tgz.0, .1, ...
+#       (parts of at most 15 MiB, what a call brings back) hold the checkpoints, logs and
+#       results. A run begun on the CPU here goes on there from its checkpoint, and back: the
+#       run's name leaves --device out (see `prepare --train-only --resume` and `unpack`).
 #
-# GPU_SESSION_DEVICE=cpu and GPU_SESSION_TORCH=PREFIX run the same steps without a GPU
-# (how this script is checked on the project's machines).
+#   bench/gpu_session.sh prepare --train-only [--resume NAME_GLOB [--from DIR]]
+#       Here: what `lease` and `reproduce` need and nothing else, so that a run's checkpoint
+#       (46 MB for fb237_v4) fits the call's 64 MiB: .gpu-deps/debs (the trainer's packages,
+#       no server's), .gpu-carry/data.tar.xz, and in .gpu-carry/repro the checkpoints and
+#       training logs of the runs NAME_GLOB names in DIR (default out/path-fused), e.g.
+#       --resume 'fb237_v4.*seed0'. Carry: [".gpu-deps/debs", ".gpu-carry/data.tar.xz",
+#       ".gpu-carry/repro"], and begin the command with GPU_SESSION_DEPS=.gpu-deps.
+#
+#   bench/gpu_session.sh lease OUT SPLIT SEEDS EPOCHS [-- GRAIL_TRAIN_ARGS...]
+#       (there; one lease in one call) The trainer alone is built, then `trace` (one timing
+#       round each way) and `reproduce` for the rest of GPU_SESSION_BUDGET (default 570 s):
+#       OUT/lease.tgz.0, .1, ... (traces, logs, the runs' checkpoints), OUT/lease.log and
+#       the two step_trace_*.json sums.
+#
+#   bench/gpu_session.sh unpack DIR [--into out/path-fused]
+#       Here: the parts a call brought back (DIR: its files_at) unpacked; the runs'
+#       checkpoints, logs and results replace theirs in out/path-fused, to resume here or to
+#       carry again; the rest lands in out/gpu-session/.
+#
+# GPU_SESSION_DEVICE=cpu and GPU_SESSION_TORCH=PREFIX (or GPU_SESSION_BIN=DIR, binaries built
+# already) run the same steps without a GPU (how this script is checked on the project's
+# machines).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 carry=.gpu-carry
 data=$carry/data
 device=${GPU_SESSION_DEVICE:-cuda}
-bin=build-torch/bin
+bin=${GPU_SESSION_BIN:-build-torch/bin}
+deps=${GPU_SESSION_DEPS:-.external-deps}
 log=/dev/null
 
 # Runs a command, logging it and its output; a failure is logged and the script goes on.
@@ -83,7 +107,7 @@ build() {
   local server=(--server)
   [[ ${GPU_SESSION_SERVER:-1} == 0 ]] && server=()
   step env EXTERNAL_TORCH_KEEP_GOING=1 \
-    scripts/external-torch.sh build "${server[@]}" --torch "$torch" --jobs "$(nproc)" \
+    scripts/external-torch.sh build "${server[@]}" --deps "$deps" --torch "$torch" --jobs "$(nproc)" \
     -- ${GPU_SESSION_CUDA_ARCH:+-DCMAKE_CUDA_ARCHITECTURES=$GPU_SESSION_CUDA_ARCH}
 }
 
@@ -175,7 +199,20 @@ EOF
 }
 
 prepare() {
-  scripts/external-torch.sh prepare --server
+  local train_only=0 resume="" from=out/path-fused
+  while (($#)); do
+    case $1 in
+    --train-only) train_only=1; shift ;;
+    --resume) resume=$2; shift 2 ;;
+    --from) from=$2; shift 2 ;;
+    *) echo "prepare: unknown argument $1" >&2; exit 2 ;;
+    esac
+  done
+  if ((train_only)); then
+    scripts/external-torch.sh prepare --deps .gpu-deps
+  else
+    scripts/external-torch.sh prepare --server
+  fi
   local shared=${GRAIL_DATA_DIR:-../shared/data}
   mkdir -p "$data" "$carry/models"
   for split in fb237_v1 fb237_v2 fb237_v3 fb237_v4; do
@@ -186,17 +223,63 @@ prepare() {
   done
   mkdir -p "$data/FB15k-237_validtest"
   cp "$shared/FB15k-237_validtest/graph.txt" "$data/FB15k-237_validtest/"
-  [[ -s $carry/models/grail_fb237_v1_cpu.pt ]] ||
+  ((train_only)) || [[ -s $carry/models/grail_fb237_v1_cpu.pt ]] ||
     build/bin/grail-train --train "$data/fb237_v1/train.txt" --valid "$data/fb237_v1/valid.txt" \
       --out "$carry/models/grail_fb237_v1_cpu.pt" --epochs 1 --seed 0 --noprogress
   # A path model in NBFNet's FB configuration, a few steps (parity needs weights, not skill).
-  build/bin/grail-train --family path --train "$data/fb237_v1/train.txt" \
+  ((train_only)) || build/bin/grail-train --family path --train "$data/fb237_v1/train.txt" \
     --valid "$data/fb237_v1/valid.txt" --out "$carry/models/path_fb237_v1_cpu.pt" --pna \
     --reach-mask=false --batch-size 64 --adversarial-temperature 0.5 --max-steps 20 --seed 0 \
     --noprogress
   # Text compresses 5x: what travels stays under the call's 64 MiB with the packages.
   tar -cJf "$carry/data.tar.xz" -C "$carry" data && rm -rf "$data"
-  du -sh .external-deps/debs "$carry"
+  if [[ -n $resume ]]; then
+    # The runs to go on there: their checkpoints and logs (bench/reproduce.sh's layout).
+    rm -rf "$carry/repro"
+    mkdir -p "$carry/repro"
+    local run found=0
+    for run in "$from"/$resume.checkpoint; do
+      [[ -d $run ]] || continue
+      cp -r "$run" "$carry/repro/"
+      cp "${run%.checkpoint}.train.log" "$carry/repro/" 2> /dev/null || true
+      found=1
+    done
+    ((found)) || { echo "prepare: no checkpoint matches $from/$resume.checkpoint" >&2; exit 1; }
+  fi
+  if ((train_only)); then
+    du -sh .gpu-deps/debs "$carry/data.tar.xz" "$carry/repro" 2> /dev/null
+  else
+    du -sh .external-deps/debs "$carry"
+  fi
+}
+
+# Bundles folders into OUT/NAME.tgz.0, .1, ...: parts of at most 15 MiB, what a call brings
+# back (16 MiB a file). `unpack` joins them.
+bundle() {
+  local out=$1 name=$2
+  shift 2
+  rm -f "$out/$name".tgz.*
+  tar -czf - "$@" | split -b 15m -d -a 1 - "$out/$name.tgz."
+}
+
+unpack() {
+  local dir=$1 into=out/path-fused
+  [[ ${2:-} == --into ]] && into=$3
+  local work=out/gpu-session
+  mkdir -p "$work" "$into"
+  local name
+  for name in lease repro; do
+    compgen -G "$dir/$name.tgz.*" > /dev/null || continue
+    cat "$dir/$name".tgz.* | tar -xzf - -C "$work"
+  done
+  [[ -d $work/repro ]] || { echo "unpack: no runs in $dir" >&2; return 0; }
+  local run
+  for run in "$work"/repro/*; do
+    rm -rf "$into/$(basename "$run")"
+    cp -r "$run" "$into/"
+    echo "unpacked $(basename "$run") into $into"
+  done
+  rm -rf "$work/repro"
 }
 
 # The GraIL archive trained here on the CPU, scored there on cpu and on the device:
@@ -288,9 +371,12 @@ trace() {
         --json "$out/step_trace_$layout.json" > /dev/null 2>> "$log" &&
       gzip -c "/tmp/trace_$layout.json" > "$out/trace_$layout.json.gz"
   done
-  for layout in cheaper shared cheaper shared; do  # 60 steps each way, twice
-    step timeout 120 "$bin/grail-train" "${args[@]}" --batch-layout $layout \
-      --out /tmp/gpu_session_steps.pt --max-steps 60
+  local round
+  for ((round = 0; round < ${GPU_SESSION_TIMING_ROUNDS:-2}; ++round)); do  # 60 steps each way
+    for layout in cheaper shared; do
+      step timeout 120 "$bin/grail-train" "${args[@]}" --batch-layout $layout \
+        --out /tmp/gpu_session_steps.pt --max-steps 60
+    done
   done
 }
 
@@ -306,21 +392,69 @@ epochs() {
   done
 }
 
-reproduce() {
+# bench/reproduce.sh on the device until $budget is nearly spent (the runs' checkpoints every
+# 50 steps keep what a stop cuts short), into $carry/repro.
+train_runs() {
   local out=$1 split=$2 seeds=$3 epochs=$4
   shift 4
   [[ ${1:-} == -- ]] && shift
   log=$out/reproduce.log
-  [[ -x $bin/grail-train ]] || build
-  step env GRAIL_DATA_DIR="$data" GRAIL_BIN_DIR="$bin" bench/reproduce.sh --splits "$split" --seeds "$seeds" \
-    --epochs "$epochs" --threads 4 --runs 5 --out "$carry/repro" -- --device "$device" "$@"
-  tar -czf "$out/repro.tgz" -C "$carry" repro
+  # Bundling ~50 MB of checkpoints takes a few seconds; the rest of the budget trains.
+  local limit=$((budget - SECONDS - 30))
+  ((limit > 60)) || { echo "SKIPPED reproduce: ${limit} s left" >> "$log"; return 1; }
+  step env GRAIL_DATA_DIR="$data" GRAIL_BIN_DIR="$bin" timeout "$limit" bench/reproduce.sh \
+    --splits "$split" --seeds "$seeds" --epochs "$epochs" --threads 4 --runs 5 \
+    --checkpoint-every-steps "${GPU_SESSION_CHECKPOINT_STEPS:-50}" --out "$carry/repro" \
+    -- --device "$device" "$@"
+  echo "reproduce stopped at ${SECONDS} s" >> "$log"
+}
+
+reproduce() {
+  local out=$1
+  budget=${GPU_SESSION_BUDGET:-560}
+  log=$out/reproduce.log
+  [[ -x $bin/grail-train ]] || GPU_SESSION_SERVER=${GPU_SESSION_SERVER:-0} build
+  train_runs "$@"
+  bundle "$out" repro -C "$carry" repro
+}
+
+lease() {
+  local out=$1 work=/tmp/gpu_session_lease
+  shift
+  budget=${GPU_SESSION_BUDGET:-570}
+  rm -rf "$work"
+  mkdir -p "$work"
+  log=$work/trace.log
+  [[ -x $bin/grail-train ]] || GPU_SESSION_SERVER=0 build
+  echo "build done at ${SECONDS} s" >> "$log"
+  GPU_SESSION_TIMING_ROUNDS=${GPU_SESSION_TIMING_ROUNDS:-1} trace "$work"
+  echo "trace done at ${SECONDS} s" >> "$log"
+  train_runs "$work" "$@"
+  # What comes back is at most 64 MiB: the runs' checkpoints first, raw traces if they fit.
+  local trace
+  for trace in "$work"/trace_*.json.gz; do
+    [[ -f $trace ]] && (($(stat -c %s "$trace") > 6 * 1024 * 1024)) &&
+      echo "left out $(basename "$trace") ($(stat -c %s "$trace") bytes)" >> "$work/trace.log" &&
+      rm "$trace"
+  done
+  bundle "$out" lease -C "$work" . -C "$PWD/$carry" repro
+  cp "$work"/step_trace_*.json "$out"/ 2> /dev/null
+  {
+    tail -n 40 "$work/trace.log"
+    cat "$work/reproduce.log"
+    for f in "$carry"/repro/*.train.log; do grep -H "^epoch" "$f"; done
+  } > "$out/lease.log" 2>&1
 }
 
 command=${1:-}
 case $command in
-prepare) prepare ;;
-all | check | epochs | reproduce | fused | trace)
+prepare) shift; prepare "$@" ;;
+unpack)
+  [[ -n ${2:-} ]] || { echo "usage: bench/gpu_session.sh unpack DIR [--into DIR]" >&2; exit 2; }
+  shift
+  unpack "$@"
+  ;;
+all | check | epochs | reproduce | fused | trace | lease)
   [[ -n ${2:-} ]] || { echo "usage: bench/gpu_session.sh $command OUT ..." >&2; exit 2; }
   mkdir -p "$2"
   shift
