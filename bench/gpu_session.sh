@@ -62,7 +62,7 @@
 #       no server's), .gpu-carry/data.tar.xz, and in .gpu-carry/repro the checkpoints and
 #       training logs of the runs NAME_GLOB names in DIR (default out/path-fused), e.g.
 #       --resume 'fb237_v4.*seed0'. Carry: [".gpu-deps/debs", ".gpu-carry/data.tar.xz",
-#       ".gpu-carry/repro"], and begin the command with GPU_SESSION_DEPS=.gpu-deps.
+#       ".gpu-carry/repro"] (without .external-deps/debs there, .gpu-deps is the one used).
 #
 #   bench/gpu_session.sh lease OUT SPLIT SEEDS EPOCHS [-- GRAIL_TRAIN_ARGS...]
 #       (there; one lease in one call) The trainer alone is built, then `trace` (one timing
@@ -85,7 +85,9 @@ carry=.gpu-carry
 data=$carry/data
 device=${GPU_SESSION_DEVICE:-cuda}
 bin=${GPU_SESSION_BIN:-build-torch/bin}
+# The packages carried: the whole product's (`prepare`) or the trainer's (`prepare --train-only`).
 deps=${GPU_SESSION_DEPS:-.external-deps}
+[[ -n ${GPU_SESSION_DEPS:-} || -d $deps/debs ]] || deps=.gpu-deps
 log=/dev/null
 
 # Runs a command, logging it and its output; a failure is logged and the script goes on.
