@@ -113,6 +113,11 @@ build() {
     -- ${GPU_SESSION_CUDA_ARCH:+-DCMAKE_CUDA_ARCHITECTURES=$GPU_SESSION_CUDA_ARCH}
 }
 
+# Builds the trainer alone (the server too with GPU_SESSION_SERVER=1) unless it is built.
+need_trainer() {
+  [[ -x $bin/grail-train ]] || GPU_SESSION_SERVER=${GPU_SESSION_SERVER:-0} build
+}
+
 # Runs a step only while at least $1 seconds of the call's $budget are left.
 within() {
   local need=$1
@@ -361,7 +366,7 @@ all() {
 trace() {
   local out=$1
   log=$out/trace.log
-  [[ -x $bin/grail-train ]] || GPU_SESSION_SERVER=${GPU_SESSION_SERVER:-0} build
+  need_trainer
   local args=(--family path --train "$data/fb237_v4/train.txt" --pna --reach-mask=false
     --batch-size 64 --adversarial-temperature 0.5 --seed 0 --device "$device" --noprogress)
   local layout
@@ -415,7 +420,7 @@ reproduce() {
   local out=$1
   budget=${GPU_SESSION_BUDGET:-560}
   log=$out/reproduce.log
-  [[ -x $bin/grail-train ]] || GPU_SESSION_SERVER=${GPU_SESSION_SERVER:-0} build
+  need_trainer
   train_runs "$@"
   bundle "$out" repro -C "$carry" repro
 }
@@ -427,7 +432,7 @@ lease() {
   rm -rf "$work"
   mkdir -p "$work"
   log=$work/trace.log
-  [[ -x $bin/grail-train ]] || GPU_SESSION_SERVER=0 build
+  need_trainer
   echo "build done at ${SECONDS} s" >> "$log"
   GPU_SESSION_TIMING_ROUNDS=${GPU_SESSION_TIMING_ROUNDS:-1} trace "$work"
   echo "trace done at ${SECONDS} s" >> "$log"
@@ -444,7 +449,7 @@ lease() {
   {
     tail -n 40 "$work/trace.log"
     cat "$work/reproduce.log"
-    for f in "$carry"/repro/*.train.log; do grep -H "^epoch" "$f"; done
+    grep -H "^epoch" "$carry"/repro/*.train.log
   } > "$out/lease.log" 2>&1
 }
 
