@@ -221,6 +221,15 @@ TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRank
   ASSERT_EQ(resumed.exit_code, 0) << resumed.all();
   EXPECT_THAT(resumed.all(), HasSubstr("epoch 2/2"));
   EXPECT_THAT(resumed.all(), Not(HasSubstr("epoch 1/2")));
+  // A run stopped before its epochs gives its best model so far: resumed with --epochs at
+  // most those done, it trains nothing and writes the archive the run would keep.
+  const std::string kept = ReadTextFile(model);
+  ASSERT_FALSE(kept.empty());
+  std::filesystem::remove(model);
+  BinaryRun best_only = RunBinary("grail-train", common + " --epochs 1 --resume");
+  ASSERT_EQ(best_only.exit_code, 0) << best_only.all();
+  EXPECT_THAT(best_only.all(), Not(HasSubstr("epoch ")));
+  EXPECT_EQ(ReadTextFile(model), kept);
   absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(model);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->config().num_layers, 2);
