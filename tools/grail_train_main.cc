@@ -44,6 +44,10 @@ ABSL_FLAG(bool, exclude_target_edge, false,
 ABSL_FLAG(int, batch_size, 0,
           "positives per step for grail, queries per step for path (0: the family's default, "
           "grail 16, path 32)");
+ABSL_FLAG(int, accumulate, 1,
+          "path family: passes of --batch-size queries per optimiser step, their gradients "
+          "summed: the step of a batch of batch-size x accumulate queries in the memory of one "
+          "pass (NBFNet's published runs: 4 GPUs of --batch-size each, so --accumulate 4)");
 ABSL_FLAG(double, lr, 0, "Adam learning rate (0: the family's default, grail 0.01, path 5e-3)");
 ABSL_FLAG(double, l2, 5e-4, "L2 weight decay");
 ABSL_FLAG(double, margin, 10, "margin of the ranking loss");
@@ -292,10 +296,11 @@ int main(int argc, char** argv) {
   if (!path_family &&
       (absl::GetFlag(FLAGS_checkpoint_every_steps) != 0 || absl::GetFlag(FLAGS_max_steps) != 0 ||
        absl::GetFlag(FLAGS_message_passing) != "fused" || !absl::GetFlag(FLAGS_trace).empty() ||
-       absl::GetFlag(FLAGS_input_threads) != 0 || absl::GetFlag(FLAGS_batch_layout) != "cheaper")) {
+       absl::GetFlag(FLAGS_input_threads) != 0 || absl::GetFlag(FLAGS_batch_layout) != "cheaper" ||
+       absl::GetFlag(FLAGS_accumulate) != 1)) {
     std::fprintf(stderr,
                  "--checkpoint-every-steps, --max-steps, --message-passing, --input-threads, "
-                 "--batch-layout and --trace are options of the path family\n");
+                 "--batch-layout, --accumulate and --trace are options of the path family\n");
     return 2;
   }
   absl::Status saved;
@@ -314,6 +319,7 @@ int main(int argc, char** argv) {
     }
     options.epochs = epochs;
     options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32, 16);
+    options.accumulate = absl::GetFlag(FLAGS_accumulate);
     options.negatives = absl::GetFlag(FLAGS_negatives);
     options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3, 5e-4);
     options.adversarial_temperature =

@@ -37,6 +37,7 @@ size_t InputDepth(const PathTrainOptions& o, const torch::Device& device) {
 absl::Status ValidateOptions(const PathTrainOptions& o) {
   if (o.epochs < 1) return absl::InvalidArgumentError("epochs must be at least 1");
   if (o.batch_size < 1) return absl::InvalidArgumentError("batch size must be at least 1");
+  if (o.accumulate < 1) return absl::InvalidArgumentError("accumulate must be at least 1");
   if (o.negatives < 1) return absl::InvalidArgumentError("negatives must be at least 1");
   if (o.eval_every < 1) return absl::InvalidArgumentError("eval_every must be at least 1");
   if (!(o.learning_rate > 0)) return absl::InvalidArgumentError("learning rate must be > 0");
@@ -71,6 +72,7 @@ std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprin
       "|seed=", o.seed,
       // Absent when off, so checkpoints from before the option still resume.
       o.detached_walks > 0 ? absl::StrCat("|detached_walks=", o.detached_walks) : std::string(),
+      o.accumulate > 1 ? absl::StrCat("|accumulate=", o.accumulate) : std::string(),
       c.priority ? absl::StrCat("|priority=", c.prune_node_ratio, ",", c.prune_degree_ratio)
                  : std::string(),
       o.init.empty() ? std::string() : absl::StrCat("|init=", o.init));
@@ -239,12 +241,17 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       std::vector<PathQuery> queries;
       std::vector<std::vector<EntityId>> candidate_lists;  // per query: answer, then negatives
     };
-    struct StepInput {
-      absl::Status status;
+    // One forward and backward pass of a step (PathTrainOptions::accumulate).
+    struct Pass {
       PathBatch batch;
       std::vector<int64_t> gather;
     };
+    struct StepInput {
+      absl::Status status;
+      std::vector<Pass> passes;
+    };
     const int64_t per_query = 1 + options.negatives;  // the answer, then the negatives
+    const size_t step_queries = static_cast<size_t>(options.batch_size) * options.accumulate;
     auto draw = [&](size_t begin, size_t end) {
       StepDraw d;
       const size_t tails = begin + (end - begin + 1) / 2;  // the first half asks for tails
@@ -279,18 +286,26 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       }
       return d;
     };
+    // The step's queries in passes of batch_size, each leaving out what the whole step does.
     auto build = [&](StepDraw d, PathBatchBuilder* builder) {
       StepInput in;
-      if (d.queries.empty()) return in;
-      in.status = builder->Build(neighbourhood, d.queries, &in.batch);
-      if (!in.status.ok()) return in;
-      for (int64_t q = 0; q < in.batch.num_queries(); ++q) {
-        for (EntityId e : d.candidate_lists[q]) in.gather.push_back(in.batch.NodeOf(q, e));
-      }
-      // Entities beyond a query's neighbourhood read its far score, after all node scores.
-      for (size_t k = 0; k < in.gather.size(); ++k) {
-        if (in.gather[k] < 0) {
-          in.gather[k] = in.batch.num_nodes() + static_cast<int64_t>(k) / per_query;
+      const absl::Span<const PathQuery> step = d.queries;
+      for (size_t begin = 0; begin < d.queries.size(); begin += options.batch_size) {
+        const size_t n = std::min<size_t>(options.batch_size, d.queries.size() - begin);
+        Pass& pass = in.passes.emplace_back();
+        in.status = builder->Build(neighbourhood, step.subspan(begin, n), &pass.batch,
+                                   options.accumulate > 1 ? step : absl::Span<const PathQuery>());
+        if (!in.status.ok()) return in;
+        for (size_t q = 0; q < n; ++q) {
+          for (EntityId e : d.candidate_lists[begin + q]) {
+            pass.gather.push_back(pass.batch.NodeOf(static_cast<int64_t>(q), e));
+          }
+        }
+        // Entities beyond a query's neighbourhood read its far score, after all node scores.
+        for (size_t k = 0; k < pass.gather.size(); ++k) {
+          if (pass.gather[k] < 0) {
+            pass.gather[k] = pass.batch.num_nodes() + static_cast<int64_t>(k) / per_query;
+          }
         }
       }
       return in;
@@ -307,7 +322,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
     int64_t dispatched = 0;
     auto dispatch = [&] {
       if (drawn_to >= order.size()) return;
-      Pending p{negative_random, std::min(order.size(), drawn_to + options.batch_size), {}};
+      Pending p{negative_random, std::min(order.size(), drawn_to + step_queries), {}};
       StepDraw d = draw(drawn_to, p.end);
       drawn_to = p.end;
       p.input = std::async(std::launch::async, build, std::move(d),
@@ -322,32 +337,38 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
       if (!in.status.ok()) return in.status;
       // A builder is free again (the one this input used): keep `input_threads` in flight.
       dispatch();
-      if (in.gather.empty()) continue;
-      const PathBatch& batch = in.batch;
+      int64_t queries = 0;
+      for (const Pass& pass : in.passes) queries += pass.batch.num_queries();
+      if (queries == 0) continue;
       trace.BeforeStep(steps_run);
       try {
-        auto [node, far] = PathForward(path, batch);
-        torch::Tensor logits =
-            torch::cat({node, far})
-                .index_select(0, torch::tensor(in.gather, torch::kInt64).to(node.device()))
-                .view({-1, per_query});
-        torch::Tensor target = torch::zeros_like(logits);
-        target.select(1, 0).fill_(1);
-        torch::Tensor loss =
-            torch::binary_cross_entropy_with_logits(logits, target, {}, {}, at::Reduction::None);
-        torch::Tensor weight = torch::ones_like(logits);
-        if (options.adversarial_temperature > 0) {
-          weight.slice(1, 1).copy_(
-              torch::softmax(logits.slice(1, 1).detach() / options.adversarial_temperature, 1));
-        } else {
-          weight.slice(1, 1).fill_(1.0 / options.negatives);
-        }
-        loss = ((loss * weight).sum(1) / weight.sum(1)).mean();
+        // The step's loss is the mean over its queries: each pass's mean weighted by its share.
         optimizer.zero_grad();
-        loss.backward();
+        step_loss = 0;
+        for (const Pass& pass : in.passes) {
+          auto [node, far] = PathForward(path, pass.batch);
+          torch::Tensor logits =
+              torch::cat({node, far})
+                  .index_select(0, torch::tensor(pass.gather, torch::kInt64).to(node.device()))
+                  .view({-1, per_query});
+          torch::Tensor target = torch::zeros_like(logits);
+          target.select(1, 0).fill_(1);
+          torch::Tensor loss =
+              torch::binary_cross_entropy_with_logits(logits, target, {}, {}, at::Reduction::None);
+          torch::Tensor weight = torch::ones_like(logits);
+          if (options.adversarial_temperature > 0) {
+            weight.slice(1, 1).copy_(
+                torch::softmax(logits.slice(1, 1).detach() / options.adversarial_temperature, 1));
+          } else {
+            weight.slice(1, 1).fill_(1.0 / options.negatives);
+          }
+          const double share =
+              static_cast<double>(pass.batch.num_queries()) / static_cast<double>(queries);
+          loss = ((loss * weight).sum(1) / weight.sum(1)).mean() * share;
+          loss.backward();
+          step_loss += loss.item<double>();
+        }
         optimizer.step();
-        const int64_t queries = batch.num_queries();
-        step_loss = loss.item<double>();
         progress.loss += step_loss * static_cast<double>(queries);
         progress.seen += queries;
         ++progress.steps;

@@ -45,8 +45,14 @@ namespace grail {
 struct PathTrainOptions {
   PathConfig model;
   int epochs = 20;
-  int batch_size = 32;  // queries per step
-  int negatives = 32;   // per query
+  int batch_size = 32;  // queries per pass
+  // Passes per optimiser step: a step of batch_size * accumulate queries run as `accumulate`
+  // forward and backward passes of batch_size, their gradients summed. The step's loss,
+  // gradient and left-out facts are those of one batch of all its queries (up to float
+  // summation order); its memory is one pass's. NBFNet's published runs train on 4 GPUs of
+  // batch_size queries each: --batch-size 64 --accumulate 4 is their step on one device.
+  int accumulate = 1;
+  int negatives = 32;  // per query
   double learning_rate = 5e-3;
   double adversarial_temperature = 0;  // > 0: self-adversarial weighting of the negatives
   bool remove_one_hop = true;

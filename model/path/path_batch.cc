@@ -563,12 +563,17 @@ absl::Status PathBatchBuilder::Add(const PathNeighbourhoodSpec& spec, const Path
 }
 
 absl::Status PathBatchBuilder::Build(const PathNeighbourhoodSpec& spec,
-                                     absl::Span<const PathQuery> queries, PathBatch* batch) {
+                                     absl::Span<const PathQuery> queries, PathBatch* batch,
+                                     absl::Span<const PathQuery> step) {
   batch->Clear();
-  for (const PathQuery& q : queries) {
-    if (absl::Status s = Prepare(spec, q); !s.ok()) return s;
+  for (absl::Span<const PathQuery> group : {queries, step}) {
+    for (const PathQuery& q : group) {
+      if (absl::Status s = Prepare(spec, q); !s.ok()) return s;
+    }
   }
-  for (const PathQuery& q : queries) left_out_.Add(q, source_marks_);
+  for (absl::Span<const PathQuery> group : {queries, step}) {
+    for (const PathQuery& q : group) left_out_.Add(q, source_marks_);
+  }
   const GraphView& graph = *spec.graph;
   std::vector<size_t> others(queries.size());
   double disjoint_cost = 0;

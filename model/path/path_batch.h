@@ -241,9 +241,12 @@ class PathBatchBuilder {
   // the cost rule (kPathEdgeCost): shared where the queries' neighbourhoods overlap (a whole
   // graph per query without the reach mask), disjoint where they are far smaller than their
   // union (a few dozen entities per query with targets); or as spec.layout forces it.
+  // `step`: the queries of a whole training step this batch is one pass of (gradient
+  // accumulation); what any of them leaves out is left out here too, so the passes see the
+  // graph one batch of them all would. Empty: the batch's own queries only.
   // Errors as Add's, naming the query; the batch is cleared on error.
   absl::Status Build(const PathNeighbourhoodSpec& spec, absl::Span<const PathQuery> queries,
-                     PathBatch* batch);
+                     PathBatch* batch, absl::Span<const PathQuery> step = {});
   absl::Status Build(absl::Span<const PathQuery> queries, PathBatch* batch);
 
  private:

@@ -891,6 +891,50 @@ TEST_F(PathTrainingTest, InputsMadeFurtherAheadTrainTheSameModel) {
   EXPECT_EQ(TrainPath(train_, valid_, options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A step accumulated over passes is the step of one batch of all its queries: two passes of 16
+// train the model one batch of 32 trains (the same losses, validation and scores up to float
+// summation order), a step's left-out facts included; each pass alone leaving out only its
+// own queries' facts would not (the removals of one pass change the other's graph here).
+TEST_F(PathTrainingTest, AStepAccumulatedOverPassesTrainsTheModelOfOneBatch) {
+  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
+  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
+  auto train = [&](int batch_size, int accumulate, std::vector<EpochReport>* epochs) {
+    PathTrainOptions options = Options();
+    options.epochs = 2;
+    options.model.reach_mask = false;  // every query's graph is the whole graph
+    options.batch_size = batch_size;
+    options.accumulate = accumulate;
+    absl::StatusOr<std::unique_ptr<PathModel>> model =
+        TrainPath(train_, valid_, options, [&](const EpochReport& r) { epochs->push_back(r); });
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? AllScores(**model, graph, queries, 2) : std::vector<std::vector<float>>{};
+  };
+  std::vector<EpochReport> one_batch, passes, smaller;
+  const std::vector<std::vector<float>> reference = train(32, 1, &one_batch);
+  const std::vector<std::vector<float>> accumulated = train(16, 2, &passes);
+  train(16, 1, &smaller);
+  ASSERT_EQ(passes.size(), 2u);
+  ASSERT_EQ(one_batch.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(passes[i].loss, one_batch[i].loss, 1e-5) << "epoch " << i + 1;
+    EXPECT_NEAR(*passes[i].valid_mrr, *one_batch[i].valid_mrr, 1e-4) << "epoch " << i + 1;
+  }
+  ASSERT_EQ(accumulated.size(), reference.size());
+  for (size_t q = 0; q < reference.size(); ++q) {
+    ASSERT_EQ(accumulated[q].size(), reference[q].size());
+    for (size_t e = 0; e < reference[q].size(); ++e) {
+      EXPECT_NEAR(accumulated[q][e], reference[q][e], 1e-4) << "query " << q << " entity " << e;
+    }
+  }
+  // Not a vacuous match: half the batch without accumulation trains another model.
+  ASSERT_EQ(smaller.size(), 2u);
+  EXPECT_GT(std::abs(smaller[0].loss - one_batch[0].loss), 1e-4);
+
+  PathTrainOptions bad = Options();
+  bad.accumulate = 0;
+  EXPECT_EQ(TrainPath(train_, valid_, bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // A step's layout is the cost rule's unless forced; forced either way, the run trains the same
 // model up to the order of float sums (the layouts compute the same scores), and the per-edge
 // formulation, which has no shared layout, refuses to be forced into one.
