@@ -422,6 +422,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", saved.ToString().c_str());
     return 1;
   }
+  if (absl::GetFlag(FLAGS_resume) && history.empty() && absl::GetFlag(FLAGS_max_steps) == 0 &&
+      absl::GetFlag(FLAGS_trace).empty()) {
+    std::fprintf(stderr,
+                 "nothing to train: the checkpoint in %s has done --epochs (%d) epochs or more; "
+                 "its best model is the one saved\n",
+                 absl::GetFlag(FLAGS_checkpoint_dir).c_str(), epochs);
+  }
   std::fprintf(stderr, "saved %s (%lld parameters)\n", out.c_str(),
                static_cast<long long>(parameters));
   if (const std::string plot = absl::GetFlag(FLAGS_plot); !plot.empty()) {

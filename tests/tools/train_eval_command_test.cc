@@ -229,6 +229,8 @@ TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRank
   BinaryRun best_only = RunBinary("grail-train", common + " --epochs 1 --resume");
   ASSERT_EQ(best_only.exit_code, 0) << best_only.all();
   EXPECT_THAT(best_only.all(), Not(HasSubstr("epoch ")));
+  EXPECT_THAT(best_only.all(), HasSubstr("nothing to train"));
+  EXPECT_THAT(resumed.all(), Not(HasSubstr("nothing to train")));
   EXPECT_EQ(ReadTextFile(model), kept);
   absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(model);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
