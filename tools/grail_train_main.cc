@@ -422,8 +422,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", saved.ToString().c_str());
     return 1;
   }
-  if (absl::GetFlag(FLAGS_resume) && history.empty() && absl::GetFlag(FLAGS_max_steps) == 0 &&
-      absl::GetFlag(FLAGS_trace).empty()) {
+  if (absl::GetFlag(FLAGS_resume) && history.empty()) {  // every run that trains reports
     std::fprintf(stderr,
                  "nothing to train: the checkpoint in %s has done --epochs (%d) epochs or more; "
                  "its best model is the one saved\n",
