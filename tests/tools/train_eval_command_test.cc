@@ -276,15 +276,15 @@ TEST_F(TrainEvalCommandTest, APresetTrainsItsConfigurationAndFlagsBesideItWin) {
   absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(model);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_FALSE((*loaded)->config().reach_mask);
-  EXPECT_TRUE((*loaded)->config().reach_feature);
+  EXPECT_TRUE((*loaded)->config().pna);
   EXPECT_FALSE((*loaded)->config().dependent);   // --free-relations
   EXPECT_EQ((*loaded)->config().num_layers, 2);  // the command line's, not the preset's 6
 
-  BinaryRun overridden = RunBinary("grail-train", common + " --reach-feature=false");
+  BinaryRun overridden = RunBinary("grail-train", common + " --pna=false");
   ASSERT_EQ(overridden.exit_code, 0) << overridden.all();
   loaded = PathModel::Load(model);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_FALSE((*loaded)->config().reach_feature);
+  EXPECT_FALSE((*loaded)->config().pna);
 
   BinaryRun unknown = RunBinary("grail-train", absl::StrCat("--train ", Path("train", "graph.txt"),
                                                             " --out ", model, " --preset fast"));

@@ -25,15 +25,15 @@ const TrainingPreset& Named(const std::string& name) {
 TEST(TrainingPresetsTest, APresetsFlagsComeBeforeTheCommandLinesOwn) {
   for (const std::vector<std::string>& spelling :
        {std::vector<std::string>{"grail-train", "--train", "t.txt", "--preset", "path",
-                                 "--reach-feature=false"},
+                                 "--pna=false"},
         std::vector<std::string>{"grail-train", "--train", "t.txt", "--preset=path",
-                                 "--reach-feature=false"}}) {
+                                 "--pna=false"}}) {
     absl::StatusOr<std::vector<std::string>> out = ExpandTrainingPreset(spelling);
     ASSERT_TRUE(out.ok()) << out.status();
     std::vector<std::string> expected = {"grail-train"};
     const std::vector<std::string>& flags = Named("path").flags;
     expected.insert(expected.end(), flags.begin(), flags.end());
-    expected.insert(expected.end(), {"--train", "t.txt", "--reach-feature=false"});
+    expected.insert(expected.end(), {"--train", "t.txt", "--pna=false"});
     EXPECT_EQ(*out, expected);
   }
 }
