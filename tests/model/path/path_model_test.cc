@@ -603,6 +603,38 @@ TEST(DetachedWalkCopiesTest, AreSmallComponentsOfFreshEntitiesShapedLikeTheGraph
   }
 }
 
+// Two runs whose steps compute the same math in another float summation order agree only
+// for a while: each step's rounding (~1e-7 of a loss) is carried into the parameters, and
+// once a ReLU or Adam's normalisation turns on such a difference the runs part exponentially
+// (measured: two layouts of one 88-step run agreed within 2e-7 a step for 68 steps, then
+// parted by 1e-4 within 17, and by 1e-2 in a score; the step where they part moves with the
+// build and the CPU). So these comparisons run kComparedSteps steps, far inside that horizon,
+// and compare every step's loss, which a wrong gradient in any step moves by orders more.
+constexpr int kComparedSteps = 16;
+
+struct ComparedRun {
+  std::vector<double> step_losses;  // steps 1 .. kComparedSteps - 1 (StepReport)
+  double run_loss = 0;              // over all kComparedSteps (the stopped epoch's report)
+  std::vector<std::vector<float>> scores;
+};
+
+void ExpectSameRun(const ComparedRun& a, const ComparedRun& b) {
+  ASSERT_EQ(a.step_losses.size(), static_cast<size_t>(kComparedSteps - 1));
+  ASSERT_EQ(b.step_losses.size(), a.step_losses.size());
+  for (size_t i = 0; i < a.step_losses.size(); ++i) {
+    EXPECT_NEAR(a.step_losses[i], b.step_losses[i], 1e-5) << "step " << i + 1;
+  }
+  EXPECT_NEAR(a.run_loss, b.run_loss, 1e-5);
+  ASSERT_FALSE(a.scores.empty());
+  ASSERT_EQ(a.scores.size(), b.scores.size());
+  for (size_t q = 0; q < a.scores.size(); ++q) {
+    ASSERT_EQ(a.scores[q].size(), b.scores[q].size());
+    for (size_t e = 0; e < a.scores[q].size(); ++e) {
+      EXPECT_NEAR(a.scores[q][e], b.scores[q][e], 1e-4) << "query " << q << " entity " << e;
+    }
+  }
+}
+
 class PathTrainingTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -636,6 +668,21 @@ class PathTrainingTest : public ::testing::Test {
     options.threads = 1;
     options.seed = 5;
     return options;
+  }
+
+  // A run of `options` stopped after kComparedSteps steps, and its model's scores of two
+  // queries on the unseen graph (ComparedRun).
+  ComparedRun RunComparedSteps(PathTrainOptions options) const {
+    ComparedRun run;
+    options.max_steps = kComparedSteps;
+    absl::StatusOr<std::unique_ptr<PathModel>> model = TrainPath(
+        train_, valid_, options, [&](const EpochReport& r) { run.run_loss = r.loss; },
+        [&](const StepReport& s) { run.step_losses.push_back(s.loss); });
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return run;
+    const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
+    run.scores = AllScores(**model, graph, {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}}, 2);
+    return run;
   }
 
   // `prune`: the budget the rankings are pruned to (none: exact).
@@ -742,59 +789,11 @@ TEST_F(PathTrainingTest, DetachedWalksChangeTrainingAndAreTheCheckpointsRun) {
   EXPECT_EQ(TrainPath(train_, valid_, with).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Two runs whose steps compute the same math in another float summation order agree only
-// for a while: each step's rounding (~1e-7 of a loss) is carried into the parameters, and
-// once a ReLU or Adam's normalisation turns on such a difference the runs part exponentially
-// (measured: two layouts of one 88-step run agreed within 2e-7 a step for 68 steps, then
-// parted by 1e-4 within 17, and by 1e-2 in a score; the step where they part moves with the
-// build and the CPU). So these comparisons run kComparedSteps steps, far inside that horizon,
-// and compare every step's loss, which a wrong gradient in any step moves by orders more.
-constexpr int kComparedSteps = 16;
-
-struct ComparedRun {
-  std::vector<double> step_losses;  // steps 1 .. kComparedSteps - 1 (StepReport)
-  double run_loss = 0;              // over all kComparedSteps (the stopped epoch's report)
-  std::vector<std::vector<float>> scores;
-};
-
-// A run of `options` stopped after kComparedSteps steps, and its model's scores of `queries`.
-ComparedRun RunComparedSteps(const IndexedTriples& train, absl::Span<const NamedTriple> valid,
-                             PathTrainOptions options, const StaticGraph& graph,
-                             const std::vector<PathQuery>& queries) {
-  ComparedRun run;
-  options.max_steps = kComparedSteps;
-  absl::StatusOr<std::unique_ptr<PathModel>> model = TrainPath(
-      train, valid, options, [&](const EpochReport& r) { run.run_loss = r.loss; },
-      [&](const StepReport& s) { run.step_losses.push_back(s.loss); });
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (model.ok()) run.scores = AllScores(**model, graph, queries, 2);
-  return run;
-}
-
-void ExpectSameRun(const ComparedRun& a, const ComparedRun& b) {
-  ASSERT_EQ(a.step_losses.size(), static_cast<size_t>(kComparedSteps - 1));
-  ASSERT_EQ(b.step_losses.size(), a.step_losses.size());
-  for (size_t i = 0; i < a.step_losses.size(); ++i) {
-    EXPECT_NEAR(a.step_losses[i], b.step_losses[i], 1e-5) << "step " << i + 1;
-  }
-  EXPECT_NEAR(a.run_loss, b.run_loss, 1e-5);
-  ASSERT_FALSE(a.scores.empty());
-  ASSERT_EQ(a.scores.size(), b.scores.size());
-  for (size_t q = 0; q < a.scores.size(); ++q) {
-    ASSERT_EQ(a.scores[q].size(), b.scores[q].size());
-    for (size_t e = 0; e < a.scores[q].size(); ++e) {
-      EXPECT_NEAR(a.scores[q][e], b.scores[q][e], 1e-4) << "query " << q << " entity " << e;
-    }
-  }
-}
-
 // A step that runs each query on its candidates' subgraph trains the model that running it on
 // the source's whole neighbourhood trains: the same loss at every step and the same scores, up
 // to summation order (compared as RunComparedSteps says). With and without the reach mask, and
 // without it but with the reach feature.
 TEST_F(PathTrainingTest, TrainingOnTheCandidatesSubgraphEqualsTrainingOnTheWholeNeighbourhood) {
-  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
-  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
   for (auto [reach_mask, reach_feature, detached_walks] :
        {std::tuple{true, false, 0}, {false, false, 0}, {false, true, 0}, {false, true, 3}}) {
     SCOPED_TRACE(absl::StrCat("reach mask ", reach_mask, " feature ", reach_feature, " walks ",
@@ -806,7 +805,7 @@ TEST_F(PathTrainingTest, TrainingOnTheCandidatesSubgraphEqualsTrainingOnTheWhole
       options.model.reach_feature = reach_feature;
       options.detached_walks = detached_walks;
       options.candidates_only = candidates_only;
-      runs[candidates_only] = RunComparedSteps(train_, valid_, options, graph, queries);
+      runs[candidates_only] = RunComparedSteps(options);
     }
     ExpectSameRun(runs[1], runs[0]);
   }
@@ -937,8 +936,6 @@ TEST_F(PathTrainingTest, InputsMadeFurtherAheadTrainTheSameModel) {
 // to float summation order), a step's left-out facts included; each pass alone leaving out only
 // its own queries' facts would not (the removals of one pass change the other's graph here).
 TEST_F(PathTrainingTest, AStepAccumulatedOverPassesTrainsTheModelOfOneBatch) {
-  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
-  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
   auto options = [&](int batch_size, int accumulate) {
     PathTrainOptions o = Options();
     o.model.reach_mask = false;  // every query's graph is the whole graph
@@ -946,11 +943,11 @@ TEST_F(PathTrainingTest, AStepAccumulatedOverPassesTrainsTheModelOfOneBatch) {
     o.accumulate = accumulate;
     return o;
   };
-  const ComparedRun one_batch = RunComparedSteps(train_, valid_, options(32, 1), graph, queries);
-  const ComparedRun passes = RunComparedSteps(train_, valid_, options(16, 2), graph, queries);
+  const ComparedRun one_batch = RunComparedSteps(options(32, 1));
+  const ComparedRun passes = RunComparedSteps(options(16, 2));
   ExpectSameRun(passes, one_batch);
   // Not a vacuous match: half the batch without accumulation trains another model.
-  const ComparedRun smaller = RunComparedSteps(train_, valid_, options(16, 1), graph, queries);
+  const ComparedRun smaller = RunComparedSteps(options(16, 1));
   ASSERT_EQ(smaller.step_losses.size(), one_batch.step_losses.size());
   EXPECT_GT(std::abs(smaller.step_losses[0] - one_batch.step_losses[0]), 1e-4);
 
@@ -963,14 +960,12 @@ TEST_F(PathTrainingTest, AStepAccumulatedOverPassesTrainsTheModelOfOneBatch) {
 // model up to the order of float sums (the layouts compute the same scores), and the per-edge
 // formulation, which has no shared layout, refuses to be forced into one.
 TEST_F(PathTrainingTest, ABatchLayoutForcedEitherWayTrainsTheSameModel) {
-  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
-  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
   std::map<PathLayout, ComparedRun> runs;
   for (PathLayout layout : {PathLayout::kShared, PathLayout::kDisjoint}) {
     PathTrainOptions options = Options();
     options.model.reach_mask = false;  // a whole neighbourhood per query: either layout fits
     options.layout = layout;
-    runs[layout] = RunComparedSteps(train_, valid_, options, graph, queries);
+    runs[layout] = RunComparedSteps(options);
   }
   ExpectSameRun(runs[PathLayout::kShared], runs[PathLayout::kDisjoint]);
 
