@@ -670,6 +670,16 @@ class PathTrainingTest : public ::testing::Test {
     return options;
   }
 
+  StaticGraph UnseenGraph() const {
+    return StaticGraph(test_indexed_.entities.size(), test_indexed_.triples);
+  }
+
+  // `model`'s scores of every entity of the unseen graph for two of its queries: what the
+  // tests that claim two runs train the same model compare.
+  std::vector<std::vector<float>> UnseenScores(const PathModel& model) const {
+    return AllScores(model, UnseenGraph(), {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}}, 2);
+  }
+
   // A run of `options` stopped after kComparedSteps steps, and its model's scores of two
   // queries on the unseen graph (ComparedRun).
   ComparedRun RunComparedSteps(PathTrainOptions options) const {
@@ -680,8 +690,7 @@ class PathTrainingTest : public ::testing::Test {
         [&](const StepReport& s) { run.step_losses.push_back(s.loss); });
     EXPECT_TRUE(model.ok()) << model.status();
     if (!model.ok()) return run;
-    const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
-    run.scores = AllScores(**model, graph, {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}}, 2);
+    run.scores = UnseenScores(**model);
     return run;
   }
 
@@ -689,7 +698,7 @@ class PathTrainingTest : public ::testing::Test {
   EvaluationResult EvaluateOnUnseenGraph(const PathModel& model, PathBudget prune = {}) {
     const RelationMap relations =
         MapRelationsByName(test_indexed_.relations.names(), model.relations());
-    const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
+    const StaticGraph graph = UnseenGraph();
     PathEvaluationOptions options;
     options.negatives = 10;
     options.scoring.prune = prune;
@@ -830,9 +839,7 @@ TEST_F(PathTrainingTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
       TrainPath(train_, valid_, rest, [&](const EpochReport& r) { epochs_run.push_back(r.epoch); });
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_THAT(epochs_run, ElementsAre(3, 4));
-  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
-  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
-  EXPECT_EQ(AllScores(**reference, graph, queries, 2), AllScores(**resumed, graph, queries, 2));
+  EXPECT_EQ(UnseenScores(**reference), UnseenScores(**resumed));
 
   // Another run's checkpoint is refused, not silently continued.
   PathTrainOptions other = rest;
@@ -870,7 +877,7 @@ TEST_F(PathTrainingTest,
   EXPECT_TRUE((*tuned)->open_vocabulary());
 
   // The unseen graph names its relations otherwise ("b..."): ULTRA reads them as they are.
-  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
+  const StaticGraph graph = UnseenGraph();
   const RelationMap identity;
   PathEvaluationOptions evaluation;
   evaluation.negatives = 10;
@@ -892,8 +899,7 @@ TEST_F(PathTrainingTest,
   rest.resume = true;
   absl::StatusOr<std::unique_ptr<PathModel>> resumed = TrainPath(train_, valid_, rest);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
-  EXPECT_EQ(AllScores(**tuned, graph, queries, 2), AllScores(**resumed, graph, queries, 2));
+  EXPECT_EQ(UnseenScores(**tuned), UnseenScores(**resumed));
 
   // A model with a vocabulary other than the training graph's is refused.
   absl::StatusOr<std::unique_ptr<PathModel>> other =
@@ -924,9 +930,7 @@ TEST_F(PathTrainingTest, InputsMadeFurtherAheadTrainTheSameModel) {
     EXPECT_EQ(three_ahead[i].loss, one_ahead[i].loss) << "epoch " << i + 1;
     EXPECT_EQ(three_ahead[i].valid_mrr, one_ahead[i].valid_mrr) << "epoch " << i + 1;
   }
-  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
-  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
-  EXPECT_EQ(AllScores(**reference, graph, queries, 2), AllScores(**ahead, graph, queries, 2));
+  EXPECT_EQ(UnseenScores(**reference), UnseenScores(**ahead));
   options.input_threads = -1;
   EXPECT_EQ(TrainPath(train_, valid_, options).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -1018,9 +1022,7 @@ TEST_F(PathTrainingTest, TrainingResumedFromWithinAnEpochEqualsTrainingStraight)
     EXPECT_DOUBLE_EQ(resumed_epochs[i].loss, straight[i + 1].loss) << "epoch " << i + 2;
     EXPECT_EQ(resumed_epochs[i].valid_mrr, straight[i + 1].valid_mrr) << "epoch " << i + 2;
   }
-  const StaticGraph graph(test_indexed_.entities.size(), test_indexed_.triples);
-  const std::vector<PathQuery> queries = {{0, 0, {}, std::nullopt}, {7, 3, {}, std::nullopt}};
-  EXPECT_EQ(AllScores(**reference, graph, queries, 2), AllScores(**resumed, graph, queries, 2));
+  EXPECT_EQ(UnseenScores(**reference), UnseenScores(**resumed));
 
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir.Sub("run"))) {
