@@ -6,7 +6,7 @@
 #
 #   bench/reproduce.sh [--splits "WN18RR_v1 fb237_v1"] [--seeds "0 1 2"] [--epochs 50]
 #                      [--out out/repro] [--threads 2] [--jobs 1] [--runs 5]
-#                      [--transductive] [--checkpoint-every-steps N]
+#                      [--transductive] [--checkpoint-every-steps N] [--so-far]
 #                      [-- extra grail-train flags]
 #
 # --transductive: the paper's appendix protocol instead (Tables "Transductive results"): the
@@ -30,6 +30,14 @@
 # an epoch as well, so a run killed in a long epoch (fb237_v4 on 2 cores: hours) loses at most N
 # steps; it does not change the model, so it is not part of the run's name (nor are --device
 # and --input-threads among the grail-train flags).
+#
+# --so-far: the same command plus --so-far evaluates runs that have not finished (stopped, or
+# still going in another shell) at the best epoch they have finished, and trains nothing. For
+# each such (split, seed), grail-train --epochs E --resume on a copy of its checkpoint (E: the
+# epochs that checkpoint has finished) writes the best model of those E epochs to
+# <name>.so-far-eE.pt, evaluated as a finished run is into <name>.so-far-eE.json ("so_far":
+# true, "epochs": E, "epochs_planned" the run's). The run's own checkpoint is not touched.
+#
 # bench/reproduction_table.py turns the results into the table in
 # docs/BENCHMARKS.md.
 set -euo pipefail
@@ -42,6 +50,7 @@ threads=2
 parallel=1
 runs=5
 transductive=0
+so_far=0
 within=()
 data=${GRAIL_DATA_DIR:-../shared/data}
 extra=()
@@ -55,6 +64,7 @@ while (($#)); do
     --jobs) parallel=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --transductive) transductive=1; shift ;;
+    --so-far) so_far=1; shift ;;
     --checkpoint-every-steps) within=(--checkpoint-every-steps "$2"); shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -78,13 +88,33 @@ done
 tag=$(IFS=_; echo "e${epochs}${named[*]+_${named[*]}}" | tr -d ' -')
 mkdir -p "$out"
 
+# Evaluates model $out/$1.pt (trained on split $2 with seed $3 for $4 epochs, $5: 1 if the run
+# has not finished) and writes the result, $out/$1$suffix.json. $6: when training ended.
+evaluate() {
+  local model=$1 split=$2 seed=$3 done_epochs=$4 partial=$5 trained=$6
+  local name="$split.$tag.seed$seed" result="$out/$model$suffix.json"
+  local test_graph="$data/${split}_ind" done_at epoch_seconds train_seconds
+  ((transductive)) && test_graph="$data/$split"
+  "$bin/grail-eval" --model "$out/$model.pt" --graph "$test_graph/train.txt" \
+    --test "$test_graph/test.txt" --seed 0 --runs "$runs" --threads "$threads" \
+    2> "$out/$model$suffix.eval.log" > "$out/$model$suffix.eval.out"
+  done_at=$(date +%s)
+  # Training time from the log's epoch lines (also right when this call only evaluated); a
+  # partial run counts the epochs its model saw.
+  read -r epoch_seconds train_seconds < <(awk -v last="$done_epochs" '/^epoch /{split($2, at, "/"); if (at[1] > last) next; for(i=1;i<=NF;i++) if($i=="s") {sum+=$(i-1); n++}} END{printf "%.1f %.0f\n", n? sum/n : 0, sum}' "$out/$name.train.log")
+  local extra_fields=""
+  ((partial)) && extra_fields=",\"so_far\":true,\"epochs_planned\":$epochs"
+  # The result: the evaluation JSON plus how it was obtained.
+  tail -n 1 "$out/$model$suffix.eval.out" | sed "s/}\$/,\"protocol\":\"$protocol\",\"split\":\"$split\",\"seed\":$seed,\"epochs\":$done_epochs,\"tag\":\"$tag\",\"seconds_per_epoch\":$epoch_seconds,\"threads\":$threads,\"jobs\":$parallel,\"train_seconds\":$train_seconds,\"eval_seconds\":$((done_at - trained))$extra_fields}/" > "$result.tmp"
+  mv "$result.tmp" "$result"
+  cat "$result"
+}
+
 # Trains and evaluates one (split, seed) pair; its logs and result go to $out/<name>.*.
 run_one() {
   local split=$1 seed=$2
   local name="$split.$tag.seed$seed"
-  local result="$out/$name$suffix.json"
   echo "== $name"
-  local trained done_at epoch_seconds train_seconds
   if ! grep -q "^saved " "$out/$name.train.log" 2>/dev/null; then
     # Every epoch ends with a checkpoint: an interrupted run resumes where it stopped (its
     # log is appended to, so the epoch lines stay complete).
@@ -94,28 +124,51 @@ run_one() {
       ${extra[@]+"${extra[@]}"} \
       2>> "$out/$name.train.log"
   fi
-  trained=$(date +%s)
-  local test_graph="$data/${split}_ind"
-  ((transductive)) && test_graph="$data/$split"
-  "$bin/grail-eval" --model "$out/$name.pt" --graph "$test_graph/train.txt" \
-    --test "$test_graph/test.txt" --seed 0 --runs "$runs" --threads "$threads" \
-    2> "$out/$name$suffix.eval.log" > "$out/$name$suffix.eval.out"
-  done_at=$(date +%s)
-  # Training time from the log's epoch lines (also right when this call only evaluated).
-  read -r epoch_seconds train_seconds < <(awk '/^epoch /{for(i=1;i<=NF;i++) if($i=="s") {sum+=$(i-1); n++}} END{printf "%.1f %.0f\n", n? sum/n : 0, sum}' "$out/$name.train.log")
-  # The result: the evaluation JSON plus how it was obtained.
-  tail -n 1 "$out/$name$suffix.eval.out" | sed "s/}\$/,\"protocol\":\"$protocol\",\"split\":\"$split\",\"seed\":$seed,\"epochs\":$epochs,\"tag\":\"$tag\",\"seconds_per_epoch\":$epoch_seconds,\"threads\":$threads,\"jobs\":$parallel,\"train_seconds\":$train_seconds,\"eval_seconds\":$((done_at - trained))}/" > "$result.tmp"
-  mv "$result.tmp" "$result"
-  cat "$result"
+  evaluate "$name" "$split" "$seed" "$epochs" 0 "$(date +%s)"
+}
+
+# --so-far: archives an unfinished pair's best model of its finished epochs and evaluates it.
+run_so_far() {
+  local split=$1 seed=$2
+  local name="$split.$tag.seed$seed"
+  if [[ ! -s $out/$name.checkpoint/state.json ]] || grep -q "^saved " "$out/$name.train.log"; then
+    echo "skip $name (not begun, or finished: its result is the run's own)"; return 0
+  fi
+  # A copy, so the run's checkpoint is left as it is. The epochs done are the copy's own (its
+  # state.json), so they name the model it holds even if the run has finished one more since.
+  # A run still going may commit a newer checkpoint while it is copied, removing the files
+  # the copied state.json names: then the archive fails and the copy is taken again.
+  local copy done_epochs model archived=0
+  copy=$(mktemp -d)
+  for _ in 1 2 3; do
+    rm -rf "$copy"
+    cp -r "$out/$name.checkpoint" "$copy" || continue
+    done_epochs=$(grep -o '"epoch":[0-9]*' "$copy/state.json" | cut -d: -f2)
+    ((done_epochs > 0)) || { echo "skip $name (no epoch finished yet)"; rm -rf "$copy"; return 0; }
+    model="$name.so-far-e$done_epochs"
+    if [[ -s $out/$model$suffix.json ]]; then
+      echo "skip $model$suffix (done)"; rm -rf "$copy"; return 0
+    fi
+    "$bin/grail-train" --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
+      --out "$out/$model.pt" --epochs "$done_epochs" --seed "$seed" --threads "$threads" \
+      --checkpoint-dir "$copy" --resume ${within[@]+"${within[@]}"} ${extra[@]+"${extra[@]}"} \
+      2> "$out/$model.archive.log" && { archived=1; break; }
+  done
+  rm -rf "$copy"
+  ((archived)) || { echo "$name: cannot archive, see $out/$name.so-far-*.archive.log" >&2; return 1; }
+  echo "== $model"
+  evaluate "$model" "$split" "$seed" "$done_epochs" 1 "$(date +%s)"
 }
 
 # A failed pair leaves no result file and makes the script exit 1; a rerun retries just it.
 failed=0
 for split in $splits; do
   for seed in $seeds; do
-    [[ -s $out/$split.$tag.seed$seed$suffix.json ]] && { echo "skip $split.$tag.seed$seed$suffix (done)"; continue; }
+    if ((!so_far)); then
+      [[ -s $out/$split.$tag.seed$seed$suffix.json ]] && { echo "skip $split.$tag.seed$seed$suffix (done)"; continue; }
+    fi
     while (($(jobs -rp | wc -l) >= parallel)); do wait -n || failed=1; done
-    run_one "$split" "$seed" &
+    if ((so_far)); then run_so_far "$split" "$seed" & else run_one "$split" "$seed" & fi
   done
 done
 while (($(jobs -rp | wc -l) > 0)); do wait -n || failed=1; done

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Summarises bench/reproduce.sh results (out/repro/*.json) as a Markdown table beside the
-paper's GraIL and RuleN numbers: mean ± std over seeds, in percent.
+paper's GraIL and RuleN numbers: mean ± std over seeds, in percent; the full-ranking MRR and
+Hits@10 (grail-eval's full_*) last.
 
     bench/reproduction_table.py [OUT_DIR] [--transductive]
 
@@ -29,14 +30,22 @@ def cell(values):
         return f"{values[0]:.2f}"
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
-def epoch_lines(json_path):
-    """The per-epoch progress lines of the run's training log (none if it is missing)."""
+def full(key, rs):
+    """A full-ranking metric (every entity a candidate), when every result has it."""
+    return cell([r[key] for r in rs]) if all(key in r for r in rs) else "—"
+
+def epoch_lines(json_path, result):
+    """The per-epoch progress lines of the run's training log (none if it is missing); for a
+    result of `reproduce.sh --so-far`, those of the epochs its model saw."""
     try:
         stem = json_path[: -len(".json")]
         if stem.endswith(".transductive"):  # the model is the inductive run's
             stem = stem[: -len(".transductive")]
+        if result.get("so_far"):  # <name>.so-far-eE: the log is the run's, <name>.train.log
+            stem = stem[: stem.rindex(".so-far-e")]
         with open(stem + ".train.log") as log:
-            return [line.rstrip() for line in log if line.startswith("epoch ")]
+            lines = [line.rstrip() for line in log if line.startswith("epoch ")]
+        return [line for line in lines if int(line.split()[1].split("/")[0]) <= result["epochs"]]
     except OSError:
         return []
 
@@ -58,22 +67,26 @@ def main(out_dir, protocol):
         r = json.load(open(path))
         if r.get("protocol", "inductive") != protocol:
             continue
-        lines = epoch_lines(path)
+        lines = epoch_lines(path, r)
         r["epoch_seconds"] = epoch_seconds(lines, r["seconds_per_epoch"])
         r["kept_epoch"] = kept_epoch(lines)
-        runs[(r["split"], r["tag"])].append(r)
-    print("| split | variant | seeds | epochs | kept epoch | s/epoch | eval draws | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 |")
-    print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        # An unfinished run's result (--so-far) is its own row, never averaged with finished ones.
+        tag = r["tag"] + (f" (so far, of {r['epochs_planned']})" if r.get("so_far") else "")
+        runs[(r["split"], tag)].append(r)
+    print("| split | variant | seeds | epochs | kept epoch | s/epoch | eval draws | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 | full MRR | full Hits@10 |")
+    print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     order = list(paper)
     for (split, tag), rs in sorted(runs.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 99, kv[0][1])):
         p = paper.get(split, ("-",) * 4)
         rs = sorted(rs, key=lambda r: r["seed"])
         seeds = ",".join(str(r["seed"]) for r in rs)
         kept = ",".join(r["kept_epoch"] for r in rs)
-        print(f"| {split} | {tag} | {seeds} | {rs[0]['epochs']} | {kept} | "
+        epochs = ",".join(sorted({str(r["epochs"]) for r in rs}, key=int))
+        print(f"| {split} | {tag} | {seeds} | {epochs} | {kept} | "
               f"{statistics.mean(r['epoch_seconds'] for r in rs):.1f} | {rs[0].get('runs', 1)} | "
               f"{cell([r['auc_pr'] for r in rs])} | {p[0]} | {cell([r['hits_at_10'] for r in rs])} | {p[1]} | "
-              f"{cell([r['mrr'] for r in rs])} | {cell([r['hits_at_1'] for r in rs])} | {p[2]} / {p[3]} |")
+              f"{cell([r['mrr'] for r in rs])} | {cell([r['hits_at_1'] for r in rs])} | {p[2]} / {p[3]} | "
+              f"{full('full_mrr', rs)} | {full('full_hits_at_10', rs)} |")
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--transductive"]
