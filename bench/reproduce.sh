@@ -88,13 +88,23 @@ done
 tag=$(IFS=_; echo "e${epochs}${named[*]+_${named[*]}}" | tr -d ' -')
 mkdir -p "$out"
 
+# Trains split $1 with seed $2 for $3 epochs from checkpoint directory $4 (resuming what it
+# holds) and writes the best model to $5; the run's stderr goes to the caller's.
+train() {
+  local split=$1 seed=$2 train_epochs=$3 checkpoint=$4 model=$5
+  "$bin/grail-train" --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
+    --out "$model" --epochs "$train_epochs" --seed "$seed" --threads "$threads" \
+    --checkpoint-dir "$checkpoint" --resume ${within[@]+"${within[@]}"} ${extra[@]+"${extra[@]}"}
+}
+
 # Evaluates model $out/$1.pt (trained on split $2 with seed $3 for $4 epochs, $5: 1 if the run
-# has not finished) and writes the result, $out/$1$suffix.json. $6: when training ended.
+# has not finished) and writes the result, $out/$1$suffix.json.
 evaluate() {
-  local model=$1 split=$2 seed=$3 done_epochs=$4 partial=$5 trained=$6
+  local model=$1 split=$2 seed=$3 done_epochs=$4 partial=$5
   local name="$split.$tag.seed$seed" result="$out/$model$suffix.json"
-  local test_graph="$data/${split}_ind" done_at epoch_seconds train_seconds
+  local test_graph="$data/${split}_ind" trained done_at epoch_seconds train_seconds
   ((transductive)) && test_graph="$data/$split"
+  trained=$(date +%s)
   "$bin/grail-eval" --model "$out/$model.pt" --graph "$test_graph/train.txt" \
     --test "$test_graph/test.txt" --seed 0 --runs "$runs" --threads "$threads" \
     2> "$out/$model$suffix.eval.log" > "$out/$model$suffix.eval.out"
@@ -118,13 +128,10 @@ run_one() {
   if ! grep -q "^saved " "$out/$name.train.log" 2>/dev/null; then
     # Every epoch ends with a checkpoint: an interrupted run resumes where it stopped (its
     # log is appended to, so the epoch lines stay complete).
-    "$bin/grail-train" --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
-      --out "$out/$name.pt" --epochs "$epochs" --seed "$seed" --threads "$threads" \
-      --checkpoint-dir "$out/$name.checkpoint" --resume ${within[@]+"${within[@]}"} \
-      ${extra[@]+"${extra[@]}"} \
+    train "$split" "$seed" "$epochs" "$out/$name.checkpoint" "$out/$name.pt" \
       2>> "$out/$name.train.log"
   fi
-  evaluate "$name" "$split" "$seed" "$epochs" 0 "$(date +%s)"
+  evaluate "$name" "$split" "$seed" "$epochs" 0
 }
 
 # --so-far: archives an unfinished pair's best model of its finished epochs and evaluates it.
@@ -149,15 +156,13 @@ run_so_far() {
     if [[ -s $out/$model$suffix.json ]]; then
       echo "skip $model$suffix (done)"; rm -rf "$copy"; return 0
     fi
-    "$bin/grail-train" --train "$data/$split/train.txt" --valid "$data/$split/valid.txt" \
-      --out "$out/$model.pt" --epochs "$done_epochs" --seed "$seed" --threads "$threads" \
-      --checkpoint-dir "$copy" --resume ${within[@]+"${within[@]}"} ${extra[@]+"${extra[@]}"} \
+    train "$split" "$seed" "$done_epochs" "$copy" "$out/$model.pt" \
       2> "$out/$model.archive.log" && { archived=1; break; }
   done
   rm -rf "$copy"
   ((archived)) || { echo "$name: cannot archive, see $out/$name.so-far-*.archive.log" >&2; return 1; }
   echo "== $model"
-  evaluate "$model" "$split" "$seed" "$done_epochs" 1 "$(date +%s)"
+  evaluate "$model" "$split" "$seed" "$done_epochs" 1
 }
 
 # A failed pair leaves no result file and makes the script exit 1; a rerun retries just it.

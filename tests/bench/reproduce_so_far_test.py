@@ -105,6 +105,7 @@ class ReproduceSoFarTest(unittest.TestCase):
         self.assertEqual(archive_members(self.path(".so-far-e1.pt")),
                          archive_members(os.path.join(self.dir, "reference.pt")))
         self.assertEqual(snapshot(checkpoint), before)  # the run's own checkpoint untouched
+        self.assertIn("nothing to train", read(self.path(".so-far-e1.archive.log"), "r"))
         self.assertFalse(os.path.exists(self.path(".json")))  # not mistaken for the finished run
         self.assertIn("(done)", self.reproduce("--so-far"))  # evaluated once per epoch count
 
