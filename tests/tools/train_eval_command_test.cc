@@ -267,9 +267,9 @@ TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRank
 // --preset names a measured configuration; a flag beside it wins over the preset's.
 TEST_F(TrainEvalCommandTest, APresetTrainsItsConfigurationAndFlagsBesideItWin) {
   const std::string model = Path("model", "preset.pt");
-  const std::string common =
-      absl::StrCat("--train ", Path("train", "graph.txt"), " --out ", model,
-                   " --preset path --layers 2 --dim 8 --negatives 8 --threads 1 --max-steps 1");
+  const std::string common = absl::StrCat(
+      "--train ", Path("train", "graph.txt"), " --out ", model,
+      " --preset path-free --layers 2 --dim 8 --negatives 8 --threads 1 --max-steps 1");
   BinaryRun train = RunBinary("grail-train", common);
   ASSERT_EQ(train.exit_code, 0) << train.all();
   EXPECT_THAT(train.all(), HasSubstr("path family"));
@@ -286,10 +286,22 @@ TEST_F(TrainEvalCommandTest, APresetTrainsItsConfigurationAndFlagsBesideItWin) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_FALSE((*loaded)->config().pna);
 
+  // The recommended preset: relations that depend on the query.
+  BinaryRun recommended = RunBinary(
+      "grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ", model,
+                                  " --preset path --layers 2 --dim 8 --negatives 8 --threads 1 "
+                                  "--max-steps 1"));
+  ASSERT_EQ(recommended.exit_code, 0) << recommended.all();
+  loaded = PathModel::Load(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE((*loaded)->config().dependent);
+  EXPECT_TRUE((*loaded)->config().pna);
+  EXPECT_FALSE((*loaded)->config().reach_mask);
+
   BinaryRun unknown = RunBinary("grail-train", absl::StrCat("--train ", Path("train", "graph.txt"),
                                                             " --out ", model, " --preset fast"));
   EXPECT_EQ(unknown.exit_code, 2);
-  EXPECT_THAT(unknown.all(), HasSubstr("path-dense"));
+  EXPECT_THAT(unknown.all(), HasSubstr("path-free"));
 }
 
 // --prune-node-ratio trains A*Net's learned priority: the archive has it, with the ratios

@@ -53,6 +53,9 @@ TEST(TrainingPresetsTest, UnknownRepeatedOrMissingNamesAreRefusedWithTheList) {
   for (const TrainingPreset& preset : TrainingPresets()) {
     EXPECT_THAT(unknown.status().message(), HasSubstr(preset.name + ": "));
   }
+  // The name `path`'s configuration had until 2026-11-29 points to it.
+  EXPECT_THAT(ExpandTrainingPreset({"grail-train", "--preset", "path-dense"}).status().message(),
+              HasSubstr("is `path` since"));
   EXPECT_THAT(ExpandTrainingPreset({"grail-train", "--preset", "path", "--preset=grail"})
                   .status()
                   .message(),
@@ -68,7 +71,7 @@ TEST(TrainingPresetsTest, EveryPresetNamesItsFamilyFirst) {
     ASSERT_FALSE(preset.flags.empty());
     EXPECT_THAT(preset.flags.front(), HasSubstr("--family="));
   }
-  EXPECT_THAT(names, ElementsAre("path", "path-dense", "grail"));
+  EXPECT_THAT(names, ElementsAre("path", "path-free", "grail"));
 }
 
 }  // namespace
