@@ -1,5 +1,7 @@
 #include "tools/training_presets.h"
 
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +34,20 @@ const std::vector<TrainingPreset>& TrainingPresets() {
   };
   return *presets;
 }
+
+namespace {
+
+// Names presets had before, with where their configurations went: a command written then is
+// refused with the way to today's name rather than only "unknown".
+const std::vector<std::pair<std::string, std::string>>& FormerPresetNames() {
+  static const auto* names = new std::vector<std::pair<std::string, std::string>>{
+      {"path-dense",
+       "its configuration is `path` since 2026-11-29; the `path` before is `path-free`"},
+  };
+  return *names;
+}
+
+}  // namespace
 
 std::string DescribeTrainingPresets() {
   std::string out;
@@ -79,11 +95,10 @@ absl::StatusOr<std::vector<std::string>> ExpandTrainingPreset(std::vector<std::s
     if (rest.size() > 1) out.insert(out.end(), rest.begin() + 1, rest.end());
     return out;
   }
-  // A name a preset had before: say where its configuration went rather than only "unknown".
-  const std::string renamed = name == "path-dense"
-                                  ? " (its configuration is `path` since 2026-11-29; the `path` "
-                                    "before is `path-free`)"
-                                  : "";
+  std::string renamed;
+  for (const auto& [former, where] : FormerPresetNames()) {
+    if (former == name) renamed = absl::StrCat(" (", where, ")");
+  }
   return absl::InvalidArgumentError(absl::StrCat("unknown preset '", name, "'", renamed,
                                                  "; the presets:\n", DescribeTrainingPresets()));
 }

@@ -267,9 +267,10 @@ TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRank
 // --preset names a measured configuration; a flag beside it wins over the preset's.
 TEST_F(TrainEvalCommandTest, APresetTrainsItsConfigurationAndFlagsBesideItWin) {
   const std::string model = Path("model", "preset.pt");
-  const std::string common = absl::StrCat(
-      "--train ", Path("train", "graph.txt"), " --out ", model,
-      " --preset path-free --layers 2 --dim 8 --negatives 8 --threads 1 --max-steps 1");
+  const std::string small = absl::StrCat("--train ", Path("train", "graph.txt"), " --out ", model,
+                                         " --layers 2 --dim 8 --negatives 8 --threads 1 "
+                                         "--max-steps 1");
+  const std::string common = small + " --preset path-free";
   BinaryRun train = RunBinary("grail-train", common);
   ASSERT_EQ(train.exit_code, 0) << train.all();
   EXPECT_THAT(train.all(), HasSubstr("path family"));
@@ -287,10 +288,7 @@ TEST_F(TrainEvalCommandTest, APresetTrainsItsConfigurationAndFlagsBesideItWin) {
   EXPECT_FALSE((*loaded)->config().pna);
 
   // The recommended preset: relations that depend on the query.
-  BinaryRun recommended = RunBinary(
-      "grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ", model,
-                                  " --preset path --layers 2 --dim 8 --negatives 8 --threads 1 "
-                                  "--max-steps 1"));
+  BinaryRun recommended = RunBinary("grail-train", small + " --preset path");
   ASSERT_EQ(recommended.exit_code, 0) << recommended.all();
   loaded = PathModel::Load(model);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
