@@ -29,7 +29,8 @@
 # where it stopped. --checkpoint-every-steps N (path family) checkpoints every N steps within
 # an epoch as well, so a run killed in a long epoch (fb237_v4 on 2 cores: hours) loses at most N
 # steps; it does not change the model, so it is not part of the run's name (nor are --device
-# and --input-threads among the grail-train flags).
+# and --input-threads among the grail-train flags). A --device among them is grail-eval's too:
+# a run trained on a GPU is evaluated there.
 #
 # --so-far: the same command plus --so-far evaluates runs that have not finished (stopped, or
 # still going in another shell) at the best epoch they have finished, and trains nothing. For
@@ -77,11 +78,14 @@ suffix="" protocol=inductive
 # The run's name holds the flags that change the model, not where or how fast it runs:
 # --device and --input-threads are left out, so a run begun on the CPU resumes on a GPU
 # from the same checkpoint (bench/gpu_session.sh reproduce) and lands in the same result.
-named=()
+# The evaluation runs where the training does.
+named=() eval_device=()
 for ((i = 0; i < ${#extra[@]}; i++)); do
   case ${extra[i]} in
-    --device | --input-threads) ((++i)) ;;
-    --device=* | --input-threads=*) ;;
+    --device) eval_device=(--device "${extra[i + 1]}"); ((++i)) ;;
+    --device=*) eval_device=("${extra[i]}") ;;
+    --input-threads) ((++i)) ;;
+    --input-threads=*) ;;
     *) named+=("${extra[i]}") ;;
   esac
 done
@@ -107,7 +111,7 @@ evaluate() {
   trained=$(date +%s)
   "$bin/grail-eval" --model "$out/$model.pt" --graph "$test_graph/train.txt" \
     --test "$test_graph/test.txt" --seed 0 --runs "$runs" --threads "$threads" \
-    2> "$out/$model$suffix.eval.log" > "$out/$model$suffix.eval.out"
+    ${eval_device[@]+"${eval_device[@]}"} 2> "$out/$model$suffix.eval.log" > "$out/$model$suffix.eval.out"
   done_at=$(date +%s)
   # Training time from the log's epoch lines (also right when this call only evaluated); a
   # partial run counts the epochs its model saw.

@@ -129,6 +129,33 @@ class ReproduceSoFarTest(unittest.TestCase):
         self.assertEqual(len(so_far), 1, table)
         self.assertEqual(so_far[0][3], "1")  # epochs: the ones its model saw
 
+    def test_a_run_is_evaluated_on_the_device_it_trains_on_and_named_without_it(self):
+        # The binaries behind wrappers that note their arguments: --device reaches grail-eval
+        # as well as grail-train, and the run's name (its checkpoint and result) leaves it and
+        # --input-threads out, so a run begun on one device resumes on another.
+        wrappers, calls = os.path.join(self.dir, "bin"), os.path.join(self.dir, "calls")
+        os.makedirs(wrappers)
+        for tool in ("grail-train", "grail-eval"):
+            with open(os.path.join(wrappers, tool), "w") as f:
+                f.write(f'#!/bin/sh\necho "{tool} $*" >> {calls}\n'
+                        f'exec {os.path.join(BIN_DIR, tool)} "$@"\n')
+            os.chmod(os.path.join(wrappers, tool), 0o755)
+        self.env["GRAIL_BIN_DIR"] = wrappers
+        run = subprocess.run(
+            ["bash", REPRODUCE, "--splits", "tiny", "--seeds", "0", "--epochs", "3", "--threads",
+             "1", "--runs", "1", "--out", self.out, "--", *MODEL_FLAGS, "--device", "cpu",
+             "--input-threads", "2"], env=self.env, capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertIn(f"== {NAME}\n", run.stdout)
+        self.assertTrue(os.path.isdir(self.path(".checkpoint")))
+        self.assertEqual(json.loads(read(self.path(".json"), "r"))["tag"], TAG)
+        lines = read(calls, "r").splitlines()
+        self.assertEqual([line.split()[0] for line in lines], ["grail-train", "grail-eval"])
+        for line in lines:
+            self.assertIn(" --device cpu", line)
+        self.assertIn(" --input-threads 2", lines[0])
+        self.assertNotIn("--input-threads", lines[1])
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
