@@ -29,9 +29,10 @@
 #
 #   bench/gpu_session.sh trace OUT          (there; ~2 minutes after the build)
 #       Where an fb237_v4 path step at batch 64 spends its time: grail-train --trace over 5
-#       steps after 10, with the batch layout of the cost rule and with --batch-layout shared:
-#       trace_{cheaper,shared}.json.gz and their sums (bench/step_trace.py),
-#       step_trace_{cheaper,shared}.json; then 60 steps timed each way, twice (trace.log).
+#       steps after 10, with --batch-layout disjoint and shared (on a GPU the cost rule picks
+#       shared where the union costs at most 1.3x: kPathGpuSharedAdvantage, model/path/
+#       path_batch.h): trace_{disjoint,shared}.json.gz and their sums (bench/step_trace.py),
+#       step_trace_{disjoint,shared}.json; then 60 steps timed each way, twice (trace.log).
 #
 #   bench/gpu_session.sh check OUT          (there, first call)
 #       Builds against python3's torch (build-torch/), then:
@@ -370,7 +371,7 @@ trace() {
   local args=(--family path --train "$data/fb237_v4/train.txt" --pna --reach-mask=false
     --batch-size 64 --adversarial-temperature 0.5 --seed 0 --device "$device" --noprogress)
   local layout
-  for layout in cheaper shared; do
+  for layout in disjoint shared; do
     step timeout 120 "$bin/grail-train" "${args[@]}" --batch-layout $layout \
       --out /tmp/gpu_session_trace.pt --trace "/tmp/trace_$layout.json" --trace-after 10 \
       --trace-steps 5 &&
@@ -380,7 +381,7 @@ trace() {
   done
   local round
   for ((round = 0; round < ${GPU_SESSION_TIMING_ROUNDS:-2}; ++round)); do  # 60 steps each way
-    for layout in cheaper shared; do
+    for layout in disjoint shared; do
       step timeout 120 "$bin/grail-train" "${args[@]}" --batch-layout $layout \
         --out /tmp/gpu_session_steps.pt --max-steps 60
     done

@@ -601,10 +601,11 @@ absl::Status PathBatchBuilder::Build(const PathNeighbourhoodSpec& spec,
     shared_cost += 1 + kPathEdgeCost * graph.Degree(static_cast<EntityId>(e));
   }
   // The learned priority's pruning chooses per query: over a disjoint batch.
-  const bool shared = num_queries > 1 && spec.prune.layer_nodes == 0 &&
-                      (spec.layout == PathLayout::kShared ||
-                       (spec.layout == PathLayout::kCheaper &&
-                        static_cast<double>(num_queries) * shared_cost <= disjoint_cost));
+  const bool shared =
+      num_queries > 1 && spec.prune.layer_nodes == 0 &&
+      (spec.layout == PathLayout::kShared ||
+       (spec.layout == PathLayout::kCheaper &&
+        static_cast<double>(num_queries) * shared_cost <= spec.shared_advantage * disjoint_cost));
   if (shared) {
     Share(spec, batch);
   }

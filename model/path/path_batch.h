@@ -209,6 +209,10 @@ struct PathNeighbourhoodSpec {
   // With pruning enabled, a neighbourhood past the budget is pruned to it (PathBudget), and
   // one within it is exact as without.
   PathBudget prune;
+  // How much cheaper than the cost rule says a shared batch runs on the device of the pass:
+  // kCheaper shares while the shared layout costs at most this many times the disjoint one.
+  // 1 on the CPU; kPathGpuSharedAdvantage on a GPU (PathModel::Neighbourhood sets it).
+  double shared_advantage = 1;
 };
 
 // The cost rule of PathBatchBuilder::Build, in units of one node's update (the combine step
@@ -216,6 +220,12 @@ struct PathNeighbourhoodSpec {
 // layer, nodes + kPathEdgeCost * edges, times the columns. Measured with bench/path_layout:
 // see docs/BENCHMARKS.md ("One graph per batch").
 inline constexpr double kPathEdgeCost = 0.25;
+// On a GPU the shared layout runs faster than its cost by the rule: its rows of B x d values
+// are contiguous where the disjoint batch's are d wide, and the host builds and copies one
+// graph instead of one per query. An fb237_v4 step at batch 64 on an H200, the two layouts
+// within 0.5% of each other by the rule: 52.7 ms shared against 69.2 ms disjoint (1.31x);
+// docs/BENCHMARKS.md ("On a GPU", the fourth session). The layout never changes a score.
+inline constexpr double kPathGpuSharedAdvantage = 1.3;
 
 // Builds batches. Holds scratch sized to the largest graph it has seen, so keep one per
 // thread and reuse it.
@@ -238,7 +248,8 @@ class PathBatchBuilder {
   // batch leaves out is left out of every query's graph, as the path model's paper does for a
   // training batch: with one graph shared by the batch that is the only consistent rule, and
   // it costs each query at most the batch's few predicted facts. The layout is the cheaper by
-  // the cost rule (kPathEdgeCost): shared where the queries' neighbourhoods overlap (a whole
+  // the cost rule (kPathEdgeCost, and spec.shared_advantage on a GPU): shared where the
+  // queries' neighbourhoods overlap (a whole
   // graph per query without the reach mask), disjoint where they are far smaller than their
   // union (a few dozen entities per query with targets); or as spec.layout forces it.
   // `step`: the queries of a whole training step this batch is one pass of (gradient

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "model/core/torch_util.h"
@@ -847,6 +848,7 @@ PathNeighbourhoodSpec PathModel::Neighbourhood(const GraphView* graph, const Rel
                                  : PathLayout::kDisjoint,
                              /*relation_graph=*/false,
                              /*prune=*/PathBudget{}};  // the caller sets a budget
+  if (absl::StartsWith(device_, "cuda")) spec.shared_advantage = kPathGpuSharedAdvantage;
   if (config_.relation_graph) {
     spec.relations = kIdentity;
     spec.num_relations = static_cast<int32_t>(graph->num_relations());

@@ -338,5 +338,29 @@ TEST(PathBatchBuildTest, TheCostRuleSharesOverlappingQueriesAndKeepsSmallOnesApa
   EXPECT_EQ(batch.num_forward_nodes(), 4 + 15 * 7);  // the first query starts at the chain's end
 }
 
+TEST(PathBatchBuildTest, OnAGpuTheCostRuleSharesUpToTheMeasuredAdvantage) {
+  std::vector<Triple> facts;
+  for (uint32_t e = 0; e + 1 < 400; ++e) facts.push_back({e, 0, e + 1});  // a long chain
+  const StaticGraph graph(400, facts);
+  const RelationMap identity;
+  // Radius 10: each query holds 21 entities of degree 2. Sources 4 apart: a union of 25, so
+  // the shared batch costs 25/21 = 1.19 times the disjoint one; 8 apart, 29/21 = 1.38.
+  const std::vector<PathQuery> near = {PathQuery(100, 0), PathQuery(104, 0)};
+  const std::vector<PathQuery> far = {PathQuery(100, 0), PathQuery(108, 0)};
+  PathNeighbourhoodSpec spec = OneRelation(graph, identity, PathLayout::kCheaper, 10);
+  PathBatchBuilder builder;
+  PathBatch batch;
+  ASSERT_EQ(spec.shared_advantage, 1);  // the CPU's rule
+  ASSERT_TRUE(builder.Build(spec, near, &batch).ok());
+  EXPECT_FALSE(batch.shared());
+  EXPECT_EQ(batch.num_forward_nodes(), 2 * 21);
+  spec.shared_advantage = kPathGpuSharedAdvantage;
+  ASSERT_TRUE(builder.Build(spec, near, &batch).ok());
+  EXPECT_TRUE(batch.shared());
+  EXPECT_EQ(batch.num_forward_nodes(), 25);
+  ASSERT_TRUE(builder.Build(spec, far, &batch).ok());
+  EXPECT_FALSE(batch.shared());
+}
+
 }  // namespace
 }  // namespace grail
