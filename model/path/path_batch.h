@@ -249,9 +249,9 @@ class PathBatchBuilder {
   // training batch: with one graph shared by the batch that is the only consistent rule, and
   // it costs each query at most the batch's few predicted facts. The layout is the cheaper by
   // the cost rule (kPathEdgeCost, and spec.shared_advantage on a GPU): shared where the
-  // queries' neighbourhoods overlap (a whole
-  // graph per query without the reach mask), disjoint where they are far smaller than their
-  // union (a few dozen entities per query with targets); or as spec.layout forces it.
+  // queries' neighbourhoods overlap (a whole graph per query without the reach mask),
+  // disjoint where they are far smaller than their union (a few dozen entities per query
+  // with targets); or as spec.layout forces it.
   // `step`: the queries of a whole training step this batch is one pass of (gradient
   // accumulation); what any of them leaves out is left out here too, so the passes see the
   // graph one batch of them all would. Empty: the batch's own queries only.
