@@ -451,6 +451,7 @@ lease() {
     tail -n 40 "$work/trace.log"
     cat "$work/reproduce.log"
     grep -H "^epoch" "$carry"/repro/*.train.log
+    cat "$carry"/repro/*.json 2> /dev/null  # a run finished there was evaluated there too
   } > "$out/lease.log" 2>&1
 }
 
