@@ -25,6 +25,8 @@ constexpr uint32_t kLocalHeader = 0x04034b50;
 // General purpose flags no TorchScript archive has: encrypted, patch data, strong encryption.
 constexpr uint64_t kUnsupportedFlags = 0x1 | 0x20 | 0x40;
 constexpr size_t kEndRecordBytes = 22;
+constexpr size_t kZip64EndRecordBytes = 56;
+constexpr size_t kZip64LocatorBytes = 20;
 constexpr size_t kMaxCommentBytes = 0xffff;
 
 // Little-endian reads at an offset, failing (nullopt) past the end of the bytes.
@@ -175,37 +177,66 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
   const Reader in(bytes);
   if (bytes.size() < kEndRecordBytes) return not_archive("too short for a zip file");
 
-  // The end-of-central-directory record: the last signature whose comment reaches the end.
+  // The end-of-central-directory record: the last signature with a record's room after it,
+  // as miniz finds it, and its comment must reach the end of the file.
   std::optional<uint64_t> end;
   const uint64_t lowest = bytes.size() > kEndRecordBytes + kMaxCommentBytes
                               ? bytes.size() - kEndRecordBytes - kMaxCommentBytes
                               : 0;
   for (uint64_t at = bytes.size() - kEndRecordBytes + 1; at-- > lowest;) {
-    if (in.Read(at, 4) == kEndOfCentralDirectory &&
-        at + kEndRecordBytes + *in.Read(at + 20, 2) == bytes.size()) {
+    if (in.Read(at, 4) == kEndOfCentralDirectory) {
       end = at;
       break;
     }
   }
   if (!end) return not_archive("no zip end-of-central-directory record");
+  if (*end + kEndRecordBytes + *in.Read(*end + 20, 2) != bytes.size()) {
+    return damaged("the end-of-central-directory record's comment does not end the file");
+  }
+  // The directory as LibTorch's miniz reads it: from the zip64 end record whenever a zip64
+  // locator lies just before the end record (TorchScript writes one into every archive), and
+  // from the end record otherwise. Checking the end record's copy while miniz read the zip64
+  // one would check one directory and load another.
   uint64_t entries = *in.Read(*end + 10, 2);
+  uint64_t entries_here = *in.Read(*end + 8, 2);
+  uint64_t disk = *in.Read(*end + 4, 2);
+  uint64_t directory_disk = *in.Read(*end + 6, 2);
   uint64_t directory_size = *in.Read(*end + 12, 4);
   uint64_t directory = *in.Read(*end + 16, 4);
-  if (entries == 0xffff || directory_size == 0xffffffff || directory == 0xffffffff) {
-    // Zip64: a locator just before the record points at the zip64 end record.
-    if (*end < 20 || in.Read(*end - 20, 4) != kZip64Locator) {
-      return damaged("a zip64 archive without its zip64 locator");
+  const bool zip64 =
+      *end >= kZip64LocatorBytes + kZip64EndRecordBytes && in.Read(*end - 20, 4) == kZip64Locator;
+  if (zip64) {
+    const uint64_t locator = *end - kZip64LocatorBytes;
+    const uint64_t record = locator - kZip64EndRecordBytes;
+    // miniz reads the record where the locator points (2.1) or just before the locator (3.x):
+    // TorchScript's writer puts it in both places at once, and only that is accepted.
+    if (in.Read(locator + 8, 8) != record || in.Read(record, 4) != kZip64EndOfCentralDirectory) {
+      return damaged("the zip64 end record is not just before its locator");
     }
-    const uint64_t record = *in.Read(*end - 20 + 8, 8);
-    if (in.Read(record, 4) != kZip64EndOfCentralDirectory || !in.Read(record + 48, 8)) {
-      return damaged("the zip64 end record is missing or cut short");
+    if (*in.Read(record + 4, 8) < kZip64EndRecordBytes - 12) {
+      return damaged("the zip64 end record is too short");
     }
+    if (in.Read(locator + 16, 4) != 1) return damaged("a multi-disk archive (zip64 locator)");
     entries = *in.Read(record + 32, 8);
+    entries_here = *in.Read(record + 24, 8);
+    disk = *in.Read(record + 16, 4);
+    directory_disk = *in.Read(record + 20, 4);
     directory_size = *in.Read(record + 40, 8);
     directory = *in.Read(record + 48, 8);
+  } else if (entries == 0xffff || directory_size == 0xffffffff || directory == 0xffffffff) {
+    return damaged("a zip64 archive without its zip64 locator");
+  }
+  if (entries != entries_here || disk != 0 || directory_disk != 0) {
+    return damaged(absl::StrCat("a multi-disk archive (disk ", disk, ", directory on disk ",
+                                directory_disk, ", ", entries_here, " of ", entries,
+                                " entries on it)"));
   }
   if (!in.Slice(directory, directory_size))
     return damaged("the central directory lies outside the file");
+  // Nothing between the directory and the end records: miniz would take it for data before
+  // the archive and shift every offset by it.
+  if (directory + directory_size != *end - (zip64 ? kZip64LocatorBytes + kZip64EndRecordBytes : 0))
+    return damaged("the central directory does not end where the end records begin");
   if (entries > directory_size / 46)
     return damaged("more entries than the central directory holds");
 
@@ -214,7 +245,7 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
   std::map<std::string, std::string> pickles;  // the entries named *.pkl, inflated
   uint64_t at = directory;
   for (uint64_t i = 0; i < entries; ++i) {
-    if (in.Read(at, 4) != kCentralHeader || !in.Read(at + 46, 0)) {
+    if (in.Read(at, 4) != kCentralHeader || at + 46 > directory + directory_size) {
       return damaged(absl::StrCat("central directory entry ", i, " is malformed"));
     }
     Entry e;
@@ -229,10 +260,22 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
     e.local_header = *in.Read(at + 42, 4);
     const std::optional<absl::string_view> name = in.Slice(at + 46, name_bytes);
     const std::optional<absl::string_view> extra = in.Slice(at + 46 + name_bytes, extra_bytes);
-    if (!name || !extra || !in.Slice(at + 46 + name_bytes + extra_bytes, comment_bytes)) {
-      return damaged(absl::StrCat("central directory entry ", i, " runs past the file"));
+    if (!name || !extra || !in.Slice(at + 46 + name_bytes + extra_bytes, comment_bytes) ||
+        at + 46 + name_bytes + extra_bytes + comment_bytes > directory + directory_size) {
+      return damaged(absl::StrCat("central directory entry ", i, " runs past the directory"));
     }
     e.name = std::string(*name);
+    if (const uint64_t entry_disk = *in.Read(at + 34, 2); entry_disk != 0) {
+      return damaged(absl::StrCat(e.name, ": on disk ", entry_disk, " of a multi-disk archive"));
+    }
+    // miniz takes an entry with the DOS directory attribute, or a name ending in '/', for a
+    // directory and extracts nothing of it, successfully: LibTorch then reads the record's
+    // buffer unwritten. TorchScript writes no directory entries.
+    if (const uint64_t attributes = *in.Read(at + 38, 4);
+        (attributes & 0x10) != 0 || absl::EndsWith(e.name, "/")) {
+      return damaged(absl::StrFormat("%s: marked as a directory (external attributes %08x)", e.name,
+                                     attributes));
+    }
     // Zip64 sizes and offset, in this order, for the fields that hold 0xffffffff.
     if (e.uncompressed == 0xffffffff || e.compressed == 0xffffffff ||
         e.local_header == 0xffffffff) {

@@ -20,9 +20,10 @@
 namespace grail {
 
 // Checks the zip container in `bytes` (the archive's whole contents; `path` names it in
-// messages): the end-of-central-directory record (zip64 too), every central and local
-// header within the file, stored or deflated entries only, every entry's CRC-32 and size,
-// and the TorchScript entries (<dir>/data.pkl, <dir>/constants.pkl, <dir>/version).
+// messages): the directory where LibTorch's miniz finds it (the zip64 end record whenever its
+// locator precedes the end record) on one disk, every central and local header within the
+// file, no entry marked as a directory, stored or deflated entries only, every entry's CRC-32
+// and size, and the TorchScript entries (<dir>/data.pkl, <dir>/constants.pkl, <dir>/version).
 // INVALID_ARGUMENT "PATH is not a model archive: ..." or "PATH is damaged: ..." otherwise.
 absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path);
 
