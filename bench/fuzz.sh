@@ -60,12 +60,16 @@ mkdir -p "$out/corpus/model_archive_fuzzer"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
+# The targets' scratch files (chunk_fuzzer's store, which it never closes, and
+# model_archive_fuzzer's archives) in OUT/tmp rather than /tmp, emptied before each run.
+scratch=$(realpath -m "$out/tmp")
 for target in "${targets[@]}"; do
   limit=(-max_total_time="$seconds")
   [[ -n $runs ]] && limit=(-runs="$runs")
+  rm -rf "$scratch" && mkdir -p "$scratch"
   # -rss_limit_mb: LibTorch's first load maps a few hundred MB; 4 GB still catches a leak.
-  if "$bin/$target" "$out/corpus/$target" "${limit[@]}" -rss_limit_mb=4096 -timeout=30 \
-    -print_final_stats=1 -artifact_prefix="$out/crashes/$target-" \
+  if TMPDIR=$scratch "$bin/$target" "$out/corpus/$target" "${limit[@]}" -rss_limit_mb=4096 \
+    -timeout=30 -print_final_stats=1 -artifact_prefix="$out/crashes/$target-" \
     > "$out/$target.log" 2>&1; then
     echo "$target: $(grep -E '^stat::number_of_executed_units' "$out/$target.log" |
       awk '{print $2}') inputs, corpus $(ls "$out/corpus/$target" | wc -l), no failure"
@@ -75,4 +79,5 @@ for target in "${targets[@]}"; do
     status=1
   fi
 done
+rm -rf "$scratch"
 exit $status

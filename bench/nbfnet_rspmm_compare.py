@@ -18,6 +18,7 @@ one JSON object: milliseconds per forward and per forward+backward, best of --re
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 
@@ -68,6 +69,7 @@ def main():
         "nbfnet_rspmm", [f"{args.nbfnet_source}/rspmm.cpp"], extra_include_paths=[stub],
         extra_cflags=["-Ofast", "-fopenmp", "-DAT_PARALLEL_OPENMP"], extra_ldflags=["-fopenmp"],
         verbose=False)
+    shutil.rmtree(stub)  # only the compile reads it
     V, R, src, rel, dst = load_graph(args.graph)
     # NBFNet's operator: edge_index (node_in, node_out) sorted by node_in; it reduces into
     # node_in from node_out (its callers pass the edges reversed). Ours reduces into dst.

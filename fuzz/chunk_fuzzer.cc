@@ -49,7 +49,11 @@ class Store {
     uses_ = 0;
   }
 
-  const std::string dir_ = "/tmp/grail_chunk_fuzzer." + std::to_string(getpid());
+  // In the temporary directory ($TMPDIR): the store is never closed (below), so bench/fuzz.sh
+  // gives each run its own and removes it.
+  const std::string dir_ =
+      (std::filesystem::temp_directory_path() / ("grail_chunk_fuzzer." + std::to_string(getpid())))
+          .string();
   std::unique_ptr<grail::TripleStore> store_;
   int uses_ = 0;
 };

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -30,11 +31,22 @@ extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 
 namespace {
 
+// A file of this process's in the temporary directory ($TMPDIR; bench/fuzz.sh gives each
+// run its own).
+std::string ScratchPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (name + "." + std::to_string(getpid())))
+      .string();
+}
+
 bool IsCode(const std::string& name) { return name.find("/code/") != std::string::npos; }
 
 // One structural mutation of the archive in data[0, size); 0 if it is not one.
 size_t MutateStructure(uint8_t* data, size_t size, size_t max_size, unsigned seed) {
-  const std::string path = "/tmp/grail_model_archive_mutator." + std::to_string(getpid());
+  const std::string path = ScratchPath("grail_model_archive_mutator");
+  struct RemovedOnReturn {
+    const std::string& path;
+    ~RemovedOnReturn() { std::remove(path.c_str()); }
+  } removed_on_return{path};
   {
     std::FILE* file = std::fopen(path.c_str(), "wb");
     if (file == nullptr) return 0;
@@ -76,7 +88,6 @@ size_t MutateStructure(uint8_t* data, size_t size, size_t max_size, unsigned see
   const size_t written = std::fread(data, 1, max_size, file);
   const bool whole = std::fgetc(file) == EOF;
   std::fclose(file);
-  std::remove(path.c_str());
   return whole ? written : 0;
 }
 
@@ -106,7 +117,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/grail_model_archive_fuzzer." + std::to_string(getpid());
+  static const std::string path = ScratchPath("grail_model_archive_fuzzer");
   std::FILE* file = std::fopen(path.c_str(), "wb");
   FUZZ_CHECK(file != nullptr);
   FUZZ_CHECK(std::fwrite(data, 1, size, file) == size);

@@ -1,13 +1,13 @@
 #include "graph/triple_file.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "graph/vocabulary.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {
@@ -16,7 +16,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string WriteTemp(const std::string& name, const std::string& contents) {
-  const std::string path = (std::filesystem::path(::testing::TempDir()) / name).string();
+  const std::string path = ProcessTempPath(name);
   std::ofstream(path, std::ios::binary) << contents;
   return path;
 }
@@ -91,7 +91,7 @@ TEST(TripleFileTest, MissingFileIsNotFound) {
 
 TEST(TripleFileTest, WriteThenReadRoundTrips) {
   const std::vector<NamedTriple> facts = {{"x", "likes", "y"}, {"y", "likes", "z z"}};
-  const std::string path = (std::filesystem::path(::testing::TempDir()) / "rt.txt").string();
+  const std::string path = ProcessTempPath("rt.txt");
   ASSERT_TRUE(WriteTripleFile(path, facts).ok());
   absl::StatusOr<std::vector<NamedTriple>> back = ReadTripleFile(path);
   ASSERT_TRUE(back.ok());

@@ -1,5 +1,6 @@
-// A fresh directory under the test's temporary directory, removed with everything in it
-// when the object goes out of scope.
+// Files and directories under the test's temporary directory that a test leaves nothing of:
+// a process's own directory removed when it exits, and a fresh directory removed when the
+// object goes out of scope.
 #ifndef GRAIL_TESTS_TESTING_TEMP_DIR_H_
 #define GRAIL_TESTS_TESTING_TEMP_DIR_H_
 
@@ -24,11 +25,40 @@ inline std::string ReadTextFile(const std::string& path) {
   return text.str();
 }
 
-// A path under the tests' temporary directory that no other test process uses: ctest runs
-// every test case as its own process, in parallel. Not created.
+// The directory of this process's ProcessTempPath files under the tests' temporary directory:
+// created on first use, removed with everything in it when the process exits normally (a
+// failed assertion included; not a crash). A child forked from the process leaves it in place.
+class ProcessTempDir {
+ public:
+  static const std::filesystem::path& Get() {
+    static ProcessTempDir dir;
+    return dir.path_;
+  }
+  ~ProcessTempDir() {
+    std::error_code ignored;
+    if (getpid() == owner_) std::filesystem::remove_all(path_, ignored);
+  }
+  ProcessTempDir(const ProcessTempDir&) = delete;
+  ProcessTempDir& operator=(const ProcessTempDir&) = delete;
+
+ private:
+  ProcessTempDir()
+      : owner_(getpid()),
+        path_(std::filesystem::path(testing::TempDir()) /
+              ("grail_test." + std::to_string(owner_))) {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);  // a crashed process's, its pid reused
+    std::filesystem::create_directories(path_, ignored);
+  }
+
+  pid_t owner_;
+  std::filesystem::path path_;
+};
+
+// A path that no other test process uses (ctest runs every test case as its own process, in
+// parallel), in ProcessTempDir, so removed when the process exits. Not created.
 inline std::string ProcessTempPath(const std::string& name) {
-  return (std::filesystem::path(testing::TempDir()) / (name + "." + std::to_string(getpid())))
-      .string();
+  return (ProcessTempDir::Get() / name).string();
 }
 
 class ScopedTempDir {

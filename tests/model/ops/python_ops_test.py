@@ -9,6 +9,7 @@ Run by ctest with --bin-dir <build>/bin --ops-library <build>/lib/libgrail_ops.s
 
 import argparse
 import collections
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,7 @@ class ArchiveTest(unittest.TestCase):
 
     def test_python_scores_facts_as_grail_eval_does(self):
         work = Path(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, work)
         # Two interleaved chains with a shortcut relation, and facts to score.
         facts = []
         for i in range(30):

@@ -39,6 +39,7 @@
 #include "prometheus/registry.h"
 #include "server/metrics/metrics_http.h"
 #include "server/metrics/process_metrics.h"
+#include "tests/testing/temp_dir.h"
 
 namespace grail {
 namespace {
@@ -527,8 +528,7 @@ TEST(MetricsPromtoolTest, ExpositionPassesPromtoolCheckMetrics) {
     EXPECT_THAT(metrics->body, HasSubstr(absl::StrCat(" ", type, "\n"))) << type;
   }
 
-  const std::string path =
-      (std::filesystem::path(::testing::TempDir()) / "metrics_promtool.txt").string();
+  const std::string path = ProcessTempPath("metrics_promtool.txt");
   std::ofstream(path, std::ios::binary) << metrics->body;
   const auto [exit_code, output] = RunShell("promtool check metrics < '" + path + "' 2>&1");
   EXPECT_EQ(exit_code, 0) << output << "\n--- input:\n" << metrics->body;
