@@ -165,9 +165,8 @@ absl::Status CheckStorages(absl::string_view pickle, const std::string& pickle_n
   });
 }
 
-}  // namespace
-
-absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path) {
+// The zip walk of both checks below; `torchscript` adds the TorchScript entries and storages.
+absl::Status CheckZip(absl::string_view bytes, absl::string_view path, bool torchscript) {
   auto not_archive = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a model archive: ", why));
   };
@@ -353,6 +352,7 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
     record_bytes[e.name] = size;
   }
   if (names.empty()) return not_archive("the zip file is empty");
+  if (!torchscript) return absl::OkStatus();
   const std::string& first = *names.begin();
   const std::string dir = first.substr(0, first.find('/') + 1);
   for (const char* required : {"data.pkl", "constants.pkl", "version"}) {
@@ -370,6 +370,16 @@ absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view p
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path) {
+  return CheckZip(bytes, path, /*torchscript=*/true);
+}
+
+absl::Status CheckZipArchiveBytes(absl::string_view bytes, absl::string_view path) {
+  return CheckZip(bytes, path, /*torchscript=*/false);
 }
 
 }  // namespace grail

@@ -27,6 +27,10 @@ namespace grail {
 // INVALID_ARGUMENT "PATH is not a model archive: ..." or "PATH is damaged: ..." otherwise.
 absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path);
 
+// The container alone, as above, for any zip LibTorch's reader opens (a torch.save checkpoint):
+// the directory, every header, stored or deflated entries, every entry's CRC-32 and size.
+absl::Status CheckZipArchiveBytes(absl::string_view bytes, absl::string_view path);
+
 }  // namespace grail
 
 #endif  // GRAIL_MODEL_CORE_ARCHIVE_CHECK_H_

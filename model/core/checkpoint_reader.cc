@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "model/core/archive_check.h"
 #include "model/core/archive_loading.h"
 #include "model/core/pickle.h"
 
@@ -127,6 +128,10 @@ class TensorCollector {
 
 absl::StatusOr<std::map<std::string, torch::Tensor>> ReadCheckpointTensorsFromBytes(
     const std::string& bytes, const std::string& path) {
+  // LibTorch's reader checks no CRC-32: a damaged record would be read as weights.
+  if (absl::Status container = CheckZipArchiveBytes(bytes, path); !container.ok()) {
+    return container;
+  }
   try {
     std::istringstream in(bytes);
     caffe2::serialize::PyTorchStreamReader zip(&in);

@@ -21,10 +21,12 @@ import argparse
 import collections
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import tempfile
 import unittest
+import zipfile
 from pathlib import Path
 
 import torch
@@ -272,6 +274,23 @@ class UltraParityTest(unittest.TestCase):
             self.assertNotEqual(result.returncode, 0, name)
             self.assertIn(expected, result.stderr, name)
             self.assertFalse((self.tmp / f"{name}.pt").exists(), name)
+
+    def test_a_checkpoint_with_a_damaged_tensor_record_is_refused_by_its_crc(self):
+        # LibTorch's zip reader checks no CRC-32: the flipped weight was imported as a weight.
+        save_checkpoint(self.tmp / "ckpt.pth", Ultra().state_dict())
+        data = bytearray((self.tmp / "ckpt.pth").read_bytes())
+        with zipfile.ZipFile(self.tmp / "ckpt.pth") as archive:
+            record = next(i for i in archive.infolist() if "/data/" in i.filename and i.file_size)
+        local = record.header_offset
+        name_bytes, extra_bytes = struct.unpack("<HH", data[local + 26:local + 30])
+        data[local + 30 + name_bytes + extra_bytes] ^= 0x5A
+        (self.tmp / "damaged.pth").write_bytes(bytes(data))
+        result = run(Path(ARGS.bin_dir) / "grail-tools", "import-ultra", "--checkpoint",
+                     self.tmp / "damaged.pth", "--out", self.tmp / "damaged.pt")
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("damaged.pth is damaged: ", result.stderr)
+        self.assertIn(f"{record.filename} fails its CRC-32 check", result.stderr)
+        self.assertFalse((self.tmp / "damaged.pt").exists())
 
     def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(self):
         marker = self.tmp / "ran"
