@@ -202,8 +202,8 @@ absl::Status CheckZip(absl::string_view bytes, absl::string_view path, bool torc
   uint64_t directory_disk = *in.Read(*end + 6, 2);
   uint64_t directory_size = *in.Read(*end + 12, 4);
   uint64_t directory = *in.Read(*end + 16, 4);
-  const bool zip64 =
-      *end >= kZip64LocatorBytes + kZip64EndRecordBytes && in.Read(*end - 20, 4) == kZip64Locator;
+  const bool zip64 = *end >= kZip64LocatorBytes + kZip64EndRecordBytes &&
+                     in.Read(*end - kZip64LocatorBytes, 4) == kZip64Locator;
   if (zip64) {
     const uint64_t locator = *end - kZip64LocatorBytes;
     const uint64_t record = locator - kZip64EndRecordBytes;

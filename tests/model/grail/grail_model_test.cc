@@ -75,6 +75,15 @@ class GrailModelTest : public ::testing::Test {
 
   std::string TempPath(const std::string& name) { return ProcessTempPath(name); }
 
+  // The bytes of a small model's archive as GrailModel::Save writes it.
+  std::string SavedArchiveBytes() {
+    GrailConfig config;
+    config.dim = 8;
+    const std::string saved = TempPath("model.pt");
+    EXPECT_TRUE(NewModel(config)->Save(saved).ok());
+    return ReadTextFile(saved);
+  }
+
   IndexedTriples indexed_;
   StaticGraph graph_;
   const std::vector<NamedTriple> queries_ = {
@@ -411,11 +420,7 @@ int FlipsRefusedBeforeLibTorch(const std::string& bytes, const std::vector<size_
 // by fuzzing (docs/RELIABILITY.md). Every flipped byte must now be refused with a clear
 // message before LibTorch reads it, or be harmless (a byte no reader looks at).
 TEST_F(GrailModelTest, AnArchiveWithAFlippedByteIsRefusedAsDamagedBeforeLibTorchReadsIt) {
-  GrailConfig config;
-  config.dim = 8;
-  const std::string saved = TempPath("model.pt");
-  ASSERT_TRUE(NewModel(config)->Save(saved).ok());
-  const std::string bytes = ReadTextFile(saved);
+  const std::string bytes = SavedArchiveBytes();
   ASSERT_GT(bytes.size(), 1000u);
   std::vector<size_t> offsets;
   for (size_t at = 0; at < bytes.size(); at += 61) offsets.push_back(at);
@@ -432,16 +437,8 @@ TEST_F(GrailModelTest, AnArchiveWithAFlippedByteIsRefusedAsDamagedBeforeLibTorch
 // multidisk archive", "invalid header or archive is corrupted"), and a crafted archive could
 // have had one directory checked and another loaded.
 TEST_F(GrailModelTest, AFlippedByteInTheZipDirectoryIsRefusedBeforeLibTorchReadsIt) {
-  GrailConfig config;
-  config.dim = 8;
-  const std::string saved = TempPath("model.pt");
-  ASSERT_TRUE(NewModel(config)->Save(saved).ok());
-  const std::string bytes = ReadTextFile(saved);
-  auto read = [&](size_t at, int width) {
-    uint64_t value = 0;
-    for (int i = width - 1; i >= 0; --i) value = value << 8 | static_cast<uint8_t>(bytes[at + i]);
-    return value;
-  };
+  const std::string bytes = SavedArchiveBytes();
+  auto read = [&](size_t at, int width) { return archive_surgery_internal::Get(bytes, at, width); };
   const size_t end = bytes.rfind(std::string("PK\x05\x06", 4));
   ASSERT_NE(end, std::string::npos);
   ASSERT_EQ(bytes.compare(end - 20, 4, "PK\x06\x07"), 0) << "no zip64 locator";
