@@ -6,13 +6,20 @@
 #
 #   bench/reproduce.sh [--splits "WN18RR_v1 fb237_v1"] [--seeds "0 1 2"] [--epochs 50]
 #                      [--out out/repro] [--threads 2] [--jobs 1] [--runs 5]
-#                      [--transductive] [--checkpoint-every-steps N] [--so-far]
+#                      [--transductive | --merged] [--checkpoint-every-steps N] [--so-far]
 #                      [-- extra grail-train flags]
 #
 # --transductive: the paper's appendix protocol instead (Tables "Transductive results"): the
 # same model, tested with <split>/train.txt as the graph and <split>/test.txt as the facts.
 # It shares the inductive run's model (trained once, the result files differ:
 # <name>.transductive.json).
+#
+# --merged: the test set the published full-ranking figures on these splits count instead:
+# <split>_ind/valid.txt and test.txt together, every fact of both filtered (A*Net's repository,
+# whose runs give NBFNet's published full MRR on these splits, and ULTRA's GraIL loaders merge
+# them so; the model never sees either file). Same graph, same model as the inductive run's;
+# the result is <name>.merged.json. Without it, the test set is test.txt alone, as the GraIL
+# paper's protocol has it.
 #
 # Each model is evaluated --runs times (grail-eval --seed 0 --runs N: negatives drawn anew
 # with seeds 0..N-1); the result holds the means. One draw of 1:1 negatives moves AUC-PR by
@@ -51,6 +58,7 @@ threads=2
 parallel=1
 runs=5
 transductive=0
+merged=0
 so_far=0
 within=()
 data=${GRAIL_DATA_DIR:-../shared/data}
@@ -65,6 +73,7 @@ while (($#)); do
     --jobs) parallel=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --transductive) transductive=1; shift ;;
+    --merged) merged=1; shift ;;
     --so-far) so_far=1; shift ;;
     --checkpoint-every-steps) within=(--checkpoint-every-steps "$2"); shift 2 ;;
     --) shift; extra=("$@"); break ;;
@@ -74,7 +83,9 @@ done
 bin=${GRAIL_BIN_DIR:-build/bin}  # GRAIL_BIN_DIR: another build's binaries
 [[ -x $bin/grail-train && -x $bin/grail-eval ]] || { echo "build first: scripts/build.sh" >&2; exit 1; }
 suffix="" protocol=inductive
+((transductive && merged)) && { echo "--transductive and --merged are two protocols: pick one" >&2; exit 2; }
 ((transductive)) && suffix=.transductive protocol=transductive
+((merged)) && suffix=.merged protocol=inductive-merged
 # The run's name holds the flags that change the model, not where or how fast it runs:
 # --device and --input-threads are left out, so a run begun on the CPU resumes on a GPU
 # from the same checkpoint (bench/gpu_session.sh reproduce) and lands in the same result.
@@ -108,9 +119,14 @@ evaluate() {
   local name="$split.$tag.seed$seed" result="$out/$model$suffix.json"
   local test_graph="$data/${split}_ind" trained done_at epoch_seconds train_seconds
   ((transductive)) && test_graph="$data/$split"
+  local test_facts="$test_graph/test.txt"
+  if ((merged)); then  # the test facts are filtered (grail-eval), so both files are
+    test_facts="$out/$model$suffix.test.txt"
+    cat "$test_graph/valid.txt" "$test_graph/test.txt" > "$test_facts"
+  fi
   trained=$(date +%s)
   "$bin/grail-eval" --model "$out/$model.pt" --graph "$test_graph/train.txt" \
-    --test "$test_graph/test.txt" --seed 0 --runs "$runs" --threads "$threads" \
+    --test "$test_facts" --seed 0 --runs "$runs" --threads "$threads" \
     ${eval_device[@]+"${eval_device[@]}"} 2> "$out/$model$suffix.eval.log" > "$out/$model$suffix.eval.out"
   done_at=$(date +%s)
   # Training time from the log's epoch lines (also right when this call only evaluated); a

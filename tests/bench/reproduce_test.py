@@ -1,7 +1,10 @@
-"""bench/reproduce.sh --so-far with the real grail-train and grail-eval on a small split: a
-run stopped after its first epoch is archived at that epoch's best model (the very archive the
-run would keep), evaluated into its own result, and left resumable; the plain command then
-finishes it. bench/reproduction_table.py keeps the two results apart."""
+"""bench/reproduce.sh with the real grail-train and grail-eval on a small split.
+
+--so-far: a run stopped after its first epoch is archived at that epoch's best model (the very
+archive the run would keep), evaluated into its own result, and left resumable; the plain
+command then finishes it. --merged: a finished run's model evaluated again on the `_ind`
+split's valid and test facts together, without training. bench/reproduction_table.py keeps
+each kind of result apart."""
 import argparse
 import json
 import os
@@ -55,9 +58,9 @@ def archive_members(path):
         return {name.split("/", 1)[1]: archive.read(name) for name in archive.namelist()}
 
 
-class ReproduceSoFarTest(unittest.TestCase):
+class ReproduceTest(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="reproduce_so_far")
+        self.dir = tempfile.mkdtemp(prefix="reproduce")
         self.data, self.out = os.path.join(self.dir, "data"), os.path.join(self.dir, "out")
         write_split(os.path.join(self.data, "tiny"), "a", 1)
         write_split(os.path.join(self.data, "tiny_ind"), "b", 2)
@@ -128,6 +131,35 @@ class ReproduceSoFarTest(unittest.TestCase):
         so_far = [row.split(" | ") for row in rows if "(so far, of 3)" in row]
         self.assertEqual(len(so_far), 1, table)
         self.assertEqual(so_far[0][3], "1")  # epochs: the ones its model saw
+
+    def test_merged_evaluates_the_trained_model_on_valid_and_test_together(self):
+        self.reproduce()
+        epoch_lines = [line for line in read(self.path(".train.log"), "r").splitlines()
+                       if line.startswith("epoch ")]
+        self.assertIn("== " + NAME, self.reproduce("--merged"))
+        # The model is the run's: nothing trained again, one more result beside the first.
+        self.assertEqual([line for line in read(self.path(".train.log"), "r").splitlines()
+                          if line.startswith("epoch ")], epoch_lines)
+        alone = json.loads(read(self.path(".json"), "r"))
+        merged = json.loads(read(self.path(".merged.json"), "r"))
+        self.assertEqual((alone["protocol"], alone["n"]), ("inductive", 15))
+        self.assertEqual((merged["protocol"], merged["n"]), ("inductive-merged", 30))
+        self.assertIn("full_mrr", merged)
+        self.assertIn("(done)", self.reproduce("--merged"))
+
+        def rows(*flags):
+            table = subprocess.run([sys.executable, TABLE, self.out, *flags],
+                                   capture_output=True, text=True, check=True).stdout
+            return [row.split(" | ") for row in table.splitlines() if row.startswith("| tiny ")]
+
+        self.assertEqual(len(rows()), 1)
+        merged_rows = rows("--merged")
+        self.assertEqual(len(merged_rows), 1)
+        self.assertEqual(merged_rows[0][5], "30")  # test facts
+        self.assertEqual(merged_rows[0][6], f"{100 * merged['full_mrr']:.2f}")
+        run = subprocess.run(["bash", REPRODUCE, "--transductive", "--merged", "--out", self.out],
+                             env=self.env, capture_output=True, text=True)
+        self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
 
     def test_a_run_is_evaluated_on_the_device_it_trains_on_and_named_without_it(self):
         # The binaries behind wrappers that note their arguments: --device reaches grail-eval
