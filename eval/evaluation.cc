@@ -38,6 +38,9 @@ std::string EvaluationResult::ToJson() const {
     json["full_hits_at_3"] = RoundTo(full->hits_at_3, 6);
     json["full_hits_at_10"] = RoundTo(full->hits_at_10, 6);
     json["full_hits_at_10_of_50"] = RoundTo(full->hits_at_10_of_50, 6);
+    json["full_strict_mrr"] = RoundTo(full->strict_mrr, 6);
+    json["full_strict_hits_at_1"] = RoundTo(full->strict_hits_at_1, 6);
+    json["full_strict_hits_at_10"] = RoundTo(full->strict_hits_at_10, 6);
   }
   return JsonLine(json);
 }

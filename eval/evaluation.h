@@ -37,6 +37,13 @@ struct FullRanking {
   double hits_at_10 = 0;
   // ExpectedHitsAmongSamples(rank, candidates, 10, 50) averaged: NBFNet's 50-sample Hits@10.
   double hits_at_10_of_50 = 0;
+  // The same ranking as NBFNet's, A*Net's and ULTRA's evaluation code counts it, behind the
+  // full-ranking figures they publish: a tie counts against the answer (1 + #scored at least
+  // as high), and the query's source is a candidate like any other entity (unless it is a
+  // known answer). The figures above rank a tie at the mean and never the source.
+  double strict_mrr = 0;
+  double strict_hits_at_1 = 0;
+  double strict_hits_at_10 = 0;
 };
 
 struct EvaluationResult {
@@ -58,8 +65,8 @@ struct EvaluationResult {
   double scoring_seconds = 0;
 
   // One JSON object with the fields above (fractions in 0..1); `runs` and `auc_pr_std` only
-  // when there was more than one run; `full_mrr`, `full_hits_at_1/3/10` and `full_hits_at_10_of_50`
-  // with a full ranking.
+  // when there was more than one run; `full_mrr`, `full_hits_at_1/3/10`, `full_hits_at_10_of_50`
+  // and `full_strict_mrr`, `full_strict_hits_at_1/10` with a full ranking.
   std::string ToJson() const;
 };
 

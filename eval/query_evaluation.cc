@@ -104,9 +104,14 @@ absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
   // Per test fact: [tail positive, tail negatives..., head positive, head negatives...,
   // AUC negative], and the full ranks.
   std::vector<std::vector<float>> sampled(test.size());
-  // The full ranks, each with its count of filtered candidates (the entities it was ranked
-  // among).
-  std::vector<std::pair<double, int64_t>> tail_rank(test.size()), head_rank(test.size());
+  // The full ranks: each with its count of filtered candidates (the entities it was ranked
+  // among) and its strict rank (FullRanking::strict_mrr).
+  struct FullRank {
+    double rank = 0;
+    int64_t candidates = 0;
+    int64_t strict = 0;
+  };
+  std::vector<FullRank> tail_rank(test.size()), head_rank(test.size());
   std::vector<float> auc_negative_score(test.size());
   std::vector<int32_t> query_fact(queries.size(), -1);
   std::vector<uint8_t> query_role(queries.size(), 0);  // 1 tail, 2 head, 3 AUC negative
@@ -127,8 +132,9 @@ absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
   auto full_rank = [&](const QueryScores& scores, EntityId source, RelationId r, bool inverse,
                        EntityId answer) {
     std::vector<uint8_t> skip(num_entities, 0);
-    skip[source] = 1;
     known.ForEach(source, r, inverse, [&](EntityId e) { skip[e] = 1; });
+    const bool source_known = skip[source] != 0;
+    skip[source] = 1;
     skip[answer] = 1;
     const float positive = scores.Of(answer);
     // Entities without a score of their own share the rest score: count them in bulk.
@@ -149,8 +155,10 @@ absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
     const float rest = scores.Rest();
     if (rest > positive) greater += rest_candidates;
     if (rest == positive) equal += rest_candidates;
-    return std::make_pair(1.0 + static_cast<double>(greater) + static_cast<double>(equal) / 2.0,
-                          static_cast<int64_t>(num_entities) - skipped);
+    const bool source_counts = !source_known && scores.Of(source) >= positive;
+    return FullRank{1.0 + static_cast<double>(greater) + static_cast<double>(equal) / 2.0,
+                    static_cast<int64_t>(num_entities) - skipped,
+                    1 + greater + equal + (source_counts ? 1 : 0)};
   };
 
   const auto start = std::chrono::steady_clock::now();
@@ -224,12 +232,15 @@ absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
   if (options.full_ranking) {
     FullRanking& full = result.full.emplace();
     for (size_t i = 0; i < test.size(); ++i) {
-      for (const auto& [rank, candidates] : {tail_rank[i], head_rank[i]}) {
-        full.mrr += 1.0 / rank / lists;
-        full.hits_at_1 += (rank <= 1 ? 1 : 0) / lists;
-        full.hits_at_3 += (rank <= 3 ? 1 : 0) / lists;
-        full.hits_at_10 += (rank <= 10 ? 1 : 0) / lists;
-        full.hits_at_10_of_50 += ExpectedHitsAmongSamples(rank, candidates, 10, 50) / lists;
+      for (const FullRank& r : {tail_rank[i], head_rank[i]}) {
+        full.mrr += 1.0 / r.rank / lists;
+        full.hits_at_1 += (r.rank <= 1 ? 1 : 0) / lists;
+        full.hits_at_3 += (r.rank <= 3 ? 1 : 0) / lists;
+        full.hits_at_10 += (r.rank <= 10 ? 1 : 0) / lists;
+        full.hits_at_10_of_50 += ExpectedHitsAmongSamples(r.rank, r.candidates, 10, 50) / lists;
+        full.strict_mrr += 1.0 / static_cast<double>(r.strict) / lists;
+        full.strict_hits_at_1 += (r.strict <= 1 ? 1 : 0) / lists;
+        full.strict_hits_at_10 += (r.strict <= 10 ? 1 : 0) / lists;
       }
     }
   }

@@ -101,6 +101,37 @@ TEST(QueryEvaluationTest, TiesRankAtTheMeanOfTheOptimisticAndPessimisticRank) {
   // Every candidate (each entity but the query's own) ties: the true one ranks
   // (1 + (kEntities - 1)) / 2 in both directions.
   EXPECT_THAT(result->full->mrr, DoubleEq(2.0 / kEntities));
+  // Counted against the answer, as the published figures count them, with the source among
+  // the candidates: every other entity ties, so the answer ranks last.
+  EXPECT_THAT(result->full->strict_mrr, DoubleEq(1.0 / kEntities));
+  EXPECT_THAT(result->full->strict_hits_at_10, DoubleEq(0));
+}
+
+TEST(QueryEvaluationTest, TheStrictRankCountsTheSourceUnlessItIsAKnownAnswer) {
+  const StaticGraph graph = Chain();
+  // The source outscores the answer, which outscores everything else.
+  auto scorer = [](RankingQuery q, EntityId e) -> float {
+    return e == q.source ? 2.0f : Oracle(q, e);
+  };
+  RankingEvaluationOptions options;
+  options.sampled = false;
+  absl::StatusOr<EvaluationResult> result = EvaluateRankingQueries(
+      graph, RelationMap(), kRelations, TestFacts(), options, Runner(scorer));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(result->full->mrr, DoubleEq(1));  // the source is never a candidate there
+  EXPECT_THAT(result->full->strict_mrr, DoubleEq(0.5));
+  EXPECT_THAT(result->full->strict_hits_at_1, DoubleEq(0));
+  EXPECT_THAT(result->full->strict_hits_at_10, DoubleEq(1));
+  // (h, r1, h) known: the tail query's source is an answer and left out; the head query's
+  // source (the tail) still counts.
+  std::vector<Triple> known;
+  for (const Triple& t : TestFacts()) known.push_back({t.head, t.relation, t.head});
+  options.known_facts = known;
+  result = EvaluateRankingQueries(graph, RelationMap(), kRelations, TestFacts(), options,
+                                  Runner(scorer));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(result->full->strict_mrr, DoubleEq((1 + 0.5) / 2));
+  EXPECT_THAT(result->full->strict_hits_at_1, DoubleEq(0.5));
 }
 
 TEST(QueryEvaluationTest, OtherKnownAnswersAreLeftOutOfTheFullRanking) {

@@ -250,7 +250,9 @@ TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRank
       MatchesRegex("\\{\"auc_pr\":[01]\\.[0-9]+,.*,\"n\":[0-9]+,\"runs\":2,"
                    "\"auc_pr_std\":[0-9.e-]+,\"full_mrr\":[01]\\.[0-9]+,"
                    "\"full_hits_at_1\":[01]\\.[0-9]+,\"full_hits_at_3\":[01]\\.[0-9]+,"
-                   "\"full_hits_at_10\":[01]\\.[0-9]+,\"full_hits_at_10_of_50\":[01]\\.[0-9]+\\}"));
+                   "\"full_hits_at_10\":[01]\\.[0-9]+,\"full_hits_at_10_of_50\":[01]\\.[0-9]+,"
+                   "\"full_strict_mrr\":[01]\\.[0-9]+,\"full_strict_hits_at_1\":[01]\\.[0-9]+,"
+                   "\"full_strict_hits_at_10\":[01]\\.[0-9]+\\}"));
   // A GraIL run does not resume the path run's checkpoint: it is another run's.
   BinaryRun other =
       RunBinary("grail-train", absl::StrCat("--train ", Path("train", "graph.txt"), " --out ",
