@@ -58,13 +58,13 @@ std::vector<EntityId> SampleReplacements(const GraphView& graph, const Triple& f
 
 std::vector<EntityId> SampleNonAnswers(const GraphView& graph, EntityId source, RelationId r,
                                        bool inverse, EntityId answer, int count,
-                                       SeededRandom& random) {
+                                       SeededRandom& random, SourceNegative source_negative) {
   std::vector<EntityId> negatives;
   const uint32_t n = graph.num_entities();
   for (int attempt = 0; attempt < 100 * count && static_cast<int>(negatives.size()) < count;
        ++attempt) {
     const EntityId e = static_cast<EntityId>(random.Uniform(n));
-    if (e == source || e == answer) continue;
+    if (e == answer || (e == source && source_negative == SourceNegative::kNever)) continue;
     if (inverse ? graph.HasFact(e, r, source) : graph.HasFact(source, r, e)) continue;
     negatives.push_back(e);
   }

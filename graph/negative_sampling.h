@@ -30,13 +30,21 @@ std::optional<Triple> CorruptHeadOrTail(const GraphView& graph, const Triple& fa
 std::vector<EntityId> SampleReplacements(const GraphView& graph, const Triple& fact, Side side,
                                          int count, SeededRandom& random);
 
+// Whether the query's own source may be one of its negatives.
+enum class SourceNegative {
+  kNever,
+  kUnlessAnswer,  // like any other entity: unless (source, r, source) is a fact
+};
+
 // Up to `count` entities that do not answer the query (source, r, ?) in `graph` (with
 // `inverse`, (?, r, source)), drawn uniformly with replacement in at most 100 * count draws;
-// never the source or `answer`. The training negatives of the path family and the KGE models
-// (the RotatE code's filtered negatives).
+// never `answer`, and the source only as `source_negative` says. The training negatives of the
+// path family (NBFNet's strict negatives, which may be the source) and of the KGE models (the
+// RotatE code's filtered negatives).
 std::vector<EntityId> SampleNonAnswers(const GraphView& graph, EntityId source, RelationId r,
                                        bool inverse, EntityId answer, int count,
-                                       SeededRandom& random);
+                                       SeededRandom& random,
+                                       SourceNegative source_negative = SourceNegative::kNever);
 
 }  // namespace grail
 

@@ -112,6 +112,9 @@ ABSL_FLAG(double, adversarial_temperature, 0,
 ABSL_FLAG(bool, remove_one_hop, true,
           "path family: leave every fact between a query's source and its answer or negatives "
           "out of its message graph (false: only the predicted fact)");
+ABSL_FLAG(bool, source_negatives, false,
+          "path family: a query's source may be drawn as one of its negatives, like any entity "
+          "that does not answer it, as NBFNet's trainer draws them (false: never)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "write a checkpoint after every epoch (and, with --checkpoint-every-steps, within one) "
           "into this directory");
@@ -329,6 +332,7 @@ int main(int argc, char** argv) {
         ultra && !remove_one_hop_given ? false : absl::GetFlag(FLAGS_remove_one_hop);
     options.init = init;
     options.detached_walks = absl::GetFlag(FLAGS_detached_walks);
+    options.source_negatives = absl::GetFlag(FLAGS_source_negatives);
     options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
     options.seed = absl::GetFlag(FLAGS_seed);
     options.threads = absl::GetFlag(FLAGS_threads);

@@ -73,6 +73,7 @@ std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprin
       // Absent when off, so checkpoints from before the option still resume.
       o.detached_walks > 0 ? absl::StrCat("|detached_walks=", o.detached_walks) : std::string(),
       o.accumulate > 1 ? absl::StrCat("|accumulate=", o.accumulate) : std::string(),
+      o.source_negatives ? "|source_negatives=1" : "",
       c.priority ? absl::StrCat("|priority=", c.prune_node_ratio, ",", c.prune_degree_ratio)
                  : std::string(),
       o.init.empty() ? std::string() : absl::StrCat("|init=", o.init));
@@ -262,9 +263,10 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         query.source = tail ? f.head : f.tail;
         query.relation = tail ? f.relation : f.relation + num_relations;
         const EntityId answer = tail ? f.tail : f.head;
-        std::vector<EntityId> negatives =
-            SampleNonAnswers(message_graph, query.source, f.relation, !tail, answer,
-                             options.negatives, negative_random);
+        std::vector<EntityId> negatives = SampleNonAnswers(
+            message_graph, query.source, f.relation, !tail, answer, options.negatives,
+            negative_random,
+            options.source_negatives ? SourceNegative::kUnlessAnswer : SourceNegative::kNever);
         if (negatives.empty()) continue;  // every entity answers: nothing to contrast
         for (size_t k = negatives.size(); k < static_cast<size_t>(options.negatives); ++k) {
           negatives.push_back(negatives[k % negatives.size()]);  // rare: few non-answers

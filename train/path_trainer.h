@@ -4,13 +4,13 @@
 // Each training fact (h, r, t) gives one query: the first half of a step's facts the tail
 // query (h, r, ?) with answer t, the second half the head query (t, r^-1, ?) with answer h.
 // Each query gets `negatives` strict negatives (entities that do not answer it in the
-// training graph). Loss: binary cross-entropy with logits, the answer labelled 1 and the
-// negatives 0; a query's negatives weigh 1/negatives each, or, with self-adversarial
-// weighting, softmax(score / temperature) over them (no gradient through the weights); the
-// answer weighs 1; the mean over queries. Adam. The predicted fact is never a message edge
-// of its own query: with `remove_one_hop` every fact between the source and the answer or a
-// negative is left out (either direction, any relation), otherwise the fact itself. A step's
-// queries share one message graph (PathBatchBuilder::Build): a fact one query of the step
+// training graph; its source among them only with `source_negatives`). Loss: binary cross-entropy
+// with logits, the answer labelled 1 and the negatives 0; a query's negatives weigh 1/negatives
+// each, or, with self-adversarial weighting, softmax(score / temperature) over them (no gradient
+// through the weights); the answer weighs 1; the mean over queries. Adam. The predicted fact is
+// never a message edge of its own query: with `remove_one_hop` every fact between the source and
+// the answer or a negative is left out (either direction, any relation), otherwise the fact itself.
+// A step's queries share one message graph (PathBatchBuilder::Build): a fact one query of the step
 // leaves out is left out for every query of it, as the path model's paper trains. With
 // `detached_walks`, small detached copies of the graph's walks (DetachedWalkCopies) join the
 // message graph and the pool of negatives; they are never queried.
@@ -56,6 +56,13 @@ struct PathTrainOptions {
   double learning_rate = 5e-3;
   double adversarial_temperature = 0;  // > 0: self-adversarial weighting of the negatives
   bool remove_one_hop = true;
+  // true: a query's source is drawn as a negative like any other entity that does not answer
+  // it, as NBFNet's trainer draws them (with 32 negatives among V entities, a query meets its
+  // source about 32 / V of the times); false: never. Without it nothing in training scores the
+  // source, whose state alone holds the query at the start, and the network may rank it above
+  // the answer: a ranking that excludes the source (ours, the server's) does not see that,
+  // the published figures' rank (eval/evaluation.h, FullRanking::strict_mrr) does.
+  bool source_negatives = false;
   int eval_every = 1;
   uint64_t seed = 0;
   int threads = 2;

@@ -70,5 +70,43 @@ TEST(NegativeSamplingTest, FewerReplacementsOnlyWhenFewerExist) {
                    .has_value());
 }
 
+TEST(NegativeSamplingTest, TheSourceIsANegativeOnlyWhenAskedAndNeverWhenItAnswers) {
+  // The query (1, r0, ?) of the star: 2 answers it; the source 1 does not, unless a self-loop
+  // (1, r0, 1) is a fact.
+  auto draws = [](const StaticGraph& g, SourceNegative source_negative) {
+    SeededRandom random(4);
+    std::multiset<EntityId> drawn;
+    for (int i = 0; i < 100; ++i) {
+      for (EntityId e : SampleNonAnswers(g, 1, 0, false, 2, 20, random, source_negative)) {
+        drawn.insert(e);
+      }
+    }
+    return drawn;
+  };
+  const StaticGraph g = Star();
+  const std::multiset<EntityId> never = draws(g, SourceNegative::kNever);
+  const std::multiset<EntityId> unless = draws(g, SourceNegative::kUnlessAnswer);
+  EXPECT_EQ(never.size(), 2000u);
+  EXPECT_EQ(never.count(1), 0u);
+  EXPECT_EQ(never.count(2), 0u);
+  EXPECT_GT(unless.count(1), 100u);  // one entity in nine: ~222 of 2000
+  EXPECT_EQ(unless.count(2), 0u);
+  // The inverse query (?, r0, 1) of entity 1 too: 0 answers it, 1 may be drawn.
+  SeededRandom random(5);
+  std::multiset<EntityId> heads;
+  for (int i = 0; i < 100; ++i) {
+    for (EntityId e :
+         SampleNonAnswers(g, 1, 0, true, 0, 20, random, SourceNegative::kUnlessAnswer)) {
+      heads.insert(e);
+    }
+  }
+  EXPECT_GT(heads.count(1), 100u);
+  EXPECT_EQ(heads.count(0), 0u);
+
+  std::vector<Triple> facts = g.Facts();
+  facts.push_back({1, 0, 1});
+  EXPECT_EQ(draws(StaticGraph(10, facts), SourceNegative::kUnlessAnswer).count(1), 0u);
+}
+
 }  // namespace
 }  // namespace grail

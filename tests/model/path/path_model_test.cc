@@ -798,6 +798,34 @@ TEST_F(PathTrainingTest, DetachedWalksChangeTrainingAndAreTheCheckpointsRun) {
   EXPECT_EQ(TrainPath(train_, valid_, with).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Drawn as a negative, the source changes what a step sees, so the run trains another model
+// (one that learns not to rank the source over the answer) and its checkpoint is another run's.
+TEST_F(PathTrainingTest, SourceNegativesChangeTrainingAndAreTheCheckpointsRun) {
+  ScopedTempDir dir;
+  PathTrainOptions without = Options();
+  without.epochs = 1;
+  without.model.reach_mask = false;
+  without.checkpoint_dir = dir.Sub("run");
+  std::vector<EpochReport> runs[2];
+  ASSERT_TRUE(
+      TrainPath(train_, valid_, without, [&](const EpochReport& r) { runs[0].push_back(r); }).ok());
+  PathTrainOptions with = without;
+  with.checkpoint_dir.clear();
+  with.source_negatives = true;
+  ASSERT_TRUE(
+      TrainPath(train_, valid_, with, [&](const EpochReport& r) { runs[1].push_back(r); }).ok());
+  ASSERT_EQ(runs[0].size(), 1u);
+  ASSERT_EQ(runs[1].size(), 1u);
+  EXPECT_NE(runs[0][0].loss, runs[1][0].loss);
+
+  with.checkpoint_dir = dir.Sub("run");
+  with.resume = true;
+  with.epochs = 2;
+  absl::StatusOr<std::unique_ptr<PathModel>> refused = TrainPath(train_, valid_, with);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("another run"));
+}
+
 // A step that runs each query on its candidates' subgraph trains the model that running it on
 // the source's whole neighbourhood trains: the same loss at every step and the same scores, up
 // to summation order (compared as RunComparedSteps says). With and without the reach mask, and
