@@ -54,8 +54,11 @@
 #       time to bring them back (GPU_SESSION_BUDGET s, default 560, counted from the call's
 #       start) and checkpointing every 50 steps within an epoch: OUT/repro.tgz.0, .1, ...
 #       (parts of at most 15 MiB, what a call brings back) hold the checkpoints, logs and
-#       results. A run begun on the CPU here goes on there from its checkpoint, and back: the
-#       run's name leaves --device out (see `prepare --train-only --resume` and `unpack`).
+#       results: test.txt's and, once every run has finished, the published figures' test set
+#       (`reproduce.sh --merged`). GPU_SESSION_JOBS=2 trains two seeds at once (the step
+#       leaves the GPU idle part of the time). A run begun on the CPU here goes on there from
+#       its checkpoint, and back: the run's name leaves --device out (see `prepare
+#       --train-only --resume` and `unpack`).
 #
 #   bench/gpu_session.sh prepare --train-only [--resume NAME_GLOB [--from DIR]]
 #       Here: what `lease` and `reproduce` need and nothing else, so that a run's checkpoint
@@ -410,10 +413,19 @@ train_runs() {
   # Bundling ~50 MB of checkpoints takes a few seconds; the rest of the budget trains.
   local limit=$((budget - SECONDS - 30))
   ((limit > 60)) || { echo "SKIPPED reproduce: ${limit} s left" >> "$log"; return 1; }
-  step env GRAIL_DATA_DIR="$data" GRAIL_BIN_DIR="$bin" timeout "$limit" bench/reproduce.sh \
-    --splits "$split" --seeds "$seeds" --epochs "$epochs" --threads 4 --runs 5 \
-    --checkpoint-every-steps "${GPU_SESSION_CHECKPOINT_STEPS:-50}" --out "$carry/repro" \
-    -- --device "$device" "$@"
+  local run=(--splits "$split" --seeds "$seeds" --epochs "$epochs" --threads 4 --runs 5
+    --jobs "${GPU_SESSION_JOBS:-1}"
+    --checkpoint-every-steps "${GPU_SESSION_CHECKPOINT_STEPS:-50}" --out "$carry/repro"
+    -- --device "$device" "$@")
+  if step env GRAIL_DATA_DIR="$data" GRAIL_BIN_DIR="$bin" timeout "$limit" bench/reproduce.sh \
+    "${run[@]}"; then
+    # Every run finished: its models on the published figures' test set too (the _ind split's
+    # valid and test facts; seconds on the device, trains nothing), so that the call brings
+    # back both results and no archive needs evaluating here.
+    limit=$((budget - SECONDS - 30))
+    ((limit > 30)) && step env GRAIL_DATA_DIR="$data" GRAIL_BIN_DIR="$bin" timeout "$limit" \
+      bench/reproduce.sh --merged "${run[@]}"
+  fi
   echo "reproduce stopped at ${SECONDS} s" >> "$log"
 }
 
