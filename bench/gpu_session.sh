@@ -417,14 +417,13 @@ train_runs() {
     --jobs "${GPU_SESSION_JOBS:-1}"
     --checkpoint-every-steps "${GPU_SESSION_CHECKPOINT_STEPS:-50}" --out "$carry/repro"
     -- --device "$device" "$@")
-  if step env GRAIL_DATA_DIR="$data" GRAIL_BIN_DIR="$bin" timeout "$limit" bench/reproduce.sh \
-    "${run[@]}"; then
+  local reproduce=(env GRAIL_DATA_DIR="$data" GRAIL_BIN_DIR="$bin" bench/reproduce.sh)
+  if step timeout "$limit" "${reproduce[@]}" "${run[@]}"; then
     # Every run finished: its models on the published figures' test set too (the _ind split's
     # valid and test facts; seconds on the device, trains nothing), so that the call brings
     # back both results and no archive needs evaluating here.
     limit=$((budget - SECONDS - 30))
-    ((limit > 30)) && step env GRAIL_DATA_DIR="$data" GRAIL_BIN_DIR="$bin" timeout "$limit" \
-      bench/reproduce.sh --merged "${run[@]}"
+    ((limit > 30)) && step timeout "$limit" "${reproduce[@]}" --merged "${run[@]}"
   fi
   echo "reproduce stopped at ${SECONDS} s" >> "$log"
 }
