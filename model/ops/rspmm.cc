@@ -421,7 +421,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RelationalGraphImpl(const at::Ten
 void LinkRelationalCudaOps();  // model/ops/rspmm_cuda_ops.cc
 #endif
 
+void LinkPnaMoments();  // model/ops/pna_moments.cc
+
 void LinkRelationalOps() {
+  LinkPnaMoments();
 #ifdef GRAIL_WITH_CUDA
   LinkRelationalCudaOps();
 #endif

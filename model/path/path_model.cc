@@ -54,9 +54,8 @@ constexpr char kFusedSumAggregation[] = R"(
 // blocks scaled per node: coef holds (1, s, 1 / s) for each node.
 constexpr char kFusedPnaAggregation[] = R"(
   aggregate = ops.grail.rspmm(h, w, boundary, ptr, edges, order, "sum,sum_sq,max,min")
-  mean = aggregate[0] / count
-  std = (aggregate[1] / count - mean * mean).clamp(min=1e-6).sqrt()
-  features = torch.stack([mean.view(v, columns, d), aggregate[2].view(v, columns, d), aggregate[3].view(v, columns, d), std.view(v, columns, d), h.view(v, columns, d)], 2).view(-1, 5 * d)
+  moments = ops.grail.pna_moments(aggregate[0], aggregate[1], count)
+  features = torch.stack([moments[0].view(v, columns, d), aggregate[2].view(v, columns, d), aggregate[3].view(v, columns, d), moments[1].view(v, columns, d), h.view(v, columns, d)], 2).view(-1, 5 * d)
   on_features = self.combine_w_$L[d:].view(3, 4 * d, d).permute(1, 0, 2).reshape(4 * d, 3 * d)
   on_state = torch.cat([self.combine_w_$L[:d], torch.zeros([d, 2 * d], dtype=h.dtype, device=h.device)], 1)
   weight = torch.cat([on_features, on_state], 0)

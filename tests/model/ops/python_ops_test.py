@@ -1,7 +1,7 @@
 """The fused operator and a path model's archive in Python (Debian's python3-torch, the same
 LibTorch the binaries use): torch.ops.load_library() of libgrail_ops.so registers
-grail::rspmm, which passes torch.autograd.gradcheck in double precision and matches the
-per-edge formulation; an archive written by grail-train loads with torch.jit.load and scores
+grail::rspmm and grail::pna_moments, which pass torch.autograd.gradcheck in double precision
+and match the formulations they replace; an archive written by grail-train loads with torch.jit.load and scores
 facts as grail-eval does.
 
 Run by ctest with --bin-dir <build>/bin --ops-library <build>/lib/libgrail_ops.so.
@@ -60,6 +60,33 @@ class OperatorTest(unittest.TestCase):
                 self.assertTrue(torch.autograd.gradcheck(
                     lambda a, b, c: tuple(torch.ops.grail.rspmm(a, b, c, *graph, reduce)),
                     inputs), reduce)
+
+    def test_pna_moments_gradcheck_in_double_precision(self):
+        generator = torch.Generator().manual_seed(2)
+        total = torch.randn(10, 6, dtype=torch.double, generator=generator)
+        count = torch.randint(1, 5, (10, 1), generator=generator).to(torch.double)
+        square = (total * total / count + torch.rand(10, 6, dtype=torch.double,
+                                                     generator=generator) + 0.1)
+        inputs = (total.requires_grad_(), square.requires_grad_())
+        self.assertTrue(torch.autograd.gradcheck(
+            lambda a, b: tuple(torch.ops.grail.pna_moments(a, b, count)), inputs))
+
+    def test_pna_moments_matches_the_script_formulation(self):
+        generator = torch.Generator().manual_seed(3)
+        total = torch.randn(300, 64, generator=generator, requires_grad=True)
+        count = torch.randint(1, 40, (300, 1), generator=generator).to(torch.float)
+        square = (total.detach() ** 2 / count + torch.rand(300, 64, generator=generator))
+        square[:5] = total.detach()[:5] ** 2 / count[:5]  # a variance clamped to the floor
+        square.requires_grad_()
+        mean = total / count
+        reference = (mean, (square / count - mean * mean).clamp(min=1e-6).sqrt())
+        fused = torch.ops.grail.pna_moments(total, square, count)
+        weights = [torch.randn(300, 64, generator=generator) for _ in range(2)]
+        grads = [torch.autograd.grad(sum((o * g).sum() for o, g in zip(outs, weights)),
+                                     (total, square)) for outs in (fused, reference)]
+        for got, expected in zip(list(fused) + list(grads[0]), list(reference) + list(grads[1])):
+            self.assertLessEqual(((got - expected).abs().max() / expected.abs().max()).item(),
+                                 1e-5)
 
     def test_matches_the_per_edge_formulation(self):
         generator = torch.Generator().manual_seed(1)
