@@ -31,7 +31,7 @@ void CheckMoments(const at::Tensor& sum, const at::Tensor& sum_sq, const at::Ten
               sum_sq.device(), ", ", count.device());
 }
 
-// Rows per task: a few thousand values, so that a thread's share stays in its cache.
+// Rows per task: at least a few thousand values, so that a small tensor stays on one thread.
 int64_t RowGrain(int64_t features) {
   return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, features));
 }
