@@ -11,6 +11,8 @@
 #include <cmath>
 #include <vector>
 
+#include "model/ops/cpu_clones.h"
+
 namespace grail::ops {
 namespace {
 
@@ -39,32 +41,26 @@ int64_t RowGrain(int64_t features) {
 // Each value as TorchScript's `mean = s / c`, `var = q / c - mean * mean` round it; the clamp
 // keeps a NaN, as torch.clamp does.
 template <typename T>
-inline __attribute__((always_inline)) void RowMoments(T s, T q, T c, T* mean, T* var) {
+GRAIL_INLINE void RowMoments(T s, T q, T c, T* mean, T* var) {
   const T m = s / c;
   *mean = m;
   *var = q / c - m * m;
 }
 
 template <typename T>
-inline __attribute__((always_inline)) T Clamped(T var) {
+GRAIL_INLINE T Clamped(T var) {
   const T floor = static_cast<T>(kPnaMinVariance);
   return var < floor ? floor : var;
 }
 
-// The kernels are compiled for the widest vectors the CPU has (the loops are division- and
-// memory-bound); the file is built without contracting a * b - c into one FMA, so that each
-// value rounds as the script's operators round it, and without errno for sqrt, so that sqrt
-// vectorises (model/ops/CMakeLists.txt).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define GRAIL_MOMENTS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define GRAIL_MOMENTS_CLONES
-#endif
-
+// The kernels are compiled for the widest vectors the CPU has (cpu_clones.h; the loops are
+// division- and memory-bound); the file is built without contracting a * b - c into one FMA,
+// so that each value rounds as the script's operators round it, and without errno for sqrt,
+// so that sqrt vectorises (model/ops/CMakeLists.txt).
 template <typename T>
-GRAIL_MOMENTS_CLONES void MomentsRows(const T* __restrict sum, const T* __restrict sum_sq,
-                                      const T* __restrict count, int64_t begin, int64_t end,
-                                      int64_t F, T* __restrict mean, T* __restrict std) {
+GRAIL_VECTOR_CLONES void MomentsRows(const T* __restrict sum, const T* __restrict sum_sq,
+                                     const T* __restrict count, int64_t begin, int64_t end,
+                                     int64_t F, T* __restrict mean, T* __restrict std) {
   for (int64_t v = begin; v < end; ++v) {
     const T c = count[v];
     for (int64_t i = v * F; i < (v + 1) * F; ++i) {
@@ -88,12 +84,12 @@ void MomentsForward(const T* sum, const T* sum_sq, const T* count, int64_t V, in
 // the subtraction's sign, mean * mean's two factors added in turn, the divisions' grad / c. A null
 // grad_mean or grad_std (an unused output) reads as zeros.
 template <typename T>
-GRAIL_MOMENTS_CLONES void MomentsGradientRows(const T* __restrict sum, const T* __restrict sum_sq,
-                                              const T* __restrict count,
-                                              const T* __restrict grad_mean,
-                                              const T* __restrict grad_std, int64_t begin,
-                                              int64_t end, int64_t F, T* __restrict grad_sum,
-                                              T* __restrict grad_sum_sq) {
+GRAIL_VECTOR_CLONES void MomentsGradientRows(const T* __restrict sum, const T* __restrict sum_sq,
+                                             const T* __restrict count,
+                                             const T* __restrict grad_mean,
+                                             const T* __restrict grad_std, int64_t begin,
+                                             int64_t end, int64_t F, T* __restrict grad_sum,
+                                             T* __restrict grad_sum_sq) {
   const T floor = static_cast<T>(kPnaMinVariance);
   for (int64_t v = begin; v < end; ++v) {
     const T c = count[v];
@@ -101,7 +97,8 @@ GRAIL_MOMENTS_CLONES void MomentsGradientRows(const T* __restrict sum, const T* 
       T m, var;
       RowMoments(sum[i], sum_sq[i], c, &m, &var);
       const T g_std = grad_std != nullptr ? grad_std[i] : T(0);
-      const T g_var = var >= floor ? g_std / (T(2) * std::sqrt(Clamped(var))) : T(0);
+      // Unclamped (var >= floor), std is sqrt(var).
+      const T g_var = var >= floor ? g_std / (T(2) * std::sqrt(var)) : T(0);
       // mean * mean's two factors arrive after the features' gradient, one at a time.
       const T u = g_var * m;
       const T g_mean = ((grad_mean != nullptr ? grad_mean[i] : T(0)) - u) - u;
@@ -143,15 +140,15 @@ class PnaMomentsFunction : public torch::autograd::Function<PnaMomentsFunction> 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list s = ctx->get_saved_variables();
-    const at::Tensor& sum = s[0];
+    const at::Tensor &sum = s[0], &sum_sq = s[1], &count = s[2];
     if (!grads[0].defined() && !grads[1].defined())
       return {at::Tensor(), at::Tensor(), at::Tensor()};
     const at::Tensor grad_mean = grads[0].defined() ? grads[0].contiguous() : at::Tensor();
     const at::Tensor grad_std = grads[1].defined() ? grads[1].contiguous() : at::Tensor();
     at::Tensor grad_sum = at::empty_like(sum), grad_sum_sq = at::empty_like(sum);
     AT_DISPATCH_FLOATING_TYPES(sum.scalar_type(), "grail::pna_moments_backward", [&] {
-      MomentsBackward(sum.data_ptr<scalar_t>(), s[1].data_ptr<scalar_t>(),
-                      s[2].data_ptr<scalar_t>(),
+      MomentsBackward(sum.data_ptr<scalar_t>(), sum_sq.data_ptr<scalar_t>(),
+                      count.data_ptr<scalar_t>(),
                       grad_mean.defined() ? grad_mean.data_ptr<scalar_t>() : nullptr,
                       grad_std.defined() ? grad_std.data_ptr<scalar_t>() : nullptr, sum.size(0),
                       sum.size(1), grad_sum.data_ptr<scalar_t>(), grad_sum_sq.data_ptr<scalar_t>());

@@ -15,15 +15,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/ops/cpu_clones.h"
 #include "model/ops/rspmm_kernel.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define GRAIL_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define GRAIL_VECTOR_CLONES
-#endif
-// Helpers of the cloned kernels are inlined, so that they are compiled for the clone's ISA.
-#define GRAIL_INLINE inline __attribute__((always_inline))
 // The rows a loop reads and writes never overlap; said so, the compiler vectorises loops
 // with several outputs without alias checks.
 #if defined(__clang__)

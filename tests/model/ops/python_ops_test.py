@@ -1,8 +1,8 @@
 """The fused operator and a path model's archive in Python (Debian's python3-torch, the same
 LibTorch the binaries use): torch.ops.load_library() of libgrail_ops.so registers
 grail::rspmm and grail::pna_moments, which pass torch.autograd.gradcheck in double precision
-and match the formulations they replace; an archive written by grail-train loads with torch.jit.load and scores
-facts as grail-eval does.
+and match the formulations they replace; an archive written by grail-train loads with
+torch.jit.load and scores facts as grail-eval does.
 
 Run by ctest with --bin-dir <build>/bin --ops-library <build>/lib/libgrail_ops.so.
 """
