@@ -7,11 +7,13 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "model/ops/cpu_clones.h"
 #include "model/ops/rspmm_internal.h"
 #include "model/ops/rspmm_kernel.h"
 
@@ -53,35 +55,60 @@ void CheckIndexTensor(const at::Tensor& t, const char* name, const at::Device& d
   TORCH_CHECK(t.device() == device, "rspmm: ", name, " is on ", t.device(), ", h on ", device);
 }
 
+// Whether every a[i] of [0, n) lies in [0, bound), and whether a never decreases: one
+// comparison each without a branch, so that the loops vectorise (an unsigned comparison
+// catches negative values too). Only when one fails is the offender looked for.
+GRAIL_VECTOR_CLONES bool AllBelow(const int64_t* a, int64_t n, int64_t bound) {
+  const uint64_t limit = static_cast<uint64_t>(bound);
+  uint64_t outside = 0;
+  for (int64_t i = 0; i < n; ++i) outside |= static_cast<uint64_t>(a[i]) >= limit;
+  return outside == 0;
+}
+GRAIL_VECTOR_CLONES bool NonDecreasing(const int64_t* a, int64_t n) {
+  uint64_t decreases = 0;
+  for (int64_t i = 0; i + 1 < n; ++i) decreases |= a[i] > a[i + 1];
+  return decreases == 0;
+}
+
+// The CPU check entry by entry, throwing at the first entry out of range with what is wrong.
+void FindBadEntry(const int64_t* p, const int64_t* src, const int64_t* rel, const int64_t* dst,
+                  const int64_t* o, int64_t V, int64_t E, int64_t R) {
+  for (int row = 0; row < 2; ++row) {
+    const int64_t* q = p + row * (V + 1);
+    TORCH_CHECK(q[0] == 0 && q[V] == E, "rspmm: ptr[", row, "] must run from 0 to E = ", E,
+                ", got ", q[0], " to ", q[V]);
+    for (int64_t v = 0; v < V; ++v) {
+      TORCH_CHECK(q[v] <= q[v + 1], "rspmm: ptr[", row, "] decreases at node ", v);
+    }
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    TORCH_CHECK(src[e] >= 0 && src[e] < V && dst[e] >= 0 && dst[e] < V, "rspmm: edge ", e,
+                " joins nodes ", src[e], " and ", dst[e], ", outside h's ", V, " rows");
+    TORCH_CHECK(rel[e] >= 0 && rel[e] < R, "rspmm: edge ", e, " has relation ", rel[e],
+                ", outside w's ", R, " rows");
+    TORCH_CHECK(o[e] >= 0 && o[e] < E, "rspmm: src_order[", e, "] = ", o[e], " is not an edge id");
+  }
+}
+
 // Whether the graph's offsets and indices are in range: a bad one would read or write outside
-// the tensors. On the CPU every entry is checked (O(V + E), next to the O(E F) product); on a
-// device, each graph once while it lives unchanged (CheckedGraphs: each check there waits for
-// the device, and the layers of a pass and their backward reuse one graph).
+// the tensors. On the CPU every entry is checked (O(V + E), next to the O(E F) product: a
+// vectorised pass, then the entry-by-entry one only to name what is wrong); on a device, each
+// graph once while it lives unchanged (CheckedGraphs: each check there waits for the device,
+// and the layers of a pass and their backward reuse one graph).
 void CheckGraph(const at::Tensor& ptr, const at::Tensor& edges, const at::Tensor& order,
                 int64_t num_nodes, int64_t num_relations) {
   const int64_t V = num_nodes, E = edges.size(1), R = num_relations;
   if (ptr.is_cpu()) {
     const int64_t* p = ptr.data_ptr<int64_t>();
-    for (int row = 0; row < 2; ++row) {
-      const int64_t* q = p + row * (V + 1);
-      TORCH_CHECK(q[0] == 0 && q[V] == E, "rspmm: ptr[", row, "] must run from 0 to E = ", E,
-                  ", got ", q[0], " to ", q[V]);
-      for (int64_t v = 0; v < V; ++v) {
-        TORCH_CHECK(q[v] <= q[v + 1], "rspmm: ptr[", row, "] decreases at node ", v);
-      }
-    }
     const int64_t* src = edges.data_ptr<int64_t>();
     const int64_t* rel = src + E;
     const int64_t* dst = src + 2 * E;
     const int64_t* o = order.data_ptr<int64_t>();
-    for (int64_t e = 0; e < E; ++e) {
-      TORCH_CHECK(src[e] >= 0 && src[e] < V && dst[e] >= 0 && dst[e] < V, "rspmm: edge ", e,
-                  " joins nodes ", src[e], " and ", dst[e], ", outside h's ", V, " rows");
-      TORCH_CHECK(rel[e] >= 0 && rel[e] < R, "rspmm: edge ", e, " has relation ", rel[e],
-                  ", outside w's ", R, " rows");
-      TORCH_CHECK(o[e] >= 0 && o[e] < E, "rspmm: src_order[", e, "] = ", o[e],
-                  " is not an edge id");
-    }
+    const bool in_range = p[0] == 0 && p[V] == E && p[V + 1] == 0 && p[2 * V + 1] == E &&
+                          NonDecreasing(p, V + 1) && NonDecreasing(p + V + 1, V + 1) &&
+                          AllBelow(src, E, V) && AllBelow(rel, E, R) && AllBelow(dst, E, V) &&
+                          AllBelow(o, E, E);
+    if (!in_range) FindBadEntry(p, src, rel, dst, o, V, E, R);
     return;
   }
   CheckedGraphs* checked = &CheckedDeviceGraphs();

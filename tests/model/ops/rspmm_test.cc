@@ -248,9 +248,10 @@ TEST(RspmmTest, BadArgumentsAreRefusedWithWhatIsWrong) {
   auto [ptr, edges, order] = RelationalGraph(g.src, g.rel, g.dst, g.nodes);
   const torch::Tensor h = torch::randn({g.nodes, 4}), w = torch::randn({g.relations, 4});
   auto error = [&](const torch::Tensor& hh, const torch::Tensor& ww, const torch::Tensor& p,
-                   const torch::Tensor& e, const std::string& reduce) -> std::string {
+                   const torch::Tensor& e, const std::string& reduce,
+                   const torch::Tensor& o = {}) -> std::string {
     try {
-      Rspmm(hh, ww, torch::zeros_like(hh), p, e, order, reduce);
+      Rspmm(hh, ww, torch::zeros_like(hh), p, e, o.defined() ? o : order, reduce);
     } catch (const c10::Error& err) {
       return err.what_without_backtrace();
     }
@@ -266,6 +267,30 @@ TEST(RspmmTest, BadArgumentsAreRefusedWithWhatIsWrong) {
   bad = edges.clone();
   bad[0][3] = g.nodes;
   EXPECT_THAT(error(h, w, ptr, bad, "sum"), HasSubstr("outside h's 20 rows"));
+  // Every index is checked, negative ones too, wherever it lies; and the offsets of both
+  // directions.
+  for (int64_t row : {0, 1, 2}) {
+    for (int64_t e : {int64_t{0}, g.src.size(0) / 2, g.src.size(0) - 1}) {
+      bad = edges.clone();
+      bad[row][e] = -1;
+      EXPECT_THAT(error(h, w, ptr, bad, "sum"),
+                  HasSubstr("rspmm: edge " + std::to_string(e) +
+                            (row == 1 ? " has relation -1" : " joins nodes")));
+    }
+  }
+  torch::Tensor bad_order = order.clone();
+  bad_order[g.src.size(0) - 1] = g.src.size(0);
+  EXPECT_THAT(error(h, w, ptr, edges, "sum", bad_order), HasSubstr("is not an edge id"));
+  for (int64_t row : {0, 1}) {
+    torch::Tensor bad_ptr = ptr.clone();
+    bad_ptr[row][10] = bad_ptr[row][11] + 1;
+    EXPECT_THAT(error(h, w, bad_ptr, edges, "sum"),
+                HasSubstr("ptr[" + std::to_string(row) + "] decreases at node 10"));
+    bad_ptr = ptr.clone();
+    bad_ptr[row][g.nodes] = g.src.size(0) - 1;
+    EXPECT_THAT(error(h, w, bad_ptr, edges, "sum"),
+                HasSubstr("ptr[" + std::to_string(row) + "] must run from 0 to E"));
+  }
   EXPECT_THAT(error(h.to(torch::kInt32), w, ptr, edges, "sum"), HasSubstr("float or double"));
   EXPECT_THAT(error(h, w, ptr.to(torch::kInt32), edges, "sum"), HasSubstr("ptr must be int64"));
   try {
