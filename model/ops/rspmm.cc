@@ -449,9 +449,11 @@ void LinkRelationalCudaOps();  // model/ops/rspmm_cuda_ops.cc
 #endif
 
 void LinkPnaMoments();  // model/ops/pna_moments.cc
+void LinkPnaCombine();  // model/ops/pna_combine.cc
 
 void LinkRelationalOps() {
   LinkPnaMoments();
+  LinkPnaCombine();
 #ifdef GRAIL_WITH_CUDA
   LinkRelationalCudaOps();
 #endif

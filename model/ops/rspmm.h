@@ -36,8 +36,8 @@
 
 namespace grail::ops {
 
-// Makes sure the operators (grail::rspmm, grail::relational_graph and grail::pna_moments,
-// pna_moments.h) are registered in this process: a statically linked binary keeps
+// Makes sure the operators (grail::rspmm, grail::relational_graph, grail::pna_moments and
+// grail::pna_combine: pna_moments.h, pna_combine.h) are registered in this process: a statically linked binary keeps
 // this library's registration only if something calls into it. Cheap; call before loading or
 // building a module that uses them.
 void LinkRelationalOps();

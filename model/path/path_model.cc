@@ -51,15 +51,16 @@ constexpr char kFusedSumAggregation[] = R"(
 // The boundary takes part as every node's message to itself, as in the paper. The combine
 // step W [h, features, features * s, features / s] is one product of [features, h] with the
 // weights rearranged into three blocks of d columns (h only in the first), then a sum of the
-// blocks scaled per node: coef holds (1, s, 1 / s) for each node.
+// blocks scaled per node: coef holds (1, s, 1 / s) for each node. grail::pna_combine
+// (model/ops/pna_combine.h) runs the product, the scaling and the sum over blocks of rows,
+// the [features, h] rows never materialised.
 constexpr char kFusedPnaAggregation[] = R"(
   aggregate = ops.grail.rspmm(h, w, boundary, ptr, edges, order, "sum,sum_sq,max,min")
   moments = ops.grail.pna_moments(aggregate[0], aggregate[1], count)
-  features = torch.stack([moments[0].view(v, columns, d), aggregate[2].view(v, columns, d), aggregate[3].view(v, columns, d), moments[1].view(v, columns, d), h.view(v, columns, d)], 2).view(-1, 5 * d)
   on_features = self.combine_w_$L[d:].view(3, 4 * d, d).permute(1, 0, 2).reshape(4 * d, 3 * d)
   on_state = torch.cat([self.combine_w_$L[:d], torch.zeros([d, 2 * d], dtype=h.dtype, device=h.device)], 1)
   weight = torch.cat([on_features, on_state], 0)
-  out = (torch.matmul(features, weight).view(v, columns, 3, d) * coef).sum(2).view(-1, d) + self.combine_b_$L
+  out = ops.grail.pna_combine([moments[0].view(-1, d), aggregate[2].view(-1, d), aggregate[3].view(-1, d), moments[1].view(-1, d), h.view(-1, d)], weight, coef.view(v, 3), self.combine_b_$L)
 )";
 constexpr char kFusedLayerNorm[] = R"(
   out = torch.layer_norm(out, [d], self.norm_w_$L, self.norm_b_$L, 1e-5)

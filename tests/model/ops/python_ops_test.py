@@ -1,7 +1,7 @@
 """The fused operator and a path model's archive in Python (Debian's python3-torch, the same
 LibTorch the binaries use): torch.ops.load_library() of libgrail_ops.so registers
-grail::rspmm and grail::pna_moments, which pass torch.autograd.gradcheck in double precision
-and match the formulations they replace; an archive written by grail-train loads with
+grail::rspmm, grail::pna_moments and grail::pna_combine, which pass torch.autograd.gradcheck
+in double precision and match the formulations they replace; an archive written by grail-train loads with
 torch.jit.load and scores facts as grail-eval does.
 
 Run by ctest with --bin-dir <build>/bin --ops-library <build>/lib/libgrail_ops.so.
@@ -85,6 +85,37 @@ class OperatorTest(unittest.TestCase):
         grads = [torch.autograd.grad(sum((o * g).sum() for o, g in zip(outs, weights)),
                                      (total, square)) for outs in (fused, reference)]
         for got, expected in zip(list(fused) + list(grads[0]), list(reference) + list(grads[1])):
+            self.assertLessEqual(((got - expected).abs().max() / expected.abs().max()).item(),
+                                 1e-5)
+
+    def test_pna_combine_gradcheck_in_double_precision(self):
+        generator = torch.Generator().manual_seed(4)
+        nodes, group, width = 6, 3, 4  # 18 rows, two parts of 4, three scalers
+        parts = [torch.randn(nodes * group, width, dtype=torch.double, generator=generator)
+                 for _ in range(2)]
+        weight = torch.randn(2 * width, 3 * width, dtype=torch.double, generator=generator)
+        scale = torch.rand(nodes, 3, dtype=torch.double, generator=generator)
+        bias = torch.randn(width, dtype=torch.double, generator=generator)
+        inputs = tuple(x.requires_grad_() for x in parts + [weight, scale, bias])
+        self.assertTrue(torch.autograd.gradcheck(
+            lambda a, b, w, s, c: torch.ops.grail.pna_combine([a, b], w, s, c), inputs))
+
+    def test_pna_combine_matches_the_script_formulation(self):
+        generator = torch.Generator().manual_seed(5)
+        nodes, group, d = 500, 16, 32  # 8,000 rows: several blocks of rows, on both threads
+        parts = [torch.randn(nodes * group, d, generator=generator, requires_grad=True)
+                 for _ in range(5)]
+        weight = (torch.randn(5 * d, 3 * d, generator=generator) / 8).requires_grad_()
+        scale = torch.rand(nodes, 3, generator=generator).requires_grad_()
+        bias = torch.randn(d, generator=generator, requires_grad=True)
+        fused = torch.ops.grail.pna_combine(parts, weight, scale, bias)
+        reference = (torch.matmul(torch.cat(parts, 1), weight).view(nodes, group, 3, d)
+                     * scale.view(nodes, 1, 3, 1)).sum(2).view(-1, d) + bias
+        loss_weight = torch.randn(nodes * group, d, generator=generator)
+        inputs = tuple(parts) + (weight, scale, bias)
+        grads = [torch.autograd.grad((out * loss_weight).sum(), inputs)
+                 for out in (fused, reference)]
+        for got, expected in zip([fused] + list(grads[0]), [reference] + list(grads[1])):
             self.assertLessEqual(((got - expected).abs().max() / expected.abs().max()).item(),
                                  1e-5)
 
