@@ -64,9 +64,11 @@ CombineShape CheckCombine(at::TensorList parts, const at::Tensor& weight, const 
               "pna_combine: weight must be [P d, S D] for P = ", s.parts,
               " parts of d = ", s.part_width, " and S = ", s.scalers, ", got ", weight.sizes());
   s.width = weight.size(1) / s.scalers;
-  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == s.width,
-              "pna_combine: bias must be [D] for D = ", s.width, ", got ", bias.sizes());
-  for (const at::Tensor& t : {weight, scale, bias}) {
+  if (bias.defined()) {
+    TORCH_CHECK(bias.dim() == 1 && bias.size(0) == s.width,
+                "pna_combine: bias must be [D] for D = ", s.width, ", got ", bias.sizes());
+  }
+  for (const at::Tensor& t : {weight, scale, bias.defined() ? bias : weight}) {
     TORCH_CHECK(t.scalar_type() == first.scalar_type(),
                 "pna_combine: weight, scale and bias must have the parts' dtype ",
                 first.scalar_type(), ", got ", t.scalar_type());
@@ -340,8 +342,8 @@ class PnaCombineFunction : public torch::autograd::Function<PnaCombineFunction> 
     torch::autograd::variable_list result(P + 3);
     if (!grads[0].defined()) return result;
     const at::Tensor grad_out = grads[0].contiguous();
-    const CombineShape s = CheckCombine(
-        parts, weight, scale, at::empty({weight.size(1) / scale.size(1)}, weight.options()));
+    // The shape only: the bias is not saved, and an undefined one is not checked.
+    const CombineShape s = CheckCombine(parts, weight, scale, at::Tensor());
     bool to_parts = false;
     for (size_t p = 0; p < P; ++p) to_parts = to_parts || ctx->needs_input_grad(p);
     CombineGradients g;
@@ -370,6 +372,8 @@ class PnaCombineFunction : public torch::autograd::Function<PnaCombineFunction> 
 
 at::Tensor PnaCombineImpl(at::TensorList parts, const at::Tensor& weight, const at::Tensor& scale,
                           const at::Tensor& bias) {
+  TORCH_CHECK(bias.defined() && weight.defined() && scale.defined(),
+              "pna_combine: weight, scale and bias must be tensors");
   if (!weight.is_cpu()) {
     return CombineByScript(parts, weight, scale, bias, CheckCombine(parts, weight, scale, bias));
   }

@@ -146,6 +146,7 @@ TEST(PnaCombineTest, BadArgumentsAreRefusedWithWhatIsWrong) {
   EXPECT_THAT(error({a, b}, torch::randn({8, 7}), scale, bias), HasSubstr("weight must be [P d"));
   EXPECT_THAT(error({a, b}, weight, torch::rand({5, 3}), bias), HasSubstr("a multiple of"));
   EXPECT_THAT(error({a, b}, weight, scale, torch::randn({3})), HasSubstr("bias must be [D]"));
+  EXPECT_THAT(error({a, b}, weight, scale, torch::Tensor()), HasSubstr("must be tensors"));
   EXPECT_THAT(error({a, b}, weight.to(torch::kDouble), scale, bias), HasSubstr("dtype"));
   EXPECT_THAT(error({a, b.to(torch::kDouble)}, weight, scale, bias), HasSubstr("share a dtype"));
   EXPECT_THAT(error({a.to(torch::kInt32), b.to(torch::kInt32)}, weight, scale, bias),
