@@ -248,9 +248,12 @@ void CombineForward(at::TensorList parts, const at::Tensor& weight, const at::Te
   });
 }
 
+// The gradients the backward asks for: the parts' (allocated when asked for), scale's (zeros,
+// when asked for), the weight's when to_weight; the bias's always.
 struct CombineGradients {
-  std::vector<at::Tensor> parts;  // each defined when asked for
+  std::vector<at::Tensor> parts;
   at::Tensor weight, scale, bias;
+  bool to_weight = false;
 };
 
 // A thread's buffers of one block and its partial gradients.
@@ -263,8 +266,7 @@ void CombineBackward(at::TensorList parts, const at::Tensor& weight, const at::T
                      const at::Tensor& grad_out, const CombineShape& s, CombineGradients& g) {
   const Blocks blocks = SplitBlocks(s);
   const std::vector<const T*> part = Pointers<T>(parts);
-  const bool to_parts = !g.parts.empty(), to_weight = g.weight.defined(),
-             to_scale = g.scale.defined();
+  const bool to_parts = !g.parts.empty(), to_weight = g.to_weight, to_scale = g.scale.defined();
   std::vector<T*> grad_part;
   for (at::Tensor& t : g.parts) grad_part.push_back(t.data_ptr<T>());
   const int64_t rows = blocks.nodes_per_block * s.group;
@@ -350,14 +352,14 @@ class PnaCombineFunction : public torch::autograd::Function<PnaCombineFunction> 
     if (to_parts) {
       for (size_t p = 0; p < P; ++p) g.parts.push_back(at::empty_like(parts[p]));
     }
-    if (ctx->needs_input_grad(P)) g.weight = at::empty_like(weight);
+    g.to_weight = ctx->needs_input_grad(P);
     if (ctx->needs_input_grad(P + 1)) g.scale = at::zeros_like(scale);
     if (s.rows > 0) {
       AT_DISPATCH_FLOATING_TYPES(weight.scalar_type(), "grail::pna_combine_backward", [&] {
         CombineBackward<scalar_t>(parts, weight, scale, grad_out, s, g);
       });
     } else {
-      if (g.weight.defined()) g.weight.zero_();
+      if (g.to_weight) g.weight = at::zeros_like(weight);
       g.bias = at::zeros({s.width}, weight.options());
     }
     for (size_t p = 0; p < P; ++p) {

@@ -37,9 +37,9 @@
 namespace grail::ops {
 
 // Makes sure the operators (grail::rspmm, grail::relational_graph, grail::pna_moments and
-// grail::pna_combine: pna_moments.h, pna_combine.h) are registered in this process: a statically linked binary keeps
-// this library's registration only if something calls into it. Cheap; call before loading or
-// building a module that uses them.
+// grail::pna_combine: pna_moments.h, pna_combine.h) are registered in this process: a statically
+// linked binary keeps this library's registration only if something calls into it. Cheap; call
+// before loading or building a module that uses them.
 void LinkRelationalOps();
 
 // The operators through the dispatcher (autograd included), for C++ callers.
