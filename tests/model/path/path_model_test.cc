@@ -638,19 +638,26 @@ void ExpectSameRun(const ComparedRun& a, const ComparedRun& b) {
 class PathTrainingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    RuleGraph train = GenerateRuleGraph(kEntities, 1, "a");
-    train_facts_ = train.body;
+    UseGraphs(GenerateRuleGraph(kEntities, 1, "a"), GenerateRuleGraph(kEntities, 2, "b"));
+  }
+
+  // Trains on `train` (a tenth of its rule facts for validation) and tests on `test`, whose
+  // graph holds 60% of its rule facts, the other 40% being the test queries.
+  void UseGraphs(const RuleGraph& train, const RuleGraph& test) {
+    std::vector<NamedTriple> train_facts = train.body;
+    valid_.clear();
     for (size_t i = 0; i < train.targets.size(); ++i) {
-      (i % 10 == 0 ? valid_ : train_facts_).push_back(train.targets[i]);
+      (i % 10 == 0 ? valid_ : train_facts).push_back(train.targets[i]);
     }
-    IndexTriples(train_facts_, &train_);
-    // The unseen graph: 40% of its rule facts held out.
-    RuleGraph test = GenerateRuleGraph(kEntities, 2, "b");
+    train_ = IndexedTriples();
+    IndexTriples(train_facts, &train_);
     std::vector<NamedTriple> graph = test.body, held_out;
     for (size_t i = 0; i < test.targets.size(); ++i) {
       (i % 5 < 2 ? held_out : graph).push_back(test.targets[i]);
     }
+    test_indexed_ = IndexedTriples();
     IndexTriples(graph, &test_indexed_);
+    test_ids_.clear();
     for (const NamedTriple& t : held_out) {
       test_ids_.push_back({*test_indexed_.entities.Find(t.head),
                            *test_indexed_.relations.Find(t.relation),
@@ -709,7 +716,7 @@ class PathTrainingTest : public ::testing::Test {
   }
 
   static constexpr int kEntities = 200;
-  std::vector<NamedTriple> train_facts_, valid_;
+  std::vector<NamedTriple> valid_;
   IndexedTriples train_, test_indexed_;
   std::vector<Triple> test_ids_;
 };
@@ -878,10 +885,19 @@ TEST_F(PathTrainingTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
 }
 
 // An ULTRA archive fine-tunes with the path family's trainer: the loss falls, the model it
-// returns scores the unseen graph (other relation names) better than the archive did, and
-// a run resumed from its checkpoint trains the model a straight run trains.
+// returns ranks the rule's answers first on the unseen graph (other names and ids) where the
+// archive ranked them at random, and a run resumed from its checkpoint trains the model a
+// straight run trains. The graphs are typed (GenerateTypedRuleGraph): on the untyped rule
+// graph every relation meets every other alike in the relation graph, so ULTRA cannot tell
+// the rule's relations from the distractors and learns little more than "two facts away"
+// (full MRR 0.05 -> 0.04..0.11 over 12 seeds, below the random start on some machines).
 TEST_F(PathTrainingTest,
        FineTuningAnUltraArchiveImprovesItOnAnUnseenGraphAndResumesAsAStraightRun) {
+  // The unseen graph's facts reversed: its relations get other ids than the training
+  // graph's (br4 is 0, ar4 is 3) as well as other names.
+  RuleGraph unseen = GenerateTypedRuleGraph(kEntities / 2, 2, "b");
+  std::reverse(unseen.body.begin(), unseen.body.end());
+  UseGraphs(GenerateTypedRuleGraph(kEntities / 2, 1, "a"), unseen);
   ScopedTempDir dir;
   PathConfig config = UltraConfig();
   config.num_layers = 2;
@@ -904,7 +920,7 @@ TEST_F(PathTrainingTest,
   EXPECT_LT(epochs.back().loss, epochs.front().loss);
   EXPECT_TRUE((*tuned)->open_vocabulary());
 
-  // The unseen graph names its relations otherwise ("b..."): ULTRA reads them as they are.
+  // ULTRA reads the unseen graph's relations as they are, by their place in it.
   const StaticGraph graph = UnseenGraph();
   const RelationMap identity;
   PathEvaluationOptions evaluation;
@@ -914,9 +930,11 @@ TEST_F(PathTrainingTest,
   absl::StatusOr<EvaluationResult> after =
       EvaluatePath(**tuned, graph, identity, test_ids_, evaluation);
   ASSERT_TRUE(before.ok() && after.ok()) << before.status() << after.status();
-  // (Three epochs from random weights: measured 0.05 -> 0.09 full MRR, 0.18 -> 0.33 Hits@1.)
-  EXPECT_GT(after->full->mrr, before->full->mrr + 0.02);
-  EXPECT_GT(after->hits_at_1, before->hits_at_1 + 0.1);
+  // Three epochs from random weights, seeds 1..12: full MRR 0.02 before, 0.95..1.0 after;
+  // Hits@1 against 10 negatives 0.075 before, 0.95..1.0 after.
+  EXPECT_LT(before->full->mrr, 0.3);
+  EXPECT_GT(after->full->mrr, 0.8);
+  EXPECT_GT(after->hits_at_1, 0.8);
 
   PathTrainOptions first = options;
   first.epochs = 2;
