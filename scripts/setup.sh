@@ -40,6 +40,8 @@ packages=(
   clang libclang-rt-14-dev
   # tests and benchmarks; python3-yaml and yamllint check deploy/ (tests/deploy/)
   libgtest-dev libgmock-dev libbenchmark-dev prometheus python3 python3-yaml yamllint
+  # the syscalls a trainer's checkpoint makes, in order (fsync before rename)
+  strace
   # proves that exported models open in Python (torch.jit.load), same LibTorch 1.13
   python3-torch
   # the Python client (client/python) and its test; grail-train --plot

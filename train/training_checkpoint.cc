@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/durable_file.h"
 #include "common/json.h"
 
 namespace grail {
@@ -60,6 +61,12 @@ absl::Status TrainingCheckpoint::Write(const TrainingPosition& at, const std::st
     return absl::InternalError(
         absl::StrCat("cannot write a checkpoint to ", dir_, ": ", e.what_without_backtrace()));
   }
+  // On the disk, with their names, before state.json names them: a machine crash after the
+  // commit must not find them short.
+  for (const char* name : kTensorFiles) {
+    if (absl::Status synced = SyncPath(File(name, at)); !synced.ok()) return synced;
+  }
+  if (absl::Status synced = SyncPath(dir_); !synced.ok()) return synced;
   Json state = {{"run", run_key},
                 {"epoch", at.epoch},
                 {"steps", at.steps},
@@ -80,8 +87,11 @@ absl::Status TrainingCheckpoint::Write(const TrainingPosition& at, const std::st
     out.flush();
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", temporary));
   }
-  std::filesystem::rename(temporary, StatePath(), ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot write ", StatePath()));
+  // The commit: synced, renamed, the rename synced. Only then are the old files removed.
+  if (absl::Status replaced = ReplaceFile(temporary, StatePath()); !replaced.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot write ", StatePath(), ": ", replaced.message()));
+  }
   // Every other checkpoint's files (the previous one's, and any a crash left before its
   // commit) are no longer named by state.json.
   std::vector<std::filesystem::path> stale;

@@ -1,12 +1,13 @@
 // A training run's checkpoint, shared by every family's trainer (train/grail_trainer.h,
 // train/path_trainer.h, train/kge_trainer.h): after every epoch N, the parameters, the optimiser's
 // state and the best parameters so far as `parameters-N.pt`, `optimizer-N.pt` and `best-N.pt`,
-// LibTorch's CPU generator (edge dropout) as `torch-rng-N.pt`, then `state.json` — written to a
-// temporary name and renamed, the commit point — naming N, the run's key and what the
-// trainer adds (its metric, its own generators). A trainer may also checkpoint within an
+// LibTorch's CPU generator (edge dropout) as `torch-rng-N.pt`, each synced to the disk, then
+// `state.json` — written to a temporary name, synced and renamed (the rename synced too), the
+// commit point — naming N, the run's key and what the trainer adds (its metric, its own
+// generators). A trainer may also checkpoint within an
 // epoch, after step S of epoch N + 1 (files `<name>-N-stepS.pt`); state.json then adds how far
-// that epoch got. A crash between two commits leaves the previous checkpoint whole; the files
-// of every other checkpoint are removed after the commit.
+// that epoch got. A crash between two commits, of the process or of the machine, leaves the
+// previous checkpoint whole; the files of every other checkpoint are removed after the commit.
 //
 // A checkpoint belongs to one run: Restore() refuses a state.json whose key differs from the
 // caller's (other data or options), rather than resuming a different run.

@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/durable_file.h"
 #include "model/core/archive_check.h"
 #include "model/core/archive_loading.h"
 
@@ -157,6 +159,30 @@ std::vector<std::string> ArchiveRelations(const torch::jit::Module& module) {
   return relations;
 }
 
+absl::Status SaveModule(torch::jit::Module& module, const std::string& path) {
+  const std::string replaced_path = ReplacedPath(path);
+  const std::string temporary = TemporaryPathFor(replaced_path);
+  std::string error;
+  try {
+    module.save(temporary);
+  } catch (const c10::Error& e) {
+    error = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!error.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(temporary, ec);
+    return absl::InternalError(absl::StrCat("cannot save model to ", path, ": ", error));
+  }
+  absl::Status replaced = ReplaceFile(temporary, replaced_path);
+  if (!replaced.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot save model to ", path, ": ", replaced.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SaveModelArchive(torch::jit::Module& module, const std::string& fingerprint,
                               const std::string& path) {
   try {
@@ -170,12 +196,11 @@ absl::Status SaveModelArchive(torch::jit::Module& module, const std::string& fin
     } else {
       module.register_attribute(kDigestsAttribute, c10::StringType::get(), digests);
     }
-    module.save(path);
-    return absl::OkStatus();
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat("cannot save model to ", path, ": ", e.what_without_backtrace()));
   }
+  return SaveModule(module, path);
 }
 
 int64_t CountParameters(const torch::jit::Module& module) {

@@ -67,7 +67,11 @@ absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& byte
 std::string ArchiveFormat(const torch::jit::Module& module);
 // The archive's relation vocabulary, in the model's id order.
 std::vector<std::string> ArchiveRelations(const torch::jit::Module& module);
-// Writes `module` to `path` with `fingerprint` as its training_fingerprint attribute and the
+// Writes `module` to `path` as common/durable_file.h does: under a temporary name, synced,
+// then renamed over `path` (a symbolic link: its target), so a server reloading `path` meanwhile
+// reads the old archive or the new one, and a failed or interrupted save leaves the old one.
+absl::Status SaveModule(torch::jit::Module& module, const std::string& path);
+// SaveModule with `fingerprint` as the module's training_fingerprint attribute and the
 // SHA-256 of every tensor it holds as its parameter_digests attribute.
 absl::Status SaveModelArchive(torch::jit::Module& module, const std::string& fingerprint,
                               const std::string& path);

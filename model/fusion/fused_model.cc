@@ -74,8 +74,7 @@ absl::Status FusedModel::Save(const std::string& path) const {
     m.register_attribute("grail_weights", c10::ListType::ofFloats(),
                          DoubleList(grail_only_.weights));
     m.register_attribute("grail_bias", c10::FloatType::get(), grail_only_.bias);
-    m.save(path);
-    return absl::OkStatus();
+    return SaveModule(m, path);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("cannot save model to ", path, ": ", e.what()));
   }

@@ -26,7 +26,9 @@ struct BinaryRun {
 };
 
 // `args` is appended to the binary's path as shell words (quote what needs quoting).
-inline BinaryRun RunBinary(const std::string& name, const std::string& args) {
+// `wrapper`, if any, is put before the binary's path: a command that runs it (strace).
+inline BinaryRun RunBinary(const std::string& name, const std::string& args,
+                           const std::string& wrapper = "") {
   // A file of this process and call: ctest runs test processes in parallel, and one
   // process may run binaries from several threads.
   static std::atomic<int> calls{0};
@@ -34,8 +36,9 @@ inline BinaryRun RunBinary(const std::string& name, const std::string& args) {
       (std::filesystem::path(::testing::TempDir()) /
        ("stderr_" + name + "_" + std::to_string(getpid()) + "_" + std::to_string(calls++) + ".txt"))
           .string();
-  const std::string command =
-      std::string(GRAIL_BINARY_DIR) + "/bin/" + name + " " + args + " 2>" + err_path;
+  const std::string command = (wrapper.empty() ? "" : wrapper + " ") +
+                              std::string(GRAIL_BINARY_DIR) + "/bin/" + name + " " + args + " 2>" +
+                              err_path;
   BinaryRun run;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return run;

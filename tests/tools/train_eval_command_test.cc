@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -202,6 +204,92 @@ TEST_F(TrainEvalCommandTest, AblationFlagsReachTheExportedModel) {
   EXPECT_FALSE(loaded->config().attention);
   EXPECT_FALSE(loaded->config().node_labels);
   EXPECT_FALSE(loaded->config().enclosing);
+}
+
+// What a machine crash must not take: under strace, every file of each checkpoint is synced
+// before the rename of state.json that commits it, and the directory after it; the archive is
+// written under a temporary name, synced, renamed over --out, and its directory synced.
+TEST_F(TrainEvalCommandTest, CheckpointsAndTheArchiveAreOnTheDiskBeforeTheRenameThatNamesThem) {
+  if (std::system("strace -qq -o /dev/null true > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "strace is not installed or may not trace here";
+  }
+  const std::string model = Path("model", "synced.pt");
+  const std::string checkpoints = Path("model", "synced_checkpoints");
+  const std::string trace = Path("model", "synced.strace");
+  BinaryRun train = RunBinary(
+      "grail-train",
+      absl::StrCat("--train ", Path("train", "graph.txt"), " --valid ", Path("train", "held.txt"),
+                   " --out ", model, " --epochs 2 --hops 2 --seed 4 --threads 1 --checkpoint-dir ",
+                   checkpoints),
+      absl::StrCat("strace -f -qq --seccomp-bpf -y -e trace=fsync,fdatasync,rename,renameat,"
+                   "renameat2 -o ",
+                   trace));
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+
+  // The syscalls in order: a sync names its file by its real path (-y), a rename by the
+  // paths the trainer gave it.
+  struct Call {
+    bool sync;
+    std::string path, to;
+  };
+  std::vector<Call> calls;
+  const std::regex sync(R"re(^\d+\s+f(?:data)?sync\(\d+<([^>]*)>\)\s+=\s+0)re");
+  const std::regex rename(
+      R"re(^\d+\s+rename(?:at2?)?\((?:AT_FDCWD, )?"([^"]*)", (?:AT_FDCWD, )?"([^"]*)".*=\s+0)re");
+  for (absl::string_view line : absl::StrSplit(ReadTextFile(trace), '\n')) {
+    std::cmatch m;
+    const std::string text(line);
+    if (std::regex_search(text.c_str(), m, sync)) calls.push_back({true, m[1].str(), ""});
+    if (std::regex_search(text.c_str(), m, rename)) {
+      calls.push_back({false, m[1].str(), m[2].str()});
+    }
+  }
+  const std::string checkpoint_dir = std::filesystem::canonical(checkpoints).string();
+  const std::string model_dir =
+      std::filesystem::canonical(std::filesystem::path(model).parent_path()).string();
+  auto file_name = [](const std::string& path) {
+    return std::filesystem::path(path).filename().string();
+  };
+  // Names synced in calls [begin, end): file names, and directories by their real path.
+  auto synced = [&](size_t begin, size_t end) {
+    std::set<std::string> names;
+    for (size_t i = begin; i < end; ++i) {
+      if (!calls[i].sync) continue;
+      names.insert(std::filesystem::is_directory(calls[i].path) ? calls[i].path
+                                                                : file_name(calls[i].path));
+    }
+    return names;
+  };
+
+  std::vector<size_t> commits;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!calls[i].sync && file_name(calls[i].to) == "state.json") commits.push_back(i);
+  }
+  ASSERT_EQ(commits.size(), 2u) << ReadTextFile(trace);
+  for (size_t c = 0; c < commits.size(); ++c) {
+    const std::string epoch = std::to_string(c + 1);
+    const std::set<std::string> before = synced(c == 0 ? 0 : commits[c - 1], commits[c]);
+    for (const std::string& name :
+         {"parameters-" + epoch + ".pt", "optimizer-" + epoch + ".pt", "best-" + epoch + ".pt",
+          "torch-rng-" + epoch + ".pt", std::string("state.json.tmp"), checkpoint_dir}) {
+      EXPECT_TRUE(before.count(name)) << name << " is not synced before commit " << epoch;
+    }
+    const size_t next = c + 1 < commits.size() ? commits[c + 1] : calls.size();
+    EXPECT_TRUE(synced(commits[c] + 1, next).count(checkpoint_dir))
+        << "the rename of commit " << epoch << " is not synced";
+  }
+
+  std::vector<size_t> saves;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!calls[i].sync && calls[i].to == model) saves.push_back(i);
+  }
+  ASSERT_EQ(saves.size(), 1u) << ReadTextFile(trace);
+  const Call& save = calls[saves[0]];
+  EXPECT_THAT(save.path, HasSubstr(model + ".tmp-"));
+  EXPECT_TRUE(synced(0, saves[0]).count(file_name(save.path)));
+  EXPECT_TRUE(synced(saves[0] + 1, calls.size()).count(model_dir));
+  EXPECT_FALSE(std::filesystem::exists(save.path));
+  EXPECT_TRUE(GrailModel::Load(model).ok());
 }
 
 TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRanking) {

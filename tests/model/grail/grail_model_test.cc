@@ -1,6 +1,7 @@
 #include "model/grail/grail_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -19,6 +21,7 @@
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
 #include "gtest/gtest.h"
+#include "model/core/archive_check.h"
 #include "model/grail/enclosing_subgraph.h"
 #include "model/grail/subgraph_batch.h"
 #include "tests/testing/archive_surgery.h"
@@ -163,6 +166,38 @@ TEST_F(GrailModelTest, SavedArchiveScoresExactlyLikeTheModelAndKeepsItsMetadata)
   EXPECT_EQ((*loaded)->num_parameters(), model->num_parameters());
   const SubgraphBatch batch = Batch(queries_, config);
   EXPECT_EQ(*(*loaded)->Score(batch), *model->Score(batch));
+}
+
+// A server reloads its model from the path the trainer saves to: a reader meanwhile reads the
+// archive before a save or after it, whole, never a file the save is still writing, and the
+// saves leave no temporary file behind.
+TEST_F(GrailModelTest, AReaderMeanwhileSeesTheOldArchiveOrTheNewOneNeverHalfOfOne) {
+  GrailConfig config;
+  config.dim = 256;  // an archive of a few MB, long enough to write to be read midway
+  std::unique_ptr<GrailModel> models[] = {NewModel(config, 1), NewModel(config, 2)};
+  const std::string path = TempPath("swapped.pt");
+  ASSERT_TRUE(models[0]->Save(path).ok());
+  std::atomic<bool> saving{true};
+  int reads = 0, damaged = 0;
+  std::string first_damage;
+  std::thread reader([&] {
+    do {
+      const std::string bytes = ReadTextFile(path);
+      const absl::Status status = CheckModelArchiveBytes(bytes, path);
+      ++reads;
+      if (!status.ok() && damaged++ == 0) first_damage = status.ToString();
+    } while (saving.load());
+  });
+  for (int i = 1; i <= 40; ++i) EXPECT_TRUE(models[i % 2]->Save(path).ok());
+  saving.store(false);
+  reader.join();
+  EXPECT_EQ(damaged, 0) << "of " << reads << " reads; the first: " << first_damage;
+  int others = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
+    if (absl::StartsWith(entry.path().filename().string(), "swapped.pt.")) ++others;
+  }
+  EXPECT_EQ(others, 0);
 }
 
 TEST_F(GrailModelTest, AblationsAreCarriedByTheArchive) {
