@@ -19,6 +19,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "model/core/checkpoint_reader.h"
@@ -81,13 +82,26 @@ absl::Status Probe(absl::string_view kind, const std::string& bytes, const std::
 
 }  // namespace
 
+namespace {
+
+// The error as the verdict carries it: escaped onto one line, and short enough that the
+// line, escaped (at most 4 bytes a byte), fits the tail of the child's output that is kept.
+std::string VerdictMessage(const absl::Status& status) {
+  constexpr size_t kMaxMessage = 900;
+  absl::string_view message = status.message();
+  if (message.size() <= kMaxMessage) return std::string(message);
+  return absl::StrCat(message.substr(0, kMaxMessage), " ...");
+}
+
+}  // namespace
+
 int RunArchiveProbeIfAsked(int argc, char** argv) {
   if (argc != 4 || std::strcmp(argv[1], kProbeMode) != 0) return -1;
   const std::string bytes = ReadAll(STDIN_FILENO);
   const absl::Status status = Probe(argv[2], bytes, argv[3]);
-  const std::string verdict = status.ok()
-                                  ? absl::StrCat("\n", kVerdictOk, "\n")
-                                  : absl::StrCat("\n", kVerdictError, status.message(), "\n");
+  const std::string verdict =
+      status.ok() ? absl::StrCat("\n", kVerdictOk, "\n")
+                  : absl::StrCat("\n", kVerdictError, absl::CEscape(VerdictMessage(status)), "\n");
   std::fflush(stdout);
   std::fflush(stderr);
   WriteAll(STDOUT_FILENO, verdict);
@@ -345,7 +359,11 @@ absl::Status ProbeInChildProcess(ArchiveKind kind, absl::string_view bytes,
     absl::string_view line = absl::string_view(said).substr(verdict);
     line = line.substr(0, line.find('\n'));
     if (line == kVerdictOk) return absl::OkStatus();
-    if (absl::ConsumePrefix(&line, kVerdictError)) return absl::InvalidArgumentError(line);
+    // The message escaped to stay on its line (LibTorch's run over several).
+    std::string message;
+    if (absl::ConsumePrefix(&line, kVerdictError) && absl::CUnescape(line, &message)) {
+      return absl::InvalidArgumentError(message);
+    }
   }
   const std::string how =
       WIFSIGNALED(wstatus)

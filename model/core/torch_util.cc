@@ -2,7 +2,9 @@
 
 #include <openssl/evp.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -11,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -79,6 +82,37 @@ std::map<std::string, std::string> ParameterDigests(const torch::jit::Module& mo
 
 }  // namespace
 
+namespace {
+
+// Why LibTorch could not load `path`: its message, or, where the archive's code calls an
+// operator this process does not have (TorchScript's "Unknown builtin op: NS::NAME" and a
+// screen of source), which one and what to do about it.
+absl::Status LoadError(const std::string& path, const std::string& what) {
+  const std::string kUnknown = "Unknown builtin op: ";
+  const size_t at = what.find(kUnknown);
+  if (at != std::string::npos) {
+    const size_t begin = at + kUnknown.size();
+    size_t end = begin;
+    while (end < what.size() && (std::isalnum(static_cast<unsigned char>(what[end])) ||
+                                 what[end] == '_' || what[end] == ':')) {
+      ++end;
+    }
+    const std::string op = what.substr(begin, end - begin);
+    if (absl::StartsWith(op, "grail::")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot load model ", path, ": its code calls the operator ", op,
+          ", which this build does not have; the archive was written by a later build: serve "
+          "it with that build or a later one"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot load model ", path, ": its code calls the operator ", op, ", which LibTorch ",
+        TORCH_VERSION, " here does not have; the archive was written with a later LibTorch"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", what));
+}
+
+}  // namespace
+
 absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& bytes,
                                                          const std::string& path,
                                                          const torch::Device& device) {
@@ -90,10 +124,9 @@ absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& byte
     std::istringstream in(bytes);
     module = torch::jit::load(in, device);
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot load model ", path, ": ", e.what_without_backtrace()));
+    return LoadError(path, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", e.what()));
+    return LoadError(path, e.what());
   }
   // The digests its trainer wrote (archives written before them carry none): a tensor
   // altered anywhere, even with its record's CRC-32 recomputed, is refused by name. They

@@ -20,6 +20,7 @@
 #include "model/grail/grail_model.h"
 #include "model/kge/kge_model.h"
 #include "model/path/path_model.h"
+#include "tests/testing/archive_surgery.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/temp_dir.h"
 
@@ -290,6 +291,46 @@ TEST_F(TrainEvalCommandTest, CheckpointsAndTheArchiveAreOnTheDiskBeforeTheRename
   EXPECT_TRUE(synced(saves[0] + 1, calls.size()).count(model_dir));
   EXPECT_FALSE(std::filesystem::exists(save.path));
   EXPECT_TRUE(GrailModel::Load(model).ok());
+}
+
+// grail-eval loads an archive in a child process first: an archive it cannot load is
+// refused with the whole reason, whatever lines LibTorch's runs over, and one whose code calls
+// an operator of a later build says so.
+TEST_F(TrainEvalCommandTest, AnArchiveThatCannotBeLoadedIsRefusedWithTheWholeReason) {
+  PathConfig config;
+  config.num_layers = 2;
+  config.dim = 8;
+  config.pna = true;
+  absl::StatusOr<std::unique_ptr<PathModel>> model =
+      PathModel::Create(config, {"r0", "r1", "r2"}, 5);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::string saved = Path("model", "probed.pt");
+  ASSERT_TRUE((*model)->Save(saved).ok());
+  const std::string eval_args = absl::StrCat(" --graph ", Path("ind", "graph.txt"), " --test ",
+                                             Path("ind", "held.txt"), " --seed 3");
+
+  // TorchScript's error runs over several lines: the source line it stopped at is the last.
+  const std::string broken = Path("model", "broken.pt");
+  ASSERT_TRUE(
+      WriteWithExtraSource(saved, broken, "\ndef grail_broken(x: int) -> int:\n  return x +\n"));
+  BinaryRun refused = RunBinary("grail-eval", "--model " + broken + eval_args);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr(broken));
+  EXPECT_THAT(refused.err, HasSubstr("return x +"));
+
+  std::vector<ArchiveEntry> entries = ReadArchiveEntries(saved);
+  for (ArchiveEntry& entry : entries) {
+    for (size_t at = entry.data.find("ops.grail.pna_combine("); at != std::string::npos;
+         at = entry.data.find("ops.grail.pna_combine(", at)) {
+      entry.data.replace(at, 22, "ops.grail.pna_combine_v9(");
+    }
+  }
+  const std::string later = Path("model", "later.pt");
+  ASSERT_TRUE(WriteArchiveEntries(later, entries));
+  BinaryRun newer = RunBinary("grail-eval", "--model " + later + eval_args);
+  EXPECT_NE(newer.exit_code, 0);
+  EXPECT_THAT(newer.err, HasSubstr("calls the operator grail::pna_combine_v9"));
+  EXPECT_THAT(newer.err, HasSubstr("later build"));
 }
 
 TEST_F(TrainEvalCommandTest, ThePathFamilyTrainsResumesAndEvaluatesWithAFullRanking) {

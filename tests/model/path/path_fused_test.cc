@@ -22,6 +22,7 @@
 #include "model/path/path_batch.h"
 #include "model/path/path_model.h"
 #include "model/path/path_module.h"
+#include "tests/testing/archive_surgery.h"
 #include "tests/testing/path_test_graph.h"
 #include "tests/testing/rule_graph.h"
 #include "tests/testing/temp_dir.h"
@@ -149,6 +150,37 @@ TEST(PathArchiveTest, AnArchiveOfTheFormerFormatLoadsRebuiltAndScoresAsItDid) {
   ASSERT_TRUE(any.ok()) << any.status();
   ASSERT_EQ(any->family(), ModelFamily::kPath);
   ExpectClose(Scores(*any->path, graph, queries), Scores(**old, graph, queries));
+}
+
+// An archive whose code calls an operator of ours that this build lacks (one a later build
+// added) is refused saying which and why, not with TorchScript's "Unknown builtin op".
+TEST(PathArchiveTest, AnArchiveCallingAnOperatorThisBuildLacksIsRefusedNamingIt) {
+  ScopedTempDir dir;
+  PathConfig config;
+  config.num_layers = 2;
+  config.dim = 8;
+  config.pna = true;
+  auto model = PathModel::Create(config, Relations(2), 5);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE((*model)->Save(dir.Sub("model.pt")).ok());
+  std::vector<ArchiveEntry> entries = ReadArchiveEntries(dir.Sub("model.pt"));
+  int renamed = 0;
+  for (ArchiveEntry& entry : entries) {
+    for (size_t at = entry.data.find("ops.grail.pna_combine("); at != std::string::npos;
+         at = entry.data.find("ops.grail.pna_combine(", at)) {
+      entry.data.replace(at, 22, "ops.grail.pna_combine_v9(");
+      ++renamed;
+    }
+  }
+  ASSERT_GT(renamed, 0);
+  ASSERT_TRUE(WriteArchiveEntries(dir.Sub("later.pt"), entries));
+  absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(dir.Sub("later.pt"));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(loaded.status().message());
+  EXPECT_THAT(message, ::testing::HasSubstr("grail::pna_combine_v9"));
+  EXPECT_THAT(message, ::testing::HasSubstr("later build"));
+  EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr("Unknown builtin")));
 }
 
 TEST(PathArchiveTest, AFormerArchiveWhoseParametersDoNotFitItsConfigIsRefusedByName) {
