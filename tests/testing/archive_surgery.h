@@ -167,6 +167,23 @@ inline bool WriteWithExtraSource(const std::string& from, const std::string& to,
   return WriteArchiveEntries(to, entries);
 }
 
+// A copy of the archive at `from` at `to` whose code calls operator `renamed` wherever it
+// called `op` ("ops.grail.rspmm"): an archive of a build that has an operator this one lacks.
+// False if the code never called `op`.
+inline bool WriteWithOperatorRenamed(const std::string& from, const std::string& to,
+                                     const std::string& op, const std::string& renamed) {
+  std::vector<ArchiveEntry> entries = ReadArchiveEntries(from);
+  int calls = 0;
+  for (ArchiveEntry& entry : entries) {
+    for (size_t at = entry.data.find(op + "("); at != std::string::npos;
+         at = entry.data.find(op + "(", at + renamed.size())) {
+      entry.data.replace(at, op.size(), renamed);
+      ++calls;
+    }
+  }
+  return calls > 0 && WriteArchiveEntries(to, entries);
+}
+
 }  // namespace grail
 
 #endif  // GRAIL_TESTS_TESTING_ARCHIVE_SURGERY_H_

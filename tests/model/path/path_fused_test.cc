@@ -156,29 +156,16 @@ TEST(PathArchiveTest, AnArchiveOfTheFormerFormatLoadsRebuiltAndScoresAsItDid) {
 // added) is refused saying which and why, not with TorchScript's "Unknown builtin op".
 TEST(PathArchiveTest, AnArchiveCallingAnOperatorThisBuildLacksIsRefusedNamingIt) {
   ScopedTempDir dir;
-  PathConfig config;
-  config.num_layers = 2;
-  config.dim = 8;
-  config.pna = true;
-  auto model = PathModel::Create(config, Relations(2), 5);
+  auto model = PathModel::Create(PathConfig{}, Relations(2), 5);
   ASSERT_TRUE(model.ok());
   ASSERT_TRUE((*model)->Save(dir.Sub("model.pt")).ok());
-  std::vector<ArchiveEntry> entries = ReadArchiveEntries(dir.Sub("model.pt"));
-  int renamed = 0;
-  for (ArchiveEntry& entry : entries) {
-    for (size_t at = entry.data.find("ops.grail.pna_combine("); at != std::string::npos;
-         at = entry.data.find("ops.grail.pna_combine(", at)) {
-      entry.data.replace(at, 22, "ops.grail.pna_combine_v9(");
-      ++renamed;
-    }
-  }
-  ASSERT_GT(renamed, 0);
-  ASSERT_TRUE(WriteArchiveEntries(dir.Sub("later.pt"), entries));
+  ASSERT_TRUE(WriteWithOperatorRenamed(dir.Sub("model.pt"), dir.Sub("later.pt"), "ops.grail.rspmm",
+                                       "ops.grail.rspmm_v9"));
   absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::Load(dir.Sub("later.pt"));
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string message(loaded.status().message());
-  EXPECT_THAT(message, ::testing::HasSubstr("grail::pna_combine_v9"));
+  EXPECT_THAT(message, ::testing::HasSubstr("grail::rspmm_v9"));
   EXPECT_THAT(message, ::testing::HasSubstr("later build"));
   EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr("Unknown builtin")));
 }
