@@ -80,10 +80,6 @@ absl::Status Probe(absl::string_view kind, const std::string& bytes, const std::
   return absl::InvalidArgumentError(absl::StrCat("unknown probe kind ", kind));
 }
 
-}  // namespace
-
-namespace {
-
 // The error as the verdict carries it: escaped onto one line, and short enough that the
 // line, escaped (at most 4 bytes a byte), fits the tail of the child's output that is kept.
 std::string VerdictMessage(const absl::Status& status) {

@@ -80,10 +80,6 @@ std::map<std::string, std::string> ParameterDigests(const torch::jit::Module& mo
   return digests;
 }
 
-}  // namespace
-
-namespace {
-
 // Why LibTorch could not load `path`: its message, or, where the archive's code calls an
 // operator this process does not have (TorchScript's "Unknown builtin op: NS::NAME" and a
 // screen of source), which one and what to do about it.
