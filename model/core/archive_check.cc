@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -165,8 +166,33 @@ absl::Status CheckStorages(absl::string_view pickle, const std::string& pickle_n
   });
 }
 
-// The zip walk of both checks below; `torchscript` adds the TorchScript entries and storages.
-absl::Status CheckZip(absl::string_view bytes, absl::string_view path, bool torchscript) {
+bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Adds to `operators` each operator `code` (a TorchScript source file of the archive) calls
+// as `ops.NS.NAME`, as NS::NAME, outside aten and prim (LibTorch's own, some of them the
+// compiler's rather than registered operators).
+void AddCalledOperators(absl::string_view code, std::set<std::string>* operators) {
+  auto identifier = [&](size_t begin) {
+    size_t end = begin;
+    while (end < code.size() && IsIdentifierChar(code[end])) ++end;
+    return code.substr(begin, end - begin);
+  };
+  for (size_t at = code.find("ops."); at != absl::string_view::npos;
+       at = code.find("ops.", at + 4)) {
+    if (at > 0 && IsIdentifierChar(code[at - 1])) continue;
+    const absl::string_view ns = identifier(at + 4);
+    const size_t dot = at + 4 + ns.size();
+    if (ns.empty() || dot >= code.size() || code[dot] != '.') continue;
+    const absl::string_view name = identifier(dot + 1);
+    if (name.empty() || ns == "aten" || ns == "prim") continue;
+    operators->insert(absl::StrCat(ns, "::", name));
+  }
+}
+
+// The zip walk of both checks below; `torchscript` adds the TorchScript entries and storages,
+// and `operators` (when not null) the operators the code calls.
+absl::Status CheckZip(absl::string_view bytes, absl::string_view path, bool torchscript,
+                      std::set<std::string>* operators) {
   auto not_archive = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a model archive: ", why));
   };
@@ -242,6 +268,7 @@ absl::Status CheckZip(absl::string_view bytes, absl::string_view path, bool torc
   std::set<std::string> names;
   std::map<std::string, uint64_t> record_bytes;
   std::map<std::string, std::string> pickles;  // the entries named *.pkl, inflated
+  std::map<std::string, std::string> code;     // the TorchScript source files, when wanted
   uint64_t at = directory;
   for (uint64_t i = 0; i < entries; ++i) {
     if (in.Read(at, 4) != kCentralHeader || at + 46 > directory + directory_size) {
@@ -325,15 +352,21 @@ absl::Status CheckZip(absl::string_view bytes, absl::string_view path, bool torc
     if (!data) return damaged(absl::StrCat(e.name, ": its data runs past the end of the file"));
     uint32_t crc = 0;
     uint64_t size = 0;
+    std::string* keep = nullptr;
+    if (absl::EndsWith(e.name, ".pkl")) {
+      keep = &pickles[e.name];
+    } else if (operators != nullptr && absl::StrContains(e.name, "/code/") &&
+               absl::EndsWith(e.name, ".py")) {
+      keep = &code[e.name];
+    }
     if (e.method == 0) {
       if (e.compressed != e.uncompressed) {
         return damaged(absl::StrCat(e.name, ": stored, but its two sizes differ"));
       }
       crc = Crc32(0, *data);
       size = data->size();
-      if (absl::EndsWith(e.name, ".pkl")) pickles[e.name] = std::string(*data);
+      if (keep != nullptr) *keep = std::string(*data);
     } else if (e.method == 8) {
-      std::string* keep = absl::EndsWith(e.name, ".pkl") ? &pickles[e.name] : nullptr;
       if (std::optional<std::string> error = Inflate(*data, e.uncompressed, &crc, &size, keep)) {
         return damaged(absl::StrCat(e.name, ": ", *error));
       }
@@ -369,17 +402,21 @@ absl::Status CheckZip(absl::string_view bytes, absl::string_view path, bool torc
       return s;
     }
   }
+  if (operators != nullptr) {
+    for (const auto& [name, source] : code) AddCalledOperators(source, operators);
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path) {
-  return CheckZip(bytes, path, /*torchscript=*/true);
+absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path,
+                                    std::set<std::string>* operators) {
+  return CheckZip(bytes, path, /*torchscript=*/true, operators);
 }
 
 absl::Status CheckZipArchiveBytes(absl::string_view bytes, absl::string_view path) {
-  return CheckZip(bytes, path, /*torchscript=*/false);
+  return CheckZip(bytes, path, /*torchscript=*/false, /*operators=*/nullptr);
 }
 
 }  // namespace grail

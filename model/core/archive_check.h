@@ -12,6 +12,7 @@
 #ifndef GRAIL_MODEL_CORE_ARCHIVE_CHECK_H_
 #define GRAIL_MODEL_CORE_ARCHIVE_CHECK_H_
 
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,7 +26,11 @@ namespace grail {
 // file, no entry marked as a directory, stored or deflated entries only, every entry's CRC-32
 // and size, and the TorchScript entries (<dir>/data.pkl, <dir>/constants.pkl, <dir>/version).
 // INVALID_ARGUMENT "PATH is not a model archive: ..." or "PATH is damaged: ..." otherwise.
-absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path);
+// When `operators` is not null, adds to it the operators the archive's code calls outside
+// LibTorch's aten and prim namespaces, as NS::NAME (grail::rspmm): the loader refuses an
+// archive calling one this build lacks before TorchScript compiles a line of it.
+absl::Status CheckModelArchiveBytes(absl::string_view bytes, absl::string_view path,
+                                    std::set<std::string>* operators = nullptr);
 
 // The container alone, as above, for any zip LibTorch's reader opens (a torch.save checkpoint):
 // the directory, every header, stored or deflated entries, every entry's CRC-32 and size.

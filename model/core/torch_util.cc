@@ -1,6 +1,7 @@
 #include "model/core/torch_util.h"
 
 #include <openssl/evp.h>
+#include <torch/csrc/jit/runtime/operator.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
 
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -80,9 +82,24 @@ std::map<std::string, std::string> ParameterDigests(const torch::jit::Module& mo
   return digests;
 }
 
+// `path`'s code calls the operator `op` (NS::NAME), which this process does not have: which
+// one, and what to do about it.
+absl::Status MissingOperatorError(const std::string& path, const std::string& op) {
+  if (absl::StartsWith(op, "grail::")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot load model ", path, ": its code calls the operator ", op,
+        ", which this build does not have; the archive was written by a later build: serve "
+        "it with that build or a later one"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cannot load model ", path, ": its code calls the operator ", op, ", which LibTorch ",
+      TORCH_VERSION, " here does not have; the archive was written with a later LibTorch"));
+}
+
 // Why LibTorch could not load `path`: its message, or, where the archive's code calls an
-// operator this process does not have (TorchScript's "Unknown builtin op: NS::NAME" and a
-// screen of source), which one and what to do about it.
+// operator of LibTorch's own this process does not have (TorchScript's "Unknown builtin op:
+// NS::NAME" and a screen of source), MissingOperatorError. Those of other namespaces are
+// found before LibTorch compiles anything (LoadModelArchiveBytes).
 absl::Status LoadError(const std::string& path, const std::string& what) {
   const std::string kUnknown = "Unknown builtin op: ";
   const size_t at = what.find(kUnknown);
@@ -93,16 +110,7 @@ absl::Status LoadError(const std::string& path, const std::string& what) {
                                  what[end] == '_' || what[end] == ':')) {
       ++end;
     }
-    const std::string op = what.substr(begin, end - begin);
-    if (absl::StartsWith(op, "grail::")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot load model ", path, ": its code calls the operator ", op,
-          ", which this build does not have; the archive was written by a later build: serve "
-          "it with that build or a later one"));
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot load model ", path, ": its code calls the operator ", op, ", which LibTorch ",
-        TORCH_VERSION, " here does not have; the archive was written with a later LibTorch"));
+    return MissingOperatorError(path, what.substr(begin, end - begin));
   }
   return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", what));
 }
@@ -112,8 +120,16 @@ absl::Status LoadError(const std::string& path, const std::string& what) {
 absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& bytes,
                                                          const std::string& path,
                                                          const torch::Device& device) {
-  if (absl::Status container = CheckModelArchiveBytes(bytes, path); !container.ok()) {
+  std::set<std::string> operators;
+  if (absl::Status container = CheckModelArchiveBytes(bytes, path, &operators); !container.ok()) {
     return container;
+  }
+  // Before TorchScript compiles the code: LibTorch 1.13 leaks the half-compiled functions when
+  // it meets an operator it does not know, and names it only among a screen of source.
+  for (const std::string& op : operators) {
+    if (torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString(op)).empty()) {
+      return MissingOperatorError(path, op);
+    }
   }
   torch::jit::Module module;
   try {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
 #include "gtest/gtest.h"
+#include "model/core/archive_check.h"
 #include "model/families.h"
 #include "model/path/path_batch.h"
 #include "model/path/path_model.h"
@@ -168,6 +170,32 @@ TEST(PathArchiveTest, AnArchiveCallingAnOperatorThisBuildLacksIsRefusedNamingIt)
   EXPECT_THAT(message, ::testing::HasSubstr("grail::rspmm_v9"));
   EXPECT_THAT(message, ::testing::HasSubstr("later build"));
   EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr("Unknown builtin")));
+}
+
+// The operators an archive's code calls, as the loader checks them before TorchScript
+// compiles it: ours by name, LibTorch's own (aten, prim) left to LibTorch.
+TEST(PathArchiveTest, TheArchiveCheckListsTheOperatorsItsCodeCalls) {
+  ScopedTempDir dir;
+  PathConfig config;
+  config.pna = true;
+  auto model = PathModel::Create(config, Relations(2), 5);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE((*model)->Save(dir.Sub("model.pt")).ok());
+  std::set<std::string> operators;
+  ASSERT_TRUE(
+      CheckModelArchiveBytes(ReadTextFile(dir.Sub("model.pt")), "model.pt", &operators).ok());
+  EXPECT_THAT(operators,
+              ::testing::UnorderedElementsAre("grail::rspmm", "grail::pna_moments",
+                                              "grail::pna_combine", "grail::relational_graph"));
+
+  ASSERT_TRUE(WriteWithOperatorRenamed(dir.Sub("model.pt"), dir.Sub("later.pt"), "ops.grail.rspmm",
+                                       "ops.grail.rspmm_v9"));
+  operators.clear();
+  ASSERT_TRUE(
+      CheckModelArchiveBytes(ReadTextFile(dir.Sub("later.pt")), "later.pt", &operators).ok());
+  EXPECT_THAT(operators,
+              ::testing::UnorderedElementsAre("grail::rspmm_v9", "grail::pna_moments",
+                                              "grail::pna_combine", "grail::relational_graph"));
 }
 
 TEST(PathArchiveTest, AFormerArchiveWhoseParametersDoNotFitItsConfigIsRefusedByName) {
