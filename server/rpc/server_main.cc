@@ -32,6 +32,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/command_line.h"
+#include "common/durable_file.h"
 #include "common/json.h"
 #include "google/protobuf/stubs/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -288,12 +289,21 @@ int WaitForShutdownSignal(KnowledgeGraphService& service, AccessTokens* tokens,
   }
 }
 
-// Writes {"port":P,"metrics_port":M} to `path` whole under another name, then renames it: a
-// reader never sees half a file.
+// Writes {"port":P,"metrics_port":M} to `path` whole under another name, then replaces it
+// (common/durable_file.h): a reader never sees half a file. A failure is logged; the server
+// serves either way.
 void WriteReadyFile(const std::string& path, int port, int metrics_port) {
-  const std::string temporary = path + ".tmp";
-  std::ofstream(temporary) << JsonLine({{"port", port}, {"metrics_port", metrics_port}}) << "\n";
-  std::rename(temporary.c_str(), path.c_str());
+  const std::string temporary = TemporaryPathFor(path);
+  std::ofstream out(temporary);
+  out << JsonLine({{"port", port}, {"metrics_port", metrics_port}}) << "\n";
+  out.close();
+  const absl::Status written =
+      out ? ReplaceFile(temporary, path)
+          : absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+  if (!written.ok()) {
+    std::remove(temporary.c_str());
+    Log("error", {{"during", "writing the ready file"}, {"error", written.ToString()}});
+  }
 }
 
 // The stages in order: configuration, metrics, security, gRPC (NOT_SERVING), the model, the
