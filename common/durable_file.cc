@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,21 @@ absl::Status ReplaceFile(const std::string& temporary, const std::string& path) 
   }
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   return SyncPath(dir.empty() ? std::string(".") : dir.string());
+}
+
+absl::Status WriteAndReplaceFile(const std::string& temporary, const std::string& path,
+                                 absl::string_view contents) {
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      return absl::InternalError(absl::StrCat("cannot write ", temporary));
+    }
+  }
+  return ReplaceFile(temporary, path);
 }
 
 }  // namespace grail

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace grail {
 
@@ -27,6 +28,11 @@ std::string TemporaryPathFor(const std::string& path);
 // then syncs their directory so the rename itself lasts. On error `path` is left as it was
 // and `temporary` is removed.
 absl::Status ReplaceFile(const std::string& temporary, const std::string& path);
+
+// Writes `contents` to `temporary`, then ReplaceFile(temporary, path). On error `path` is left
+// as it was and `temporary` is removed.
+absl::Status WriteAndReplaceFile(const std::string& temporary, const std::string& path,
+                                 absl::string_view contents);
 
 }  // namespace grail
 

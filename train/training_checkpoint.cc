@@ -80,15 +80,11 @@ absl::Status TrainingCheckpoint::Write(const TrainingPosition& at, const std::st
                        {"loss", at.within.loss},
                        {"seconds", at.within.seconds}};
   }
-  const std::string temporary = StatePath() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << JsonLine(state) << "\n";
-    out.flush();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", temporary));
-  }
-  // The commit: synced, renamed, the rename synced. Only then are the old files removed.
-  if (absl::Status replaced = ReplaceFile(temporary, StatePath()); !replaced.ok()) {
+  // The commit: written aside, synced, renamed, the rename synced. Only then are the old
+  // files removed.
+  if (absl::Status replaced =
+          WriteAndReplaceFile(StatePath() + ".tmp", StatePath(), JsonLine(state) + "\n");
+      !replaced.ok()) {
     return absl::InternalError(
         absl::StrCat("cannot write ", StatePath(), ": ", replaced.message()));
   }

@@ -16,7 +16,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -293,15 +292,10 @@ int WaitForShutdownSignal(KnowledgeGraphService& service, AccessTokens* tokens,
 // (common/durable_file.h): a reader never sees half a file. A failure is logged; the server
 // serves either way.
 void WriteReadyFile(const std::string& path, int port, int metrics_port) {
-  const std::string temporary = TemporaryPathFor(path);
-  std::ofstream out(temporary);
-  out << JsonLine({{"port", port}, {"metrics_port", metrics_port}}) << "\n";
-  out.close();
   const absl::Status written =
-      out ? ReplaceFile(temporary, path)
-          : absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+      WriteAndReplaceFile(TemporaryPathFor(path), path,
+                          JsonLine({{"port", port}, {"metrics_port", metrics_port}}) + "\n");
   if (!written.ok()) {
-    std::remove(temporary.c_str());
     Log("error", {{"during", "writing the ready file"}, {"error", written.ToString()}});
   }
 }

@@ -51,6 +51,22 @@ TEST(DurableFileTest, AReplaceThatFailsLeavesTheFileAndRemovesTheTemporary) {
   EXPECT_EQ(ReadTextFile(dir.Sub("file")), "kept");
 }
 
+TEST(DurableFileTest, WriteAndReplaceFileWritesTheContentsAsideThenReplaces) {
+  ScopedTempDir dir;
+  const std::string path = dir.Sub("state.json");
+  WriteText(path, "old");
+  const std::string temporary = TemporaryPathFor(path);
+  ASSERT_TRUE(WriteAndReplaceFile(temporary, path, std::string("new\0line\n", 9)).ok());
+  EXPECT_EQ(ReadTextFile(path), std::string("new\0line\n", 9));
+  EXPECT_FALSE(std::filesystem::exists(temporary));
+
+  // A temporary that cannot be written: the file is left as it was.
+  const absl::Status unwritten = WriteAndReplaceFile(dir.Sub("missing/state.json.tmp"), path, "x");
+  EXPECT_EQ(unwritten.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(unwritten.message(), HasSubstr(dir.Sub("missing/state.json.tmp")));
+  EXPECT_EQ(ReadTextFile(path), std::string("new\0line\n", 9));
+}
+
 TEST(DurableFileTest, SyncPathSyncsFilesAndDirectoriesAndNamesWhatIsMissing) {
   ScopedTempDir dir;
   WriteText(dir.Sub("file"), "x");
