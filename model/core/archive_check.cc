@@ -170,20 +170,33 @@ bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c
 
 // Adds to `operators` each operator `code` (a TorchScript source file of the archive) calls
 // as `ops.NS.NAME`, as NS::NAME, outside aten and prim (LibTorch's own, some of them the
-// compiler's rather than registered operators).
+// compiler's rather than registered operators). String constants are skipped: TorchScript
+// prints them quoted, '...' or "...", with backslash escapes, and writes no comments.
 void AddCalledOperators(absl::string_view code, std::set<std::string>* operators) {
   auto identifier = [&](size_t begin) {
     size_t end = begin;
     while (end < code.size() && IsIdentifierChar(code[end])) ++end;
     return code.substr(begin, end - begin);
   };
-  for (size_t at = code.find("ops."); at != absl::string_view::npos;
-       at = code.find("ops.", at + 4)) {
-    if (at > 0 && IsIdentifierChar(code[at - 1])) continue;
+  size_t at = 0;
+  while (at < code.size()) {
+    const char c = code[at];
+    if (c == '"' || c == '\'') {
+      ++at;
+      while (at < code.size() && code[at] != c) at += code[at] == '\\' ? 2 : 1;
+      ++at;
+      continue;
+    }
+    if (!absl::StartsWith(code.substr(at), "ops.") || (at > 0 && IsIdentifierChar(code[at - 1]))) {
+      ++at;
+      continue;
+    }
     const absl::string_view ns = identifier(at + 4);
     const size_t dot = at + 4 + ns.size();
+    at = dot;
     if (ns.empty() || dot >= code.size() || code[dot] != '.') continue;
     const absl::string_view name = identifier(dot + 1);
+    at = dot + 1 + name.size();
     if (name.empty() || ns == "aten" || ns == "prim") continue;
     operators->insert(absl::StrCat(ns, "::", name));
   }

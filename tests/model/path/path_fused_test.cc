@@ -198,6 +198,36 @@ TEST(PathArchiveTest, TheArchiveCheckListsTheOperatorsItsCodeCalls) {
                                               "grail::pna_combine", "grail::relational_graph"));
 }
 
+// A string constant that spells an operator is not a call: only the call after it is listed,
+// even past a constant that holds an escaped quote.
+TEST(PathArchiveTest, TheArchiveCheckSkipsStringConstantsThatSpellAnOperator) {
+  ScopedTempDir dir;
+  torch::jit::Module module("Quoted");
+  module.define(R"(
+def names(self) -> List[str]:
+    return ["ops.nothere.first", 'ops.nothere.second', "a \" ops.nothere.third"]
+
+def forward(self, x: Tensor) -> Tensor:
+    return torch.relu(x)
+)");
+  module.save(dir.Sub("quoted.pt"));
+  std::string code;
+  for (const ArchiveEntry& entry : ReadArchiveEntries(dir.Sub("quoted.pt"))) {
+    if (entry.name == "quoted/code/__torch__.py") code = entry.data;
+  }
+  ASSERT_THAT(code, ::testing::HasSubstr("ops.nothere.third"));
+  const std::string bytes = ReadTextFile(dir.Sub("quoted.pt"));
+  std::set<std::string> operators;
+  ASSERT_TRUE(CheckModelArchiveBytes(bytes, "quoted.pt", &operators).ok());
+  EXPECT_THAT(operators, ::testing::IsEmpty());
+
+  // The same code calling an operator of ours after the constants: that call is listed.
+  ASSERT_TRUE(WriteWithOperatorRenamed(dir.Sub("quoted.pt"), dir.Sub("call.pt"), "torch.relu",
+                                       "ops.grail.relu"));
+  ASSERT_TRUE(CheckModelArchiveBytes(ReadTextFile(dir.Sub("call.pt")), "call.pt", &operators).ok());
+  EXPECT_THAT(operators, ::testing::ElementsAre("grail::relu"));
+}
+
 TEST(PathArchiveTest, AFormerArchiveWhoseParametersDoNotFitItsConfigIsRefusedByName) {
   ScopedTempDir dir;
   PathConfig config;
