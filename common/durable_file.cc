@@ -1,14 +1,19 @@
 #include "common/durable_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace grail {
@@ -37,8 +42,113 @@ std::string ReplacedPath(const std::string& path) {
   return ec ? path : target.string();
 }
 
-std::string TemporaryPathFor(const std::string& path) {
-  return absl::StrCat(path, ".tmp-", ::getpid());
+namespace {
+
+bool SameFile(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int LockFile(int fd, int operation) {
+  int rc;
+  do {
+    rc = ::flock(fd, operation);
+  } while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+absl::Status WriteContents(const std::string& file, absl::string_view contents) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", file));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RemoveAbandonedTemporaries(const std::string& path) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir =
+      target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
+  const std::string prefix = absl::StrCat(target.filename().string(), ".tmp-");
+  int removed = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!absl::StartsWith(it->path().filename().string(), prefix)) continue;
+    const std::string candidate = it->path().string();
+    const int fd = ::open(candidate.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat held, named;
+    // Only a regular file whose lock no writer holds, and still under its name.
+    if (::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) && LockFile(fd, LOCK_EX | LOCK_NB) == 0 &&
+        ::lstat(candidate.c_str(), &named) == 0 && SameFile(held, named) &&
+        ::unlink(candidate.c_str()) == 0) {
+      ++removed;
+    }
+    ::close(fd);
+  }
+  return removed;
+}
+
+absl::StatusOr<PendingFile> PendingFile::Create(const std::string& path) {
+  RemoveAbandonedTemporaries(path);
+  std::random_device random;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const uint64_t nonce = (uint64_t{random()} << 32) ^ random();
+    std::string temporary =
+        absl::StrCat(path, ".tmp-", ::getpid(), "-", absl::Hex(nonce, absl::kZeroPad16));
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;
+      return absl::InternalError(
+          absl::StrCat("cannot create ", temporary, ": ", std::strerror(errno)));
+    }
+    // A file system without flock(2) fails it for every writer alike: nothing is swept there.
+    LockFile(fd, LOCK_EX);
+    // Another writer's sweep may have removed the file between its creation and the lock.
+    struct stat held, named;
+    if (::fstat(fd, &held) == 0 && ::lstat(temporary.c_str(), &named) == 0 &&
+        SameFile(held, named)) {
+      return PendingFile(std::move(temporary), fd);
+    }
+    ::close(fd);
+  }
+  return absl::InternalError(absl::StrCat("cannot create a temporary file beside ", path));
+}
+
+PendingFile::PendingFile(PendingFile&& other) noexcept
+    : temporary_(std::move(other.temporary_)), fd_(other.fd_), replaced_(other.replaced_) {
+  other.fd_ = -1;
+  other.replaced_ = true;
+}
+
+PendingFile& PendingFile::operator=(PendingFile&& other) noexcept {
+  if (this != &other) {
+    Drop();
+    temporary_ = std::move(other.temporary_);
+    fd_ = other.fd_;
+    replaced_ = other.replaced_;
+    other.fd_ = -1;
+    other.replaced_ = true;
+  }
+  return *this;
+}
+
+PendingFile::~PendingFile() { Drop(); }
+
+void PendingFile::Drop() {
+  // Removed while still locked, so no sweep can take it for an abandoned one in between.
+  if (!replaced_) ::unlink(temporary_.c_str());
+  replaced_ = true;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+absl::Status PendingFile::Replace(const std::string& target) {
+  const absl::Status replaced = ReplaceFile(temporary_, target);
+  replaced_ = true;  // renamed, or removed by ReplaceFile
+  Drop();
+  return replaced;
 }
 
 absl::Status ReplaceFile(const std::string& temporary, const std::string& path) {
@@ -61,17 +171,21 @@ absl::Status ReplaceFile(const std::string& temporary, const std::string& path) 
 
 absl::Status WriteAndReplaceFile(const std::string& temporary, const std::string& path,
                                  absl::string_view contents) {
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      return absl::InternalError(absl::StrCat("cannot write ", temporary));
-    }
+  const absl::Status written = WriteContents(temporary, contents);
+  if (!written.ok()) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    return written;
   }
   return ReplaceFile(temporary, path);
+}
+
+absl::Status WriteAndReplaceFile(const std::string& path, absl::string_view contents) {
+  absl::StatusOr<PendingFile> pending = PendingFile::Create(path);
+  if (!pending.ok()) return pending.status();
+  const absl::Status written = WriteContents(pending->path(), contents);
+  if (!written.ok()) return written;  // the temporary goes with `pending`
+  return pending->Replace(path);
 }
 
 }  // namespace grail

@@ -6,8 +6,10 @@
 #define GRAIL_COMMON_DURABLE_FILE_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace grail {
@@ -20,9 +22,37 @@ absl::Status SyncPath(const std::string& path);
 // (a link to the current archive stays a link, and its target gets the new bytes).
 std::string ReplacedPath(const std::string& path);
 
-// A name beside `path` (same directory, so a rename is atomic) that no other process
-// writing `path` at the same time uses: "<path>.tmp-<pid>".
-std::string TemporaryPathFor(const std::string& path);
+// The file a write to `path` goes into before it replaces `path`: beside it (same directory,
+// so the rename is atomic), created under a name no other writer of `path` picks, in any
+// process, container or host sharing the directory ("<path>.tmp-<pid>-<random>", created
+// exclusively), and held under an exclusive flock(2) for as long as this object lives.
+// Creating one first removes the temporaries of `path` that no writer holds: what a writer
+// killed mid-write left behind (a live writer's lock keeps its own; a lock dies with its
+// process). A temporary that is never replaced is removed when this object goes.
+class PendingFile {
+ public:
+  static absl::StatusOr<PendingFile> Create(const std::string& path);
+  PendingFile(PendingFile&& other) noexcept;
+  PendingFile& operator=(PendingFile&& other) noexcept;
+  ~PendingFile();
+
+  // Where to write.
+  const std::string& path() const { return temporary_; }
+  // ReplaceFile(path(), target).
+  absl::Status Replace(const std::string& target);
+
+ private:
+  PendingFile(std::string temporary, int fd) : temporary_(std::move(temporary)), fd_(fd) {}
+  void Drop();
+
+  std::string temporary_;
+  int fd_ = -1;
+  bool replaced_ = false;
+};
+
+// Removes the temporaries of `path` ("<path>.tmp-*", its directory's regular files) that no
+// writer holds locked; returns how many. PendingFile::Create calls it.
+int RemoveAbandonedTemporaries(const std::string& path);
 
 // Makes `temporary` (written whole) the file at `path`: syncs it, renames it over `path`,
 // then syncs their directory so the rename itself lasts. On error `path` is left as it was
@@ -33,6 +63,8 @@ absl::Status ReplaceFile(const std::string& temporary, const std::string& path);
 // as it was and `temporary` is removed.
 absl::Status WriteAndReplaceFile(const std::string& temporary, const std::string& path,
                                  absl::string_view contents);
+// The same through a PendingFile of `path`: for a file more than one writer may write.
+absl::Status WriteAndReplaceFile(const std::string& path, absl::string_view contents);
 
 }  // namespace grail
 

@@ -7,7 +7,6 @@
 
 #include <cctype>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -206,21 +205,23 @@ std::vector<std::string> ArchiveRelations(const torch::jit::Module& module) {
 
 absl::Status SaveModule(torch::jit::Module& module, const std::string& path) {
   const std::string replaced_path = ReplacedPath(path);
-  const std::string temporary = TemporaryPathFor(replaced_path);
+  absl::StatusOr<PendingFile> pending = PendingFile::Create(replaced_path);
+  if (!pending.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot save model to ", path, ": ", pending.status().message()));
+  }
   std::string error;
   try {
-    module.save(temporary);
+    module.save(pending->path());  // the same file, still locked: LibTorch truncates it
   } catch (const c10::Error& e) {
     error = e.what_without_backtrace();
   } catch (const std::exception& e) {
     error = e.what();
   }
   if (!error.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(temporary, ec);
     return absl::InternalError(absl::StrCat("cannot save model to ", path, ": ", error));
   }
-  absl::Status replaced = ReplaceFile(temporary, replaced_path);
+  absl::Status replaced = pending->Replace(replaced_path);
   if (!replaced.ok()) {
     return absl::InternalError(
         absl::StrCat("cannot save model to ", path, ": ", replaced.message()));

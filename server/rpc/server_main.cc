@@ -293,8 +293,7 @@ int WaitForShutdownSignal(KnowledgeGraphService& service, AccessTokens* tokens,
 // serves either way.
 void WriteReadyFile(const std::string& path, int port, int metrics_port) {
   const absl::Status written =
-      WriteAndReplaceFile(TemporaryPathFor(path), path,
-                          JsonLine({{"port", port}, {"metrics_port", metrics_port}}) + "\n");
+      WriteAndReplaceFile(path, JsonLine({{"port", port}, {"metrics_port", metrics_port}}) + "\n");
   if (!written.ok()) {
     Log("error", {{"during", "writing the ready file"}, {"error", written.ToString()}});
   }

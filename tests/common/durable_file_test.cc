@@ -1,10 +1,16 @@
 #include "common/durable_file.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -14,17 +20,31 @@
 namespace grail {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
 
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::trunc) << text;
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 TEST(DurableFileTest, ReplaceFileMakesTheTemporaryTheFileAndRemovesIt) {
   ScopedTempDir dir;
   const std::string path = dir.Sub("model.pt");
   WriteText(path, "old");
-  const std::string temporary = TemporaryPathFor(path);
+  const std::string temporary = path + ".tmp";
   WriteText(temporary, "new");
   ASSERT_TRUE(ReplaceFile(temporary, path).ok());
   EXPECT_EQ(ReadTextFile(path), "new");
@@ -37,7 +57,7 @@ TEST(DurableFileTest, AReplaceThatFailsLeavesTheFileAndRemovesTheTemporary) {
   const std::string path = dir.Sub("taken");
   std::filesystem::create_directory(path);
   WriteText(dir.Sub("taken/inside"), "kept");
-  const std::string temporary = TemporaryPathFor(path);
+  const std::string temporary = path + ".tmp";
   WriteText(temporary, "new");
   const absl::Status replaced = ReplaceFile(temporary, path);
   EXPECT_EQ(replaced.code(), absl::StatusCode::kInternal);
@@ -55,7 +75,7 @@ TEST(DurableFileTest, WriteAndReplaceFileWritesTheContentsAsideThenReplaces) {
   ScopedTempDir dir;
   const std::string path = dir.Sub("state.json");
   WriteText(path, "old");
-  const std::string temporary = TemporaryPathFor(path);
+  const std::string temporary = path + ".tmp";
   ASSERT_TRUE(WriteAndReplaceFile(temporary, path, std::string("new\0line\n", 9)).ok());
   EXPECT_EQ(ReadTextFile(path), std::string("new\0line\n", 9));
   EXPECT_FALSE(std::filesystem::exists(temporary));
@@ -84,8 +104,8 @@ TEST(DurableFileTest, ALinkIsReplacedThroughAndStaysALink) {
   std::filesystem::create_symlink("v2/model.pt", dir.Sub("model.pt"));
   const std::string target = ReplacedPath(dir.Sub("model.pt"));
   EXPECT_EQ(target, std::filesystem::canonical(dir.Sub("v2/model.pt")).string());
-  WriteText(TemporaryPathFor(target), "new");
-  ASSERT_TRUE(ReplaceFile(TemporaryPathFor(target), target).ok());
+  WriteText(target + ".tmp", "new");
+  ASSERT_TRUE(ReplaceFile(target + ".tmp", target).ok());
   EXPECT_TRUE(std::filesystem::is_symlink(dir.Sub("model.pt")));
   EXPECT_EQ(ReadTextFile(dir.Sub("model.pt")), "new");
   // A plain file, or a path not there yet, is itself.
@@ -93,10 +113,95 @@ TEST(DurableFileTest, ALinkIsReplacedThroughAndStaysALink) {
   EXPECT_EQ(ReplacedPath(dir.Sub("new.pt")), dir.Sub("new.pt"));
 }
 
-TEST(DurableFileTest, TheTemporaryIsBesideThePathAndNamesThisProcess) {
-  const std::string temporary = TemporaryPathFor("/data/models/model.pt");
-  EXPECT_EQ(std::filesystem::path(temporary).parent_path(), "/data/models");
-  EXPECT_EQ(temporary, absl::StrCat("/data/models/model.pt.tmp-", ::getpid()));
+TEST(PendingFileTest, TheTemporaryIsBesideThePathNamesThisProcessAndIsNeverShared) {
+  ScopedTempDir dir;
+  const std::string path = dir.Sub("model.pt");
+  absl::StatusOr<PendingFile> first = PendingFile::Create(path);
+  absl::StatusOr<PendingFile> second = PendingFile::Create(path);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_THAT(first->path(), StartsWith(absl::StrCat(path, ".tmp-", ::getpid(), "-")));
+  EXPECT_NE(first->path(), second->path());
+  // Each writer's file is its own, and a second writer's sweep leaves the first's alone.
+  EXPECT_TRUE(std::filesystem::exists(first->path()));
+  EXPECT_TRUE(std::filesystem::exists(second->path()));
+  WriteText(first->path(), "first");
+  WriteText(second->path(), "second");
+  ASSERT_TRUE(second->Replace(path).ok());
+  ASSERT_TRUE(first->Replace(path).ok());
+  EXPECT_EQ(ReadTextFile(path), "first");
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("model.pt"));
+}
+
+TEST(PendingFileTest, ATemporaryNeverReplacedIsRemoved) {
+  ScopedTempDir dir;
+  std::string temporary;
+  {
+    absl::StatusOr<PendingFile> pending = PendingFile::Create(dir.Sub("model.pt"));
+    ASSERT_TRUE(pending.ok());
+    temporary = pending->path();
+    WriteText(temporary, "half");
+    PendingFile moved = *std::move(pending);
+    EXPECT_TRUE(std::filesystem::exists(temporary));
+  }
+  EXPECT_FALSE(std::filesystem::exists(temporary));
+  EXPECT_THAT(Entries(dir.path()), IsEmpty());
+}
+
+// A writer killed in the middle of a save leaves its temporary; the next writer of the same
+// path removes it, and only once the killed writer's lock died with it. A live writer's, a
+// locked one's and another path's temporaries stay.
+TEST(PendingFileTest, TheNextWriterRemovesTheTemporaryOfAWriterKilledMidWrite) {
+  ScopedTempDir dir;
+  const std::string path = dir.Sub("model.pt");
+  WriteText(path, "old");
+  WriteText(path + ".tmp-4242", "left by a writer of an earlier build");
+  WriteText(dir.Sub("other.pt.tmp-7"), "another path's");
+  WriteText(path + ".tmp-locked", "held");
+  const int held = ::open((path + ".tmp-locked").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);
+
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t writer = ::fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    absl::StatusOr<PendingFile> pending = PendingFile::Create(path);
+    if (!pending.ok()) ::_exit(1);
+    WriteText(pending->path(), "half an archive");
+    const char name_length = static_cast<char>(pending->path().size());
+    if (::write(ready[1], &name_length, 1) != 1) ::_exit(1);
+    if (::write(ready[1], pending->path().data(), pending->path().size()) < 0) ::_exit(1);
+    for (;;) ::pause();  // killed mid-write
+  }
+  ::close(ready[1]);
+  char name_length = 0;
+  ASSERT_EQ(::read(ready[0], &name_length, 1), 1);
+  std::string child_temporary(static_cast<unsigned char>(name_length), '\0');
+  ASSERT_EQ(::read(ready[0], child_temporary.data(), child_temporary.size()),
+            static_cast<ssize_t>(child_temporary.size()));
+  ::close(ready[0]);
+
+  // The writer's own start removed the earlier build's leftover; while the writer lives, its
+  // temporary is kept.
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp-4242"));
+  EXPECT_EQ(RemoveAbandonedTemporaries(path), 0);
+  EXPECT_TRUE(std::filesystem::exists(child_temporary));
+
+  ASSERT_EQ(::kill(writer, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_TRUE(std::filesystem::exists(child_temporary));
+
+  ASSERT_TRUE(WriteAndReplaceFile(path, "new").ok());
+  EXPECT_EQ(ReadTextFile(path), "new");
+  EXPECT_FALSE(std::filesystem::exists(child_temporary));
+  EXPECT_THAT(Entries(dir.path()),
+              UnorderedElementsAre("model.pt", "model.pt.tmp-locked", "other.pt.tmp-7"));
+  ::close(held);
+  EXPECT_EQ(RemoveAbandonedTemporaries(path), 1);
+  EXPECT_THAT(Entries(dir.path()), UnorderedElementsAre("model.pt", "other.pt.tmp-7"));
 }
 
 }  // namespace
