@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <random>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -64,6 +66,19 @@ absl::Status WriteContents(const std::string& file, absl::string_view contents) 
   return absl::OkStatus();
 }
 
+// Whether `suffix`, what follows "<path>.tmp-", is a name a writer picks: "<pid>-<16 hex>", or
+// "<pid>" as earlier builds wrote. Any other file an operator keeps beside the path is theirs.
+bool IsWriterSuffix(absl::string_view suffix) {
+  size_t digits = 0;
+  while (digits < suffix.size() && absl::ascii_isdigit(suffix[digits])) ++digits;
+  if (digits == 0) return false;
+  if (digits == suffix.size()) return true;
+  const absl::string_view nonce = suffix.substr(digits);
+  return nonce.size() == 17 && nonce[0] == '-' &&
+         std::all_of(nonce.begin() + 1, nonce.end(),
+                     [](char c) { return absl::ascii_isxdigit(c) && !absl::ascii_isupper(c); });
+}
+
 }  // namespace
 
 int RemoveAbandonedTemporaries(const std::string& path) {
@@ -74,7 +89,11 @@ int RemoveAbandonedTemporaries(const std::string& path) {
   int removed = 0;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!absl::StartsWith(it->path().filename().string(), prefix)) continue;
+    const std::string name = it->path().filename().string();
+    if (!absl::StartsWith(name, prefix) ||
+        !IsWriterSuffix(absl::string_view(name).substr(prefix.size()))) {
+      continue;
+    }
     const std::string candidate = it->path().string();
     const int fd = ::open(candidate.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) continue;

@@ -50,8 +50,10 @@ class PendingFile {
   bool replaced_ = false;
 };
 
-// Removes the temporaries of `path` ("<path>.tmp-*", its directory's regular files) that no
-// writer holds locked; returns how many. PendingFile::Create calls it.
+// Removes the temporaries of `path` that no writer holds locked: its directory's regular files
+// named as a writer names them, "<path>.tmp-<pid>-<16 hex>" or an earlier build's
+// "<path>.tmp-<pid>" (any other "<path>.tmp-*" stays); returns how many. PendingFile::Create
+// calls it.
 int RemoveAbandonedTemporaries(const std::string& path);
 
 // Makes `temporary` (written whole) the file at `path`: syncs it, renames it over `path`,

@@ -149,15 +149,19 @@ TEST(PendingFileTest, ATemporaryNeverReplacedIsRemoved) {
 
 // A writer killed in the middle of a save leaves its temporary; the next writer of the same
 // path removes it, and only once the killed writer's lock died with it. A live writer's, a
-// locked one's and another path's temporaries stay.
+// locked one's and another path's temporaries stay, and so do an operator's own files whose
+// names only begin like a temporary's.
 TEST(PendingFileTest, TheNextWriterRemovesTheTemporaryOfAWriterKilledMidWrite) {
   ScopedTempDir dir;
   const std::string path = dir.Sub("model.pt");
   WriteText(path, "old");
   WriteText(path + ".tmp-4242", "left by a writer of an earlier build");
   WriteText(dir.Sub("other.pt.tmp-7"), "another path's");
-  WriteText(path + ".tmp-locked", "held");
-  const int held = ::open((path + ".tmp-locked").c_str(), O_RDONLY | O_CLOEXEC);
+  const std::string locked = path + ".tmp-99-00000000deadbeef";
+  WriteText(locked, "held");
+  WriteText(path + ".tmp-backup", "an operator's");
+  WriteText(path + ".tmp-12-notanonce", "an operator's too");
+  const int held = ::open(locked.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(held, 0);
   ASSERT_EQ(::flock(held, LOCK_EX), 0);
 
@@ -197,11 +201,15 @@ TEST(PendingFileTest, TheNextWriterRemovesTheTemporaryOfAWriterKilledMidWrite) {
   ASSERT_TRUE(WriteAndReplaceFile(path, "new").ok());
   EXPECT_EQ(ReadTextFile(path), "new");
   EXPECT_FALSE(std::filesystem::exists(child_temporary));
-  EXPECT_THAT(Entries(dir.path()),
-              UnorderedElementsAre("model.pt", "model.pt.tmp-locked", "other.pt.tmp-7"));
+  EXPECT_THAT(
+      Entries(dir.path()),
+      UnorderedElementsAre("model.pt", "model.pt.tmp-99-00000000deadbeef", "model.pt.tmp-backup",
+                           "model.pt.tmp-12-notanonce", "other.pt.tmp-7"));
   ::close(held);
   EXPECT_EQ(RemoveAbandonedTemporaries(path), 1);
-  EXPECT_THAT(Entries(dir.path()), UnorderedElementsAre("model.pt", "other.pt.tmp-7"));
+  EXPECT_THAT(Entries(dir.path()),
+              UnorderedElementsAre("model.pt", "model.pt.tmp-backup", "model.pt.tmp-12-notanonce",
+                                   "other.pt.tmp-7"));
 }
 
 }  // namespace
