@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,17 +67,32 @@ absl::Status WriteContents(const std::string& file, absl::string_view contents) 
   return absl::OkStatus();
 }
 
-// Whether `suffix`, what follows "<path>.tmp-", is a name a writer picks: "<pid>-<16 hex>", or
-// "<pid>" as earlier builds wrote. Any other file an operator keeps beside the path is theirs.
-bool IsWriterSuffix(absl::string_view suffix) {
+// Who names a file "<path>.tmp-<suffix>": a writer of this build ("<pid>-<16 hex>", locked
+// until its rename), a writer of an earlier build ("<pid>", never locked), or nobody (any other
+// file an operator keeps beside the path is theirs).
+enum class TemporaryOwner { kNone, kLockingWriter, kEarlierWriter };
+
+TemporaryOwner OwnerOfSuffix(absl::string_view suffix) {
   size_t digits = 0;
   while (digits < suffix.size() && absl::ascii_isdigit(suffix[digits])) ++digits;
-  if (digits == 0) return false;
-  if (digits == suffix.size()) return true;
+  if (digits == 0) return TemporaryOwner::kNone;
+  if (digits == suffix.size()) return TemporaryOwner::kEarlierWriter;
   const absl::string_view nonce = suffix.substr(digits);
-  return nonce.size() == 17 && nonce[0] == '-' &&
-         std::all_of(nonce.begin() + 1, nonce.end(),
-                     [](char c) { return absl::ascii_isxdigit(c) && !absl::ascii_isupper(c); });
+  const bool locking = nonce.size() == 17 && nonce[0] == '-' &&
+                       std::all_of(nonce.begin() + 1, nonce.end(), [](char c) {
+                         return absl::ascii_isxdigit(c) && !absl::ascii_isupper(c);
+                       });
+  return locking ? TemporaryOwner::kLockingWriter : TemporaryOwner::kNone;
+}
+
+// An earlier build's writer holds no lock, so only silence says it is gone: its temporary is
+// removed once nothing has written it for this long (a save writes it from start to rename).
+constexpr int64_t kEarlierWriterQuietSeconds = 3600;
+
+bool QuietFor(const struct stat& file, int64_t seconds) {
+  struct timespec now;
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) - static_cast<int64_t>(file.st_mtim.tv_sec) >= seconds;
 }
 
 }  // namespace
@@ -90,18 +106,19 @@ int RemoveAbandonedTemporaries(const std::string& path) {
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (!absl::StartsWith(name, prefix) ||
-        !IsWriterSuffix(absl::string_view(name).substr(prefix.size()))) {
-      continue;
-    }
+    if (!absl::StartsWith(name, prefix)) continue;
+    const TemporaryOwner owner = OwnerOfSuffix(absl::string_view(name).substr(prefix.size()));
+    if (owner == TemporaryOwner::kNone) continue;
     const std::string candidate = it->path().string();
     const int fd = ::open(candidate.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) continue;
     struct stat held, named;
-    // Only a regular file whose lock no writer holds, and still under its name.
-    if (::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) && LockFile(fd, LOCK_EX | LOCK_NB) == 0 &&
-        ::lstat(candidate.c_str(), &named) == 0 && SameFile(held, named) &&
-        ::unlink(candidate.c_str()) == 0) {
+    // Only a regular file whose lock no writer holds (an earlier build's: that nothing has
+    // written for an hour), and still under its name.
+    if (::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) &&
+        (owner == TemporaryOwner::kLockingWriter || QuietFor(held, kEarlierWriterQuietSeconds)) &&
+        LockFile(fd, LOCK_EX | LOCK_NB) == 0 && ::lstat(candidate.c_str(), &named) == 0 &&
+        SameFile(held, named) && ::unlink(candidate.c_str()) == 0) {
       ++removed;
     }
     ::close(fd);

@@ -51,9 +51,9 @@ class PendingFile {
 };
 
 // Removes the temporaries of `path` that no writer holds locked: its directory's regular files
-// named as a writer names them, "<path>.tmp-<pid>-<16 hex>" or an earlier build's
-// "<path>.tmp-<pid>" (any other "<path>.tmp-*" stays); returns how many. PendingFile::Create
-// calls it.
+// named as a writer names them, "<path>.tmp-<pid>-<16 hex>", or an earlier build's
+// "<path>.tmp-<pid>" once nothing has written it for an hour (that build's writers took no
+// lock); any other "<path>.tmp-*" stays. Returns how many. PendingFile::Create calls it.
 int RemoveAbandonedTemporaries(const std::string& path);
 
 // Makes `temporary` (written whole) the file at `path`: syncs it, renames it over `path`,

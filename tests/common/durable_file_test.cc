@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -155,7 +157,11 @@ TEST(PendingFileTest, TheNextWriterRemovesTheTemporaryOfAWriterKilledMidWrite) {
   ScopedTempDir dir;
   const std::string path = dir.Sub("model.pt");
   WriteText(path, "old");
+  // An earlier build's writers took no lock: one killed long ago, and one mid-save now.
   WriteText(path + ".tmp-4242", "left by a writer of an earlier build");
+  const struct timespec long_ago[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3601, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (path + ".tmp-4242").c_str(), long_ago, 0), 0);
+  WriteText(path + ".tmp-4243", "being written by a writer of an earlier build");
   WriteText(dir.Sub("other.pt.tmp-7"), "another path's");
   const std::string locked = path + ".tmp-99-00000000deadbeef";
   WriteText(locked, "held");
@@ -186,9 +192,10 @@ TEST(PendingFileTest, TheNextWriterRemovesTheTemporaryOfAWriterKilledMidWrite) {
             static_cast<ssize_t>(child_temporary.size()));
   ::close(ready[0]);
 
-  // The writer's own start removed the earlier build's leftover; while the writer lives, its
-  // temporary is kept.
+  // The writer's own start removed the earlier build's leftover, and kept the one still being
+  // written; while the writer lives, its temporary is kept.
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp-4242"));
+  EXPECT_TRUE(std::filesystem::exists(path + ".tmp-4243"));
   EXPECT_EQ(RemoveAbandonedTemporaries(path), 0);
   EXPECT_TRUE(std::filesystem::exists(child_temporary));
 
@@ -203,13 +210,13 @@ TEST(PendingFileTest, TheNextWriterRemovesTheTemporaryOfAWriterKilledMidWrite) {
   EXPECT_FALSE(std::filesystem::exists(child_temporary));
   EXPECT_THAT(
       Entries(dir.path()),
-      UnorderedElementsAre("model.pt", "model.pt.tmp-99-00000000deadbeef", "model.pt.tmp-backup",
-                           "model.pt.tmp-12-notanonce", "other.pt.tmp-7"));
+      UnorderedElementsAre("model.pt", "model.pt.tmp-99-00000000deadbeef", "model.pt.tmp-4243",
+                           "model.pt.tmp-backup", "model.pt.tmp-12-notanonce", "other.pt.tmp-7"));
   ::close(held);
   EXPECT_EQ(RemoveAbandonedTemporaries(path), 1);
   EXPECT_THAT(Entries(dir.path()),
-              UnorderedElementsAre("model.pt", "model.pt.tmp-backup", "model.pt.tmp-12-notanonce",
-                                   "other.pt.tmp-7"));
+              UnorderedElementsAre("model.pt", "model.pt.tmp-4243", "model.pt.tmp-backup",
+                                   "model.pt.tmp-12-notanonce", "other.pt.tmp-7"));
 }
 
 }  // namespace
