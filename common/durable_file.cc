@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -90,9 +90,7 @@ TemporaryOwner OwnerOfSuffix(absl::string_view suffix) {
 constexpr int64_t kEarlierWriterQuietSeconds = 3600;
 
 bool QuietFor(const struct stat& file, int64_t seconds) {
-  struct timespec now;
-  ::clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) - static_cast<int64_t>(file.st_mtim.tv_sec) >= seconds;
+  return ::time(nullptr) - file.st_mtime >= seconds;
 }
 
 }  // namespace
