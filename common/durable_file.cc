@@ -67,9 +67,20 @@ absl::Status WriteContents(const std::string& file, absl::string_view contents) 
   return absl::OkStatus();
 }
 
-// Who names a file "<path>.tmp-<suffix>": a writer of this build ("<pid>-<16 hex>", locked
-// until its rename), a writer of an earlier build ("<pid>", never locked), or nobody (any other
-// file an operator keeps beside the path is theirs).
+// A temporary of `path` is named "<path>.tmp-<suffix>". A writer of this build's suffix is
+// "<pid>-<nonce>", the nonce 16 lowercase hex digits (TemporarySuffix writes it, OwnerOfSuffix
+// reads it back); a writer of an earlier build's was "<pid>".
+constexpr absl::string_view kTemporaryInfix = ".tmp-";
+constexpr size_t kNonceDigits = 16;
+
+std::string TemporarySuffix(int64_t pid, uint64_t nonce) {
+  static_assert(kNonceDigits == 16, "absl::kZeroPad16 writes the nonce");
+  return absl::StrCat(pid, "-", absl::Hex(nonce, absl::kZeroPad16));
+}
+
+// Who names a file "<path>.tmp-<suffix>": a writer of this build (locked until its rename), a
+// writer of an earlier build (never locked), or nobody (any other file an operator keeps beside
+// the path is theirs).
 enum class TemporaryOwner { kNone, kLockingWriter, kEarlierWriter };
 
 TemporaryOwner OwnerOfSuffix(absl::string_view suffix) {
@@ -78,7 +89,7 @@ TemporaryOwner OwnerOfSuffix(absl::string_view suffix) {
   if (digits == 0) return TemporaryOwner::kNone;
   if (digits == suffix.size()) return TemporaryOwner::kEarlierWriter;
   const absl::string_view nonce = suffix.substr(digits);
-  const bool locking = nonce.size() == 17 && nonce[0] == '-' &&
+  const bool locking = nonce.size() == 1 + kNonceDigits && nonce[0] == '-' &&
                        std::all_of(nonce.begin() + 1, nonce.end(), [](char c) {
                          return absl::ascii_isxdigit(c) && !absl::ascii_isupper(c);
                        });
@@ -99,7 +110,7 @@ int RemoveAbandonedTemporaries(const std::string& path) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
-  const std::string prefix = absl::StrCat(target.filename().string(), ".tmp-");
+  const std::string prefix = absl::StrCat(target.filename().string(), kTemporaryInfix);
   int removed = 0;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -129,8 +140,7 @@ absl::StatusOr<PendingFile> PendingFile::Create(const std::string& path) {
   std::random_device random;
   for (int attempt = 0; attempt < 16; ++attempt) {
     const uint64_t nonce = (uint64_t{random()} << 32) ^ random();
-    std::string temporary =
-        absl::StrCat(path, ".tmp-", ::getpid(), "-", absl::Hex(nonce, absl::kZeroPad16));
+    std::string temporary = absl::StrCat(path, kTemporaryInfix, TemporarySuffix(::getpid(), nonce));
     const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
       if (errno == EEXIST) continue;
