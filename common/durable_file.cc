@@ -67,14 +67,14 @@ absl::Status WriteContents(const std::string& file, absl::string_view contents) 
   return absl::OkStatus();
 }
 
-// A temporary of `path` is named "<path>.tmp-<suffix>". A writer of this build's suffix is
-// "<pid>-<nonce>", the nonce 16 lowercase hex digits (TemporarySuffix writes it, OwnerOfSuffix
-// reads it back); a writer of an earlier build's was "<pid>".
+// A temporary of `path` is named "<path>.tmp-<suffix>". This build's writers use the suffix
+// "<pid>-<nonce>", the nonce a uint64 as 16 lowercase hex digits (TemporarySuffix writes it,
+// OwnerOfSuffix reads it back); an earlier build's used "<pid>".
 constexpr absl::string_view kTemporaryInfix = ".tmp-";
-constexpr size_t kNonceDigits = 16;
+constexpr size_t kNonceDigits = 2 * sizeof(uint64_t);
 
 std::string TemporarySuffix(int64_t pid, uint64_t nonce) {
-  static_assert(kNonceDigits == 16, "absl::kZeroPad16 writes the nonce");
+  static_assert(kNonceDigits == 16, "kZeroPad16 must pad the nonce to kNonceDigits");
   return absl::StrCat(pid, "-", absl::Hex(nonce, absl::kZeroPad16));
 }
 
