@@ -100,13 +100,17 @@ TemporaryOwner OwnerOfSuffix(absl::string_view suffix) {
 // removed once nothing has written it for this long (a save writes it from start to rename).
 constexpr int64_t kEarlierWriterQuietSeconds = 3600;
 
-bool QuietFor(const struct stat& file, int64_t seconds) {
-  return ::time(nullptr) - file.st_mtime >= seconds;
+bool QuietFor(const struct stat& file, int64_t seconds, int64_t file_system_now) {
+  return file_system_now - static_cast<int64_t>(file.st_mtime) >= seconds;
 }
 
 }  // namespace
 
 int RemoveAbandonedTemporaries(const std::string& path) {
+  return RemoveAbandonedTemporaries(path, static_cast<int64_t>(::time(nullptr)));
+}
+
+int RemoveAbandonedTemporaries(const std::string& path, int64_t file_system_now) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
@@ -125,7 +129,8 @@ int RemoveAbandonedTemporaries(const std::string& path) {
     // Only a regular file whose lock no writer holds (an earlier build's: that nothing has
     // written for an hour), and still under its name.
     if (::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) &&
-        (owner == TemporaryOwner::kLockingWriter || QuietFor(held, kEarlierWriterQuietSeconds)) &&
+        (owner == TemporaryOwner::kLockingWriter ||
+         QuietFor(held, kEarlierWriterQuietSeconds, file_system_now)) &&
         LockFile(fd, LOCK_EX | LOCK_NB) == 0 && ::lstat(candidate.c_str(), &named) == 0 &&
         SameFile(held, named) && ::unlink(candidate.c_str()) == 0) {
       ++removed;
@@ -135,8 +140,42 @@ int RemoveAbandonedTemporaries(const std::string& path) {
   return removed;
 }
 
+std::string NonRegularKind(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || S_ISREG(info.st_mode)) return "";
+  if (S_ISDIR(info.st_mode)) return "a directory";
+  if (S_ISFIFO(info.st_mode)) return "a FIFO";
+  if (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)) return "a device";
+  if (S_ISSOCK(info.st_mode)) return "a socket";
+  return "not a regular file";
+}
+
+absl::Status CheckOutputPath(
+    absl::string_view flag, const std::string& path,
+    std::initializer_list<std::pair<absl::string_view, std::string>> inputs) {
+  if (const std::string kind = NonRegularKind(path); !kind.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, " is ", kind,
+                                                   ", not a regular file; give the path of "
+                                                   "a file to write"));
+  }
+  struct stat out;
+  if (::stat(path.c_str(), &out) != 0) return absl::OkStatus();  // a new file
+  for (const auto& [input_flag, input] : inputs) {
+    struct stat in;
+    if (!input.empty() && ::stat(input.c_str(), &in) == 0 && SameFile(out, in)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, " is the file --",
+                                                     input_flag, " reads (", input,
+                                                     "); writing it would destroy the input"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PendingFile> PendingFile::Create(const std::string& path) {
-  RemoveAbandonedTemporaries(path);
+  if (const std::string kind = NonRegularKind(path); !kind.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot write ", path, ": it is ", kind, ", and a write would replace it with a file"));
+  }
   std::random_device random;
   for (int attempt = 0; attempt < 16; ++attempt) {
     const uint64_t nonce = (uint64_t{random()} << 32) ^ random();
@@ -153,6 +192,10 @@ absl::StatusOr<PendingFile> PendingFile::Create(const std::string& path) {
     struct stat held, named;
     if (::fstat(fd, &held) == 0 && ::lstat(temporary.c_str(), &named) == 0 &&
         SameFile(held, named)) {
+      // Swept with our own temporary held: it is locked, so the sweep keeps it, and its mtime
+      // is "now" by the clock that stamped every other temporary here (a shared file system's
+      // server's, which this host's may run ahead of).
+      RemoveAbandonedTemporaries(path, static_cast<int64_t>(held.st_mtime));
       return PendingFile(std::move(temporary), fd);
     }
     ::close(fd);

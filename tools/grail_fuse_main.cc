@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
+#include "common/durable_file.h"
 #include "graph/model_graph.h"
 #include "graph/triple_file.h"
 #include "model/core/runtime.h"
@@ -65,6 +66,17 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_graph).empty() || absl::GetFlag(FLAGS_valid).empty() || out.empty()) {
     std::fprintf(stderr,
                  "grail-fuse needs --grail, --kge, --graph, --valid and --out (see --help)\n");
+    return 2;
+  }
+  absl::Status usable = grail::CheckOutputPath("out", out,
+                                               {{"grail", absl::GetFlag(FLAGS_grail)},
+                                                {"graph", absl::GetFlag(FLAGS_graph)},
+                                                {"valid", absl::GetFlag(FLAGS_valid)}});
+  for (const std::string& path : kge_paths) {
+    if (usable.ok()) usable = grail::CheckOutputPath("out", out, {{"kge", path}});
+  }
+  if (!usable.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(usable.message()).c_str());
     return 2;
   }
   absl::StatusOr<std::unique_ptr<grail::GrailModel>> grail_model =

@@ -14,6 +14,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
+#include "common/durable_file.h"
 #include "graph/triple_file.h"
 #include "model/core/blas_kernels.h"
 #include "model/core/runtime.h"
@@ -86,6 +87,17 @@ int main(int argc, char** argv) {
   const std::string out = absl::GetFlag(FLAGS_out);
   if (absl::GetFlag(FLAGS_model).empty() || absl::GetFlag(FLAGS_train).empty() || out.empty()) {
     std::fprintf(stderr, "grail-kge-train needs --model, --train and --out (see --help)\n");
+    return 2;
+  }
+  absl::Status usable = grail::CheckOutputPath(
+      "out", out, {{"train", absl::GetFlag(FLAGS_train)}, {"valid", absl::GetFlag(FLAGS_valid)}});
+  for (absl::string_view path :
+       absl::StrSplit(absl::GetFlag(FLAGS_entities_from), ',', absl::SkipEmpty())) {
+    if (usable.ok())
+      usable = grail::CheckOutputPath("out", out, {{"entities-from", std::string(path)}});
+  }
+  if (!usable.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(usable.message()).c_str());
     return 2;
   }
   absl::StatusOr<grail::KgeKind> kind = grail::ParseKgeKind(absl::GetFlag(FLAGS_model));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/command_line.h"
+#include "common/durable_file.h"
 #include "graph/triple_file.h"
 #include "model/core/blas_kernels.h"
 #include "model/core/runtime.h"
@@ -199,6 +200,13 @@ int main(int argc, char** argv) {
   const std::string out = absl::GetFlag(FLAGS_out);
   if (train_path.empty() || out.empty()) {
     std::fprintf(stderr, "grail-train needs --train and --out (see --help)\n");
+    return 2;
+  }
+  if (absl::Status usable = grail::CheckOutputPath(
+          "out", out,
+          {{"train", train_path}, {"valid", valid_path}, {"init", absl::GetFlag(FLAGS_init)}});
+      !usable.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(usable.message()).c_str());
     return 2;
   }
   absl::StatusOr<std::vector<grail::NamedTriple>> train = grail::ReadTripleFile(train_path);

@@ -4,6 +4,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "common/durable_file.h"
 #include "model/path/path_model.h"
 #include "tools/commands.h"
 
@@ -18,6 +19,11 @@ int RunImportUltraCommand() {
   const std::string out = absl::GetFlag(FLAGS_out);
   if (checkpoint.empty() || out.empty()) {
     std::fprintf(stderr, "import-ultra needs --checkpoint FILE and --out MODEL.pt\n");
+    return 2;
+  }
+  if (absl::Status usable = CheckOutputPath("out", out, {{"checkpoint", checkpoint}});
+      !usable.ok()) {
+    std::fprintf(stderr, "import-ultra: %s\n", std::string(usable.message()).c_str());
     return 2;
   }
   const absl::Status status = ImportUltraCheckpoint(checkpoint, out);

@@ -219,5 +219,70 @@ TEST(PendingFileTest, TheNextWriterRemovesTheTemporaryOfAWriterKilledMidWrite) {
                                    "model.pt.tmp-12-notanonce", "other.pt.tmp-7"));
 }
 
+// On a shared file system the server stamps mtimes by its own clock: an earlier build's
+// temporary is judged quiet against that clock, never against this host's, which may run ahead.
+TEST(PendingFileTest, AnEarlierBuildsTemporaryIsJudgedQuietByTheFileSystemsClock) {
+  ScopedTempDir dir;
+  const std::string path = dir.Sub("model.pt");
+  const std::string earlier = path + ".tmp-4242";
+  WriteText(earlier, "being written by a writer of an earlier build");
+  // Two hours behind this host: as the file server stamps a file it has just written when this
+  // host's clock runs two hours ahead of the server's.
+  const int64_t written = static_cast<int64_t>(::time(nullptr)) - 7200;
+  const struct timespec stamped[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(written), 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, earlier.c_str(), stamped, 0), 0);
+
+  // A minute after it was written, by the server's clock: kept.
+  EXPECT_EQ(RemoveAbandonedTemporaries(path, written + 60), 0);
+  EXPECT_TRUE(std::filesystem::exists(earlier));
+  // An hour after, by the server's clock: removed.
+  EXPECT_EQ(RemoveAbandonedTemporaries(path, written + 3600), 1);
+  EXPECT_FALSE(std::filesystem::exists(earlier));
+}
+
+// A write replaces its target by a rename: over a FIFO or a device it would leave a regular
+// file in its place. Refused before anything is created, and the target stays what it was.
+TEST(PendingFileTest, ATargetThatIsNotARegularFileIsRefusedAndKept) {
+  ScopedTempDir dir;
+  const std::string fifo = dir.Sub("model.pt");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const absl::StatusOr<PendingFile> pending = PendingFile::Create(fifo);
+  ASSERT_FALSE(pending.ok());
+  EXPECT_EQ(pending.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(pending.status().message()), HasSubstr("it is a FIFO"));
+  EXPECT_EQ(WriteAndReplaceFile(fifo, "bytes").code(), absl::StatusCode::kFailedPrecondition);
+  struct stat info;
+  ASSERT_EQ(::stat(fifo.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISFIFO(info.st_mode));
+  EXPECT_THAT(Entries(dir.path()), ElementsAre("model.pt"));  // no temporary was left
+
+  EXPECT_EQ(PendingFile::Create("/dev/null").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(PendingFile::Create(dir.path()).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CheckOutputPathTest, RefusesWhatIsNotAFileAndWhatAToolReads) {
+  ScopedTempDir dir;
+  const std::string input = dir.Sub("ultra.pth");
+  WriteText(input, "released weights");
+  ASSERT_EQ(::symlink(input.c_str(), dir.Sub("link.pth").c_str()), 0);
+
+  EXPECT_TRUE(CheckOutputPath("out", dir.Sub("new.pt"), {{"checkpoint", input}}).ok());
+  EXPECT_TRUE(CheckOutputPath("out", dir.Sub("new.pt"), {{"checkpoint", ""}}).ok());
+  const absl::Status same = CheckOutputPath("out", input, {{"checkpoint", input}});
+  EXPECT_EQ(same.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(same.message()), HasSubstr("is the file --checkpoint reads"));
+  // The same file by another name is the same file.
+  EXPECT_FALSE(CheckOutputPath("out", dir.Sub("link.pth"), {{"checkpoint", input}}).ok());
+  EXPECT_FALSE(CheckOutputPath("out", dir.Sub("./ultra.pth"), {{"checkpoint", input}}).ok());
+
+  const absl::Status device = CheckOutputPath("out", "/dev/full");
+  EXPECT_EQ(device.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(device.message()), HasSubstr("--out /dev/full is a device"));
+  EXPECT_THAT(std::string(CheckOutputPath("out", dir.path()).message()),
+              HasSubstr("is a directory"));
+  EXPECT_EQ(ReadTextFile(input), "released weights");
+}
+
 }  // namespace
 }  // namespace grail

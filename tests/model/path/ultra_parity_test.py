@@ -21,6 +21,7 @@ import argparse
 import collections
 import os
 import pickle
+import stat
 import struct
 import subprocess
 import sys
@@ -305,6 +306,23 @@ class UltraParityTest(unittest.TestCase):
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("system", result.stderr)
         self.assertFalse(marker.exists())
+
+    def test_an_out_path_that_is_not_a_file_or_is_the_input_is_refused_and_kept(self):
+        # The archive is written aside and renamed over --out: a FIFO or a device there was
+        # replaced by a regular file, and --out equal to --checkpoint overwrote the input.
+        save_checkpoint(self.tmp / "ckpt.pth", Ultra().state_dict())
+        released = (self.tmp / "ckpt.pth").read_bytes()
+        os.mkfifo(self.tmp / "fifo")
+        for out, says in ((self.tmp / "fifo", "is a FIFO"), ("/dev/null", "is a device"),
+                          (self.tmp / "ckpt.pth", "is the file --checkpoint reads")):
+            result = run(Path(ARGS.bin_dir) / "grail-tools", "import-ultra", "--checkpoint",
+                         self.tmp / "ckpt.pth", "--out", out)
+            self.assertEqual(result.returncode, 2, out)
+            self.assertIn(f"--out {out} {says}", result.stderr)
+        self.assertTrue(stat.S_ISFIFO(os.stat(self.tmp / "fifo").st_mode))
+        self.assertTrue(stat.S_ISCHR(os.stat("/dev/null").st_mode))
+        self.assertEqual((self.tmp / "ckpt.pth").read_bytes(), released)
+        self.assertEqual(sorted(p.name for p in self.tmp.iterdir()), ["ckpt.pth", "fifo", "graph.txt"])
 
 
 if __name__ == "__main__":
