@@ -6,8 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -17,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/file_text.h"
 
 namespace grail {
 namespace {
@@ -145,13 +144,13 @@ absl::StatusOr<bool> AccessTokens::Reload(bool force) {
     absl::MutexLock lock(&mu_);
     if (stamp == stamp_) return false;
   }
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) {
-    return absl::PermissionDeniedError(absl::StrCat("token file ", path_, ": cannot be read"));
+  absl::StatusOr<std::string> text = ReadFileText(path_, "token file");
+  if (!text.ok()) {
+    return absl::IsNotFound(text.status())
+               ? absl::PermissionDeniedError(absl::StrCat("token file ", path_, ": cannot be read"))
+               : text.status();
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<std::vector<TokenEntry>> entries = ParseTokenFile(text.str());
+  absl::StatusOr<std::vector<TokenEntry>> entries = ParseTokenFile(*text);
   if (!entries.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("token file ", path_, ": ", entries.status().message()));
