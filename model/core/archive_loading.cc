@@ -18,6 +18,8 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -74,7 +76,7 @@ bool WriteAll(int fd, absl::string_view bytes) {
 }
 
 // The probe's own work: the same checks and load the parent is about to do.
-absl::Status Probe(absl::string_view kind, const std::string& bytes, const std::string& path) {
+absl::Status Probe(absl::string_view kind, absl::string_view bytes, const std::string& path) {
   if (kind == "model") return LoadModelArchiveBytes(bytes, path, torch::kCPU).status();
   if (kind == "checkpoint") return ReadCheckpointTensorsFromBytes(bytes, path).status();
   return absl::InvalidArgumentError(absl::StrCat("unknown probe kind ", kind));
@@ -93,7 +95,22 @@ std::string VerdictMessage(const absl::Status& status) {
 
 int RunArchiveProbeIfAsked(int argc, char** argv) {
   if (argc != 4 || std::strcmp(argv[1], kProbeMode) != 0) return -1;
-  const std::string bytes = ReadAll(STDIN_FILENO);
+  // The parent's anonymous file on stdin: mapped, so the child holds no copy of the bytes
+  // (read whole where it cannot be mapped: empty, or not a file).
+  struct stat input;
+  std::string read;
+  absl::string_view bytes;
+  void* mapped = MAP_FAILED;
+  if (fstat(STDIN_FILENO, &input) == 0 && S_ISREG(input.st_mode) && input.st_size > 0) {
+    mapped =
+        mmap(nullptr, static_cast<size_t>(input.st_size), PROT_READ, MAP_SHARED, STDIN_FILENO, 0);
+  }
+  if (mapped != MAP_FAILED) {
+    bytes = absl::string_view(static_cast<const char*>(mapped), static_cast<size_t>(input.st_size));
+  } else {
+    read = ReadAll(STDIN_FILENO);
+    bytes = read;
+  }
   const absl::Status status = Probe(argv[2], bytes, argv[3]);
   const std::string verdict =
       status.ok() ? absl::StrCat("\n", kVerdictOk, "\n")
@@ -179,7 +196,32 @@ ArchiveLoadScope::ArchiveLoadScope(std::function<bool()> still_wanted)
 }
 ArchiveLoadScope::~ArchiveLoadScope() { tl_still_wanted = std::move(previous_); }
 
-absl::StatusOr<std::string> ReadModelFile(const std::string& path) {
+ModelBytes::ModelBytes(ModelBytes&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+ModelBytes& ModelBytes::operator=(ModelBytes&& other) noexcept {
+  if (this != &other) {
+    Release();
+    fd_ = std::exchange(other.fd_, -1);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+ModelBytes::~ModelBytes() { Release(); }
+
+void ModelBytes::Release() {
+  if (data_ != nullptr) munmap(data_, size_);
+  if (fd_ >= 0) close(fd_);
+  data_ = nullptr;
+  size_ = 0;
+  fd_ = -1;
+}
+
+absl::StatusOr<ModelBytes> ReadModelFile(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked on what
   // was opened, so a file swapped for a FIFO after a stat() cannot slip through.
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -187,10 +229,13 @@ absl::StatusOr<std::string> ReadModelFile(const std::string& path) {
     return absl::NotFoundError(
         absl::StrCat("cannot open model ", path, ": ", std::strerror(errno)));
   }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { close(fd); }
+  } closer{fd};
   struct stat info;
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     const bool directory = S_ISDIR(info.st_mode);
-    close(fd);
     return absl::InvalidArgumentError(absl::StrCat("model ", path, " is not a regular file (",
                                                    directory                ? "a directory"
                                                    : S_ISFIFO(info.st_mode) ? "a FIFO"
@@ -202,37 +247,95 @@ absl::StatusOr<std::string> ReadModelFile(const std::string& path) {
   }
   const int64_t limit = CurrentArchiveLoadLimits().max_bytes;
   if (info.st_size > limit) {
-    close(fd);
     return absl::InvalidArgumentError(absl::StrCat("model ", path, " is ", info.st_size,
                                                    " bytes; the limit is ", limit,
                                                    " (--max-model-bytes)"));
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  std::string bytes;
-  bytes.reserve(static_cast<size_t>(info.st_size));
-  char buffer[1 << 16];
+  ModelBytes bytes;
+  bytes.fd_ = memfd_create("grail-model", MFD_CLOEXEC);
+  if (bytes.fd_ < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot hold model ", path, ": memfd_create: ", std::strerror(errno)));
+  }
+  // In steps of 4 MiB, each followed by a look at whether the load is still wanted: 2 GB
+  // took 2.4 s past a 1 s deadline when read whole.
+  constexpr size_t kStep = size_t{4} << 20;
+  std::vector<char> buffer(std::min<size_t>(kStep, static_cast<size_t>(info.st_size) + 1));
+  int64_t total = 0;
   for (;;) {
-    const ssize_t n = read(fd, buffer, sizeof buffer);
+    const ssize_t n = read(fd, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      const int error = errno;
-      close(fd);
       return absl::NotFoundError(
-          absl::StrCat("cannot read model ", path, ": ", std::strerror(error)));
+          absl::StrCat("cannot read model ", path, ": ", std::strerror(errno)));
     }
     if (n == 0) break;
-    bytes.append(buffer, static_cast<size_t>(n));
-    if (static_cast<int64_t>(bytes.size()) > limit) {  // grew while being read
-      close(fd);
+    total += n;
+    if (total > limit) {  // grew while being read
       return absl::InvalidArgumentError(absl::StrCat(
           "model ", path, " grew past ", limit, " bytes while being read (--max-model-bytes)"));
     }
+    if (!WriteAll(bytes.fd_, absl::string_view(buffer.data(), static_cast<size_t>(n)))) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot hold model ", path, ": ", std::strerror(errno)));
+    }
+    bool cancelled;
+    {
+      Isolation& state = State();
+      std::lock_guard<std::mutex> lock(state.mu);
+      cancelled = state.cancelled;
+    }
+    if (cancelled) {
+      return absl::CancelledError(absl::StrCat("reading model ", path, " stopped after ", total,
+                                               " bytes: the process is stopping"));
+    }
+    if (tl_still_wanted && !tl_still_wanted()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("reading model ", path, " stopped after ", total, " of ", info.st_size,
+                       " bytes: the caller's deadline passed or it cancelled"));
+    }
   }
-  close(fd);
+  if (total > 0) {
+    void* data = mmap(nullptr, static_cast<size_t>(total), PROT_READ, MAP_SHARED, bytes.fd_, 0);
+    if (data == MAP_FAILED) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot map model ", path, ": ", std::strerror(errno)));
+    }
+    bytes.data_ = data;
+    bytes.size_ = static_cast<size_t>(total);
+  }
   return bytes;
 }
 
-absl::Status ProbeInChildProcess(ArchiveKind kind, absl::string_view bytes,
+ByteViewStream::Buffer::Buffer(absl::string_view bytes) {
+  char* begin = const_cast<char*>(bytes.data());  // read only: no put area is set
+  setg(begin, begin, begin + bytes.size());
+}
+
+ByteViewStream::Buffer::pos_type ByteViewStream::Buffer::seekoff(off_type offset,
+                                                                 std::ios_base::seekdir from,
+                                                                 std::ios_base::openmode which) {
+  const off_type size = egptr() - eback();
+  const off_type base = from == std::ios_base::beg   ? 0
+                        : from == std::ios_base::cur ? gptr() - eback()
+                                                     : size;
+  const off_type target = base + offset;
+  if (!(which & std::ios_base::in) || target < 0 || target > size) return pos_type(off_type(-1));
+  setg(eback(), eback() + target, egptr());
+  return pos_type(target);
+}
+
+ByteViewStream::Buffer::pos_type ByteViewStream::Buffer::seekpos(pos_type position,
+                                                                 std::ios_base::openmode which) {
+  return seekoff(off_type(position), std::ios_base::beg, which);
+}
+
+ByteViewStream::ByteViewStream(absl::string_view bytes) : std::istream(nullptr), buffer_(bytes) {
+  rdbuf(&buffer_);
+}
+
+absl::Status ProbeInChildProcess(ArchiveKind kind, const ModelBytes& bytes,
                                  const std::string& path) {
   Isolation& state = State();
   ArchiveLoadLimits limits;
@@ -244,22 +347,17 @@ absl::Status ProbeInChildProcess(ArchiveKind kind, absl::string_view bytes,
     }
     limits = state.limits;
   }
-  // The bytes travel in an anonymous file: the child reads exactly what this process loads.
-  const int input = memfd_create("grail-model-probe", MFD_CLOEXEC);
+  // The bytes' anonymous file is the child's stdin: it maps exactly what this process loads,
+  // and no copy of them is made for it.
+  const int input = bytes.fd();
   int output[2] = {-1, -1};
-  if (input < 0 || pipe2(output, O_CLOEXEC) != 0) {
-    if (input >= 0) close(input);
+  if (input < 0 || lseek(input, 0, SEEK_SET) != 0 || pipe2(output, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("cannot start a probe: ", std::strerror(errno)));
   }
   auto close_all = [&] {
-    close(input);
     if (output[0] >= 0) close(output[0]);
     if (output[1] >= 0) close(output[1]);
   };
-  if (!WriteAll(input, bytes) || lseek(input, 0, SEEK_SET) != 0) {
-    close_all();
-    return absl::InternalError(absl::StrCat("cannot start a probe: ", std::strerror(errno)));
-  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, input, STDIN_FILENO);

@@ -22,6 +22,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <istream>
+#include <streambuf>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,8 +33,8 @@
 namespace grail {
 
 struct ArchiveLoadLimits {
-  // Larger files are refused before being read.
-  int64_t max_bytes = int64_t{16} << 30;
+  // Larger files are refused before being read (grail-server's --max-model-bytes).
+  int64_t max_bytes = int64_t{1} << 30;
   // A child that has not answered by then is killed and the load fails.
   std::chrono::seconds timeout{300};
 };
@@ -80,17 +82,63 @@ class ArchiveLoadScope {
   std::function<bool()> previous_;
 };
 
+// A model file's bytes, held once: read into an anonymous file (memfd) that this process
+// maps read-only and a probe child maps too, so neither holds a copy of its own.
+class ModelBytes {
+ public:
+  ModelBytes() = default;
+  ModelBytes(ModelBytes&& other) noexcept;
+  ModelBytes& operator=(ModelBytes&& other) noexcept;
+  ~ModelBytes();
+
+  absl::string_view view() const {
+    return absl::string_view(static_cast<const char*>(data_), size_);
+  }
+  // The anonymous file (-1 for an empty one), for a child to map.
+  int fd() const { return fd_; }
+
+ private:
+  friend absl::StatusOr<ModelBytes> ReadModelFile(const std::string& path);
+  void Release();
+
+  int fd_ = -1;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // The bytes of the model file at `path`: a regular file (a FIFO, a device or a directory
-// would block or never end) no larger than the limits' max_bytes. INVALID_ARGUMENT naming
-// what the path is, NOT_FOUND if it cannot be opened.
-absl::StatusOr<std::string> ReadModelFile(const std::string& path);
+// would block or never end) no larger than the limits' max_bytes, refused before a byte is
+// read when it is larger (INVALID_ARGUMENT naming --max-model-bytes). Read in steps that
+// stop as soon as the ArchiveLoadScope's caller has gone (DEADLINE_EXCEEDED) or the process
+// stops (CANCELLED), so a large file's read does not outlive its caller. INVALID_ARGUMENT
+// naming what the path is, NOT_FOUND if it cannot be opened.
+absl::StatusOr<ModelBytes> ReadModelFile(const std::string& path);
 
 // Loads `bytes` (the file at `path`) in a child process as `kind`, if loads are isolated;
-// OK at once otherwise. The child's error, or INVALID_ARGUMENT "loading PATH crashed the
-// loader (signal N)", DEADLINE_EXCEEDED (the time bound, or the scope's caller gone),
-// CANCELLED (CancelArchiveLoads).
-absl::Status ProbeInChildProcess(ArchiveKind kind, absl::string_view bytes,
+// OK at once otherwise. The child maps the same anonymous file. The child's error, or
+// INVALID_ARGUMENT "loading PATH crashed the loader (signal N)", DEADLINE_EXCEEDED (the time
+// bound, or the scope's caller gone), CANCELLED (CancelArchiveLoads).
+absl::Status ProbeInChildProcess(ArchiveKind kind, const ModelBytes& bytes,
                                  const std::string& path);
+
+// An std::istream over bytes held elsewhere, without the copy std::istringstream makes: what
+// LibTorch's readers are handed.
+class ByteViewStream : public std::istream {
+ public:
+  explicit ByteViewStream(absl::string_view bytes);
+
+ private:
+  class Buffer : public std::streambuf {
+   public:
+    explicit Buffer(absl::string_view bytes);
+
+   protected:
+    pos_type seekoff(off_type offset, std::ios_base::seekdir from,
+                     std::ios_base::openmode which) override;
+    pos_type seekpos(pos_type position, std::ios_base::openmode which) override;
+  };
+  Buffer buffer_;
+};
 
 }  // namespace grail
 

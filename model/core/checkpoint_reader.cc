@@ -4,7 +4,6 @@
 
 #include <map>
 #include <set>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -127,13 +126,13 @@ class TensorCollector {
 }  // namespace
 
 absl::StatusOr<std::map<std::string, torch::Tensor>> ReadCheckpointTensorsFromBytes(
-    const std::string& bytes, const std::string& path) {
+    absl::string_view bytes, const std::string& path) {
   // LibTorch's reader checks no CRC-32: a damaged record would be read as weights.
   if (absl::Status container = CheckZipArchiveBytes(bytes, path); !container.ok()) {
     return container;
   }
   try {
-    std::istringstream in(bytes);
+    ByteViewStream in(bytes);
     caffe2::serialize::PyTorchStreamReader zip(&in);
     if (!zip.hasRecord("data.pkl")) {
       return absl::InvalidArgumentError(
@@ -156,13 +155,13 @@ absl::StatusOr<std::map<std::string, torch::Tensor>> ReadCheckpointTensorsFromBy
 
 absl::StatusOr<std::map<std::string, torch::Tensor>> ReadCheckpointTensors(
     const std::string& path) {
-  absl::StatusOr<std::string> bytes = ReadModelFile(path);
+  absl::StatusOr<ModelBytes> bytes = ReadModelFile(path);
   if (!bytes.ok()) return bytes.status();
   if (absl::Status probe = ProbeInChildProcess(ArchiveKind::kCheckpoint, *bytes, path);
       !probe.ok()) {
     return probe;
   }
-  return ReadCheckpointTensorsFromBytes(*bytes, path);
+  return ReadCheckpointTensorsFromBytes(bytes->view(), path);
 }
 
 }  // namespace grail

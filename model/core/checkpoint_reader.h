@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace grail {
 
@@ -25,7 +26,7 @@ namespace grail {
 absl::StatusOr<std::map<std::string, torch::Tensor>> ReadCheckpointTensors(const std::string& path);
 // The same from the file's bytes, in this process.
 absl::StatusOr<std::map<std::string, torch::Tensor>> ReadCheckpointTensorsFromBytes(
-    const std::string& bytes, const std::string& path);
+    absl::string_view bytes, const std::string& path);
 
 }  // namespace grail
 

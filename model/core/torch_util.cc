@@ -9,7 +9,6 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -116,7 +115,7 @@ absl::Status LoadError(const std::string& path, const std::string& what) {
 
 }  // namespace
 
-absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& bytes,
+absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(absl::string_view bytes,
                                                          const std::string& path,
                                                          const torch::Device& device) {
   std::set<std::string> operators;
@@ -132,7 +131,7 @@ absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& byte
   }
   torch::jit::Module module;
   try {
-    std::istringstream in(bytes);
+    ByteViewStream in(bytes);
     module = torch::jit::load(in, device);
   } catch (const c10::Error& e) {
     return LoadError(path, e.what_without_backtrace());
@@ -175,12 +174,12 @@ absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& byte
 
 absl::StatusOr<torch::jit::Module> LoadModelArchive(const std::string& path,
                                                     const torch::Device& device) {
-  absl::StatusOr<std::string> bytes = ReadModelFile(path);
+  absl::StatusOr<ModelBytes> bytes = ReadModelFile(path);
   if (!bytes.ok()) return bytes.status();
   if (absl::Status probe = ProbeInChildProcess(ArchiveKind::kModel, *bytes, path); !probe.ok()) {
     return probe;
   }
-  return LoadModelArchiveBytes(*bytes, path, device);
+  return LoadModelArchiveBytes(bytes->view(), path, device);
 }
 
 absl::StatusOr<OpenedArchive> OpenArchive(const std::string& path, absl::string_view device) {

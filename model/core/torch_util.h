@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadArchiveAs(const std::string& path,
   return ModelFromArchive<Model, Module>(*std::move(opened), path, device);
 }
 // The same from the file's bytes, in this process (no probe): what the probe itself runs.
-absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(const std::string& bytes,
+absl::StatusOr<torch::jit::Module> LoadModelArchiveBytes(absl::string_view bytes,
                                                          const std::string& path,
                                                          const torch::Device& device);
 // The archive's "format" attribute ("" if it has none).

@@ -81,8 +81,10 @@ ABSL_FLAG(bool, sync_writes, false,
           "fsync every AddTriples chunk before acknowledging it (survives machine crashes, not "
           "just process crashes)");
 ABSL_FLAG(int, drain_seconds, 20, "on SIGTERM, how long calls in flight get to finish");
-ABSL_FLAG(int64_t, max_model_bytes, int64_t{16} << 30,
-          "largest model archive loaded (at start and by ReloadModel / SIGHUP), in bytes");
+ABSL_FLAG(int64_t, max_model_bytes, int64_t{1} << 30,
+          "largest model archive loaded (at start and by ReloadModel / SIGHUP), in bytes; a "
+          "load holds about three times the file at its peak (the bytes, the probe's tensors, "
+          "the model's), beside the model serving (the archives written here are 0.7-12 MB)");
 ABSL_FLAG(int, model_load_timeout_seconds, 300,
           "how long loading a model archive may take (it is loaded in a child process first; "
           "one that takes longer is refused and the previous model keeps serving)");

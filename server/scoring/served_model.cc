@@ -25,13 +25,13 @@ absl::Status StoppedWarmUp() {
 }
 
 // Hex SHA-256 of the model file at `path` (read as ReadModelFile reads it: a regular file,
-// bounded).
+// bounded, held once).
 absl::StatusOr<std::string> FileSha256(const std::string& path) {
-  absl::StatusOr<std::string> bytes = ReadModelFile(path);
+  absl::StatusOr<ModelBytes> bytes = ReadModelFile(path);
   if (!bytes.ok()) return bytes.status();
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  EVP_Digest(bytes->data(), bytes->size(), digest, &size, EVP_sha256(), nullptr);
+  EVP_Digest(bytes->view().data(), bytes->view().size(), digest, &size, EVP_sha256(), nullptr);
   return absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(digest), static_cast<size_t>(size)));
 }
