@@ -337,6 +337,52 @@ for path, expected in [(os.path.join(out, "missing", "child"), grpc.StatusCode.F
     row(f"CreateCheckpoint {path.replace(chr(0), '<NUL>')[-40:]}",
         code == expected and "\0" not in details, f"{code.name}: {details[:90]}")
 
+trail = os.path.join(out, "trail") + "/"
+code, details = server.raw("CreateCheckpoint", pb.CreateCheckpointRequest(
+    dir=os.path.join(out, "missing", "trail") + "/").SerializeToString())
+written, _ = server.raw("CreateCheckpoint", pb.CreateCheckpointRequest(dir=trail).SerializeToString())
+row("CreateCheckpoint DIR/ (a trailing slash)", code == grpc.StatusCode.FAILED_PRECONDITION and
+    f", {os.path.join(out, 'missing')}, is not" in details and written == grpc.StatusCode.OK
+    and os.path.isdir(trail), f"names the parent {os.path.join(out, 'missing')[-30:]}; "
+    f"an existing parent's: {written.name}")
+
+# Relations by name that are not UTF-8.
+acks, code, details = server.raw("RemoveTriples", [pb.RemoveTriplesRequest(
+    relations=["fine", "xBADx"]).SerializeToString().replace(b"xBADx", b"x\xff\xfe\xfdx")],
+    stream=True)
+row("RemoveTriples relations[1] not UTF-8", code == grpc.StatusCode.INVALID_ARGUMENT and
+    "relations[1] is not valid UTF-8" in details, f"{code.name}: {details[:90]}")
+
+# A model file larger than a server holds, by its size alone (a sparse file: no disk).
+huge = os.path.join(out, "huge.pth")
+with open(huge, "wb") as f:
+    f.truncate(12 << 30)
+began = time.time()
+code, details = reload(huge, timeout=2)
+row("ReloadModel of a 12 GB file", code == grpc.StatusCode.INVALID_ARGUMENT and
+    "--max-model-bytes" in details and serving(),
+    f"{code.name} in {time.time() - began:.2f} s: {details[-70:]}")
+os.remove(huge)
+
+# Writers of files: a device, a FIFO, or their own input as --out.
+for target, says in (("/dev/full", "is a device"), (fifo, "is a FIFO"),
+                     (f"{data}/WN18RR_v1/train.txt", "is the file --train reads")):
+    run = subprocess.run([binary("grail-train"), "--train", f"{data}/WN18RR_v1/train.txt",
+                          "--out", target, "--epochs", "1"], capture_output=True, text=True)
+    row(f"grail-train --out {target[-30:]}", run.returncode == 2 and says in run.stderr,
+        f"exit {run.returncode}: {run.stderr.strip()[-80:]}")
+
+# One entity given thousands of relations: ULTRA's graph of relations would grow with their
+# square. A GraIL server keeps the same pairs (with --allow-unknown-relations).
+server.stop()
+server = Server("--allow-unknown-relations", "--max-relation-pairs=100000", store="pairs",
+                log="pairs.log")
+hub = [triple("hub", f"t{i}", f"mr{i}") for i in range(3000)]
+acks, code, details = server.raw("AddTriples", [chunk(*hub, first_line=1)], stream=True)
+row("AddTriples of 3,000 relations at one entity", code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    and "--max-relation-pairs" in details and server.facts() == 0,
+    f"{code.name}: {details[:100]}")
+
 # A removal chunk of entities only, over the chunk limit.
 server.stop()
 server = Server("--max-chunk-facts=2", log="chunk.log")
@@ -404,6 +450,52 @@ row("WAL corrupted mid-file", refused.returncode == 1 and "DATA_LOSS" in refused
 server = Server("--truncate-corrupted-wal", store="wal", log="wal2.log")
 row("... started with --truncate-corrupted-wal", server.metric("grail_store_wal_truncated") == 1,
     f"serves {server.facts()} of {acknowledged} facts, loss logged, grail_store_wal_truncated 1")
+server.stop()
+
+# ULTRA (a model of any relation), imported from its released checkpoint.
+ultra = out + ".ultra.pt"
+models = os.environ.get("GRAIL_MODELS_DIR", "../shared/models")
+subprocess.run([binary("grail-tools"), "import-ultra", "--checkpoint",
+                f"{models}/ultra/ultra_3g.pth", "--out", ultra], check=True,
+               stdout=subprocess.DEVNULL)
+server = ServerProcess(args.bin, ultra, os.path.join(out, "ultra_store"),
+                       log=os.path.join(out, "ultra.log"))
+channel = grpc.insecure_channel(server.target)
+stub = pbg.KnowledgeGraphStub(channel)
+with open(f"{data}/WN18RR_v1/train.txt") as f:
+    facts = [triple(*line.split("\t")[::2], r=line.split("\t")[1])
+             for line in f.read().splitlines() if line]
+list(stub.AddTriples(iter([pb.AddTriplesRequest(triples=facts[i:i + 10000])
+                           for i in range(0, len(facts), 10000)] +
+                          [pb.AddTriplesRequest(triples=[triple("H", "T", "brand_new")])])))
+
+
+def outcome(call, request, timeout):
+    try:
+        call(request, timeout=timeout)
+        return grpc.StatusCode.OK, ""
+    except grpc.RpcError as e:
+        return e.code(), e.details()
+
+
+code, details = outcome(stub.ReloadModel, pb.ReloadModelRequest(path=model), 120)
+row("ReloadModel from ULTRA to GraIL with a relation GraIL lacks",
+    code == grpc.StatusCode.FAILED_PRECONDITION and '"brand_new"' in details,
+    f"{code.name}: {details[:100]}")
+list(stub.RemoveTriples(iter([pb.RemoveTriplesRequest(relations=["brand_new"])])))
+code, details = outcome(stub.RankTails, pb.RankTailsRequest(head="H", relation="brand_new"), 60)
+row("RankTails of a relation whose facts were all removed",
+    code == grpc.StatusCode.INVALID_ARGUMENT and "has no fact in the graph" in details,
+    f"{code.name}: {details[:90]}")
+head, rel = facts[0].head, facts[0].relation
+far = next(f.tail for f in reversed(facts) if f.head != head and f.tail != head)
+listed = stub.RankTails(pb.RankTailsRequest(head=head, relation=rel, options=pb.RankOptions(
+    candidates=[facts[0].tail, far], max_visited_nodes=1)), timeout=60)
+row("RankTails of explicit candidates on a pruned pass",
+    listed.candidates_pruned == 2 and all(e.pruned for e in listed.ranked),
+    f"candidates_pruned {listed.candidates_pruned}, flags "
+    f"{[e.pruned for e in listed.ranked]}")
+channel.close()
 server.stop()
 
 failed = [name for name, passed, _ in rows if not passed]

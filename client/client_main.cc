@@ -120,7 +120,8 @@ commands:
   rank-heads R T [--top-k K] [--candidates FILE] [--filter-known]
       Ranks candidate tails (heads), best first: every entity of the graph, or the names
       in FILE (one per line). Prints rank<TAB>entity<TAB>score per entity; --json: an
-      object with ranked (rank, entity, score, known_fact, scored_by), candidates_scored,
+      object with ranked (rank, entity, score, known_fact, scored_by, pruned),
+      candidates_scored,
       candidates_filtered, candidates_shared_score (candidates far from the fixed entity,
       which share one exact score), candidates_pruned (of those, the ones a pruned
       propagation did not visit; --max-visited-nodes N / --max-visited-edges E ask for a
@@ -410,7 +411,8 @@ int RunRank(const Session& session, bool tails, const std::vector<std::string>& 
                         {"entity", entity.entity()},
                         {"score", JsonFloat(entity.score())},
                         {"known_fact", entity.known_fact()},
-                        {"scored_by", ScoredByName(entity.scored_by())}});
+                        {"scored_by", ScoredByName(entity.scored_by())},
+                        {"pruned", entity.pruned()}});
     }
     json["candidates_scored"] = response.candidates_scored();
     json["candidates_filtered"] = response.candidates_filtered();
@@ -629,16 +631,18 @@ int RunHealth(const Session& session, const std::vector<std::string>& args) {
   return *health == 1 ? kExitOk : kExitError;
 }
 
-int RunStats(const Session& session, const std::vector<std::string>& args) {
-  kg::v1::GetStatsResponse response;
-  grpc::ClientContext context;
-  session.call.Apply(&context);
-  kg::v1::GetStatsRequest request;
-  request.set_min_graph_sequence(session.min_graph_sequence);
-  const grpc::Status status = session.stub->GetStats(&context, request, &response);
-  if (!status.ok()) return PrintError(status);
-  const kg::v1::ModelInfo& model = response.model();
-  const Json model_json = {
+// Every field of ModelInfo, by its proto name: version and generation are what a caller
+// reads after a reload's DEADLINE_EXCEEDED to learn whether it was applied.
+Json ModelInfoJson(const kg::v1::ModelInfo& model) {
+  Json kge = Json::array();
+  for (const kg::v1::KgeModelInfo& member : model.kge_models()) {
+    kge.push_back({{"kind", member.kind()},
+                   {"dim", member.dim()},
+                   {"entities", member.entities()},
+                   {"relations", member.relations()},
+                   {"weight", member.weight()}});
+  }
+  return {
       {"path", model.path()},
       {"format", model.format()},
       {"relations", std::vector<std::string>(model.relations().begin(), model.relations().end())},
@@ -647,12 +651,26 @@ int RunStats(const Session& session, const std::vector<std::string>& args) {
       {"dim", model.dim()},
       {"parameters", model.parameters()},
       {"training_fingerprint", model.training_fingerprint()},
-      {"device", model.device()}};
+      {"device", model.device()},
+      {"version", model.version()},
+      {"generation", model.generation()},
+      {"loaded_at_unix_seconds", model.loaded_at_unix_seconds()},
+      {"kge_models", std::move(kge)}};
+}
+
+int RunStats(const Session& session, const std::vector<std::string>& args) {
+  kg::v1::GetStatsResponse response;
+  grpc::ClientContext context;
+  session.call.Apply(&context);
+  kg::v1::GetStatsRequest request;
+  request.set_min_graph_sequence(session.min_graph_sequence);
+  const grpc::Status status = session.stub->GetStats(&context, request, &response);
+  if (!status.ok()) return PrintError(status);
   PrintLine(JsonLine({{"entities", response.entities()},
                       {"relations", response.relations()},
                       {"facts", response.facts()},
                       {"graph_sequence", response.graph_sequence()},
-                      {"model", model_json},
+                      {"model", ModelInfoJson(response.model())},
                       {"max_batch_size", response.max_batch_size()},
                       {"max_chunk_facts", response.max_chunk_facts()},
                       {"max_request_triples", response.max_request_triples()},

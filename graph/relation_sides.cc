@@ -4,6 +4,7 @@
 #include <iterator>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 
 namespace grail {
@@ -75,6 +76,8 @@ void RelationSideCounts::Update(absl::Span<const uint32_t> before,
   change(added, +1);
 }
 
+bool RelationSideCounts::Meets(uint32_t x, uint32_t y) const { return count_.contains(Key(x, y)); }
+
 RelationSidePairs RelationSideCounts::Pairs() {
   changed_ = false;
   RelationSidePairs sorted;
@@ -82,6 +85,47 @@ RelationSidePairs RelationSideCounts::Pairs() {
   for (const auto& [key, count] : count_) sorted.push_back(Unkey(key));
   std::sort(sorted.begin(), sorted.end());
   return sorted;
+}
+
+std::optional<size_t> RelationSideTracker::FirstFactPastPairLimit(absl::Span<const Triple> added,
+                                                                  const GraphView& before,
+                                                                  uint64_t limit) const {
+  // A graph already past the limit (a limit lowered since) takes chunks that make no new
+  // pair meet.
+  uint64_t total = counts_.num_pairs();
+  // The sides of each entity the chunk touches, as the chunk so far leaves them (sorted), and
+  // the pairs the chunk so far makes meet.
+  absl::flat_hash_map<EntityId, std::vector<uint32_t>> sides;
+  absl::flat_hash_set<uint64_t> fresh;
+  auto held_by = [&](EntityId e) -> std::vector<uint32_t>& {
+    auto [it, inserted] = sides.try_emplace(e);
+    if (inserted) {
+      if (auto hub = hub_sides_.find(e); hub != hub_sides_.end()) {
+        for (const auto& [side, count] : hub->second) it->second.push_back(side);
+      } else if (e < before.num_entities()) {
+        EntitySides(before.OutEdges(e), before.InEdges(e), &it->second);
+      }
+    }
+    return it->second;
+  };
+  // Entity e gains `side`: false once more than `limit` pairs meet.
+  auto gain = [&](EntityId e, uint32_t side) {
+    std::vector<uint32_t>& held = held_by(e);
+    auto at = std::lower_bound(held.begin(), held.end(), side);
+    if (at != held.end() && *at == side) return true;
+    held.insert(at, side);
+    for (uint32_t other : held) {  // the side itself included: a side meets itself
+      if (!counts_.Meets(side, other) && fresh.insert(Key(side, other)).second && ++total > limit) {
+        return false;
+      }
+    }
+    return true;
+  };
+  for (size_t i = 0; i < added.size(); ++i) {
+    const Triple& t = added[i];
+    if (!gain(t.head, HeadSide(t.relation)) || !gain(t.tail, TailSide(t.relation))) return i;
+  }
+  return std::nullopt;
 }
 
 bool RelationSideTracker::Apply(absl::Span<const Triple> added, absl::Span<const Triple> removed,

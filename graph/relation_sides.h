@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,9 @@ class RelationSideCounts {
   bool changed() const { return changed_; }
   // The pairs that meet now; clears changed().
   RelationSidePairs Pairs();
+  // How many pairs meet now, and whether sides x and y do.
+  uint64_t num_pairs() const { return count_.size(); }
+  bool Meets(uint32_t x, uint32_t y) const;
 
  private:
   void Add(uint32_t x, uint32_t y, int64_t delta);
@@ -65,6 +69,16 @@ class RelationSideTracker {
              const GraphView& before, const GraphView& after);
   // The pairs that meet now.
   RelationSidePairs Pairs() { return counts_.Pairs(); }
+  uint64_t num_pairs() const { return counts_.num_pairs(); }
+
+  // Adding `added` (facts `before` lacks) to `before`, the graph the tracker follows, fact by
+  // fact in order: the position of the first fact after which more than `limit` pairs would
+  // meet, or nullopt if the whole chunk stays within. Changes nothing. Its cost is linear in
+  // what it finds: for each side an entity gains, one look-up per side the entity then holds,
+  // and it stops once past `limit` (so a hub gaining thousands of sides costs at most `limit`
+  // look-ups, not their square).
+  std::optional<size_t> FirstFactPastPairLimit(absl::Span<const Triple> added,
+                                               const GraphView& before, uint64_t limit) const;
 
  private:
   // Facts per side of each entity with more than kTrackedDegree facts, so a chunk touching a

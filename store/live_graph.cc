@@ -139,6 +139,12 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
   return added;
 }
 
+std::optional<size_t> LiveGraph::FirstFactPastRelationPairLimit(absl::Span<const Triple> facts,
+                                                                uint64_t limit) const {
+  if (!relation_sides_) return std::nullopt;
+  return side_tracker_.FirstFactPastPairLimit(facts, *Snapshot(), limit);
+}
+
 LiveGraph::MemoryUsage LiveGraph::ApproximateMemoryUsage() const {
   const std::shared_ptr<const GraphSnapshot> latest = Snapshot();
   MemoryUsage usage;

@@ -162,6 +162,15 @@ class LiveGraph {
   // Snapshots taken before the call are unaffected.
   uint64_t Apply(const GraphDelta& delta);
 
+  // Adding `facts` (ids valid after their chunk's new names; facts the latest version lacks)
+  // in order: the position of the first after which more than `limit` pairs of relation
+  // sides would meet (graph/relation_sides.h), or nullopt. The writer's, like Apply(); nullopt
+  // when the graph keeps no relation sides.
+  std::optional<size_t> FirstFactPastRelationPairLimit(absl::Span<const Triple> facts,
+                                                       uint64_t limit) const;
+  // The pairs of relation sides that meet in the latest version.
+  uint64_t num_relation_side_pairs() const { return Snapshot()->SidePairs()->size(); }
+
   // Walks the latest version; O(entities). For benchmarks and occasional reporting.
   MemoryUsage ApproximateMemoryUsage() const;
 

@@ -169,8 +169,9 @@ void CloseDatabase(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>* f
   delete db;
 }
 
-absl::Status RejectFact(size_t index, absl::string_view reason) {
-  absl::Status status = absl::InvalidArgumentError(absl::StrCat("fact ", index, ": ", reason));
+absl::Status RejectFact(size_t index, absl::string_view reason,
+                        absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
+  absl::Status status(code, absl::StrCat("fact ", index, ": ", reason));
   status.SetPayload(kRejectedFactPayload, absl::Cord(absl::StrCat(index)));
   return status;
 }
@@ -244,6 +245,7 @@ TripleStore::TripleStore(std::string dir, StoreOptions options)
   if (options_.allowed_relations.has_value()) {
     allowed_relations_.insert(options_.allowed_relations->begin(),
                               options_.allowed_relations->end());
+    restricted_ = true;
   }
 }
 
@@ -483,7 +485,7 @@ absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
           ValidateName(*name, absl::StrCat(role, " name"), options_.max_name_bytes);
       if (!valid.ok()) return RejectFact(i, valid.message());
     }
-    if (check_relations && options_.allowed_relations.has_value() && !any_relation_ &&
+    if (check_relations && restricted_ &&
         !allowed_relations_.contains(fact.relation)) {  // write_mu_ is held
       return RejectFact(i, absl::StrCat("relation ", QuoteName(fact.relation),
                                         " is not in the allowed vocabulary"));
@@ -540,8 +542,53 @@ absl::Status TripleStore::CheckChunk(absl::Span<const NamedTriple> facts,
                                      absl::Span<const std::string> relations, bool adding) const {
   std::lock_guard<std::mutex> lock(write_mu_);
   if (absl::Status valid = Validate(facts, /*check_relations=*/adding); !valid.ok()) return valid;
+  if (adding) {
+    if (absl::Status fits = CheckRelationPairs(facts); !fits.ok()) return fits;
+  }
   if (absl::Status valid = ValidateNames(entities, "entities"); !valid.ok()) return valid;
   return ValidateNames(relations, "relations");
+}
+
+absl::Status TripleStore::CheckRelationPairs(absl::Span<const NamedTriple> facts) const {
+  const uint64_t limit = options_.max_relation_side_pairs;
+  if (limit == 0) return absl::OkStatus();
+  // The chunk's facts by id, as AddChunk will number them (names new to the graph in order
+  // of first appearance), leaving out those held already or repeated; where each came from.
+  const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
+  absl::flat_hash_map<absl::string_view, uint32_t> new_entities, new_relations;
+  auto id = [](const std::optional<uint32_t>& known, absl::string_view name,
+               absl::flat_hash_map<absl::string_view, uint32_t>& fresh, uint32_t first) {
+    if (known.has_value()) return *known;
+    return fresh.try_emplace(name, first + static_cast<uint32_t>(fresh.size())).first->second;
+  };
+  std::vector<Triple> added;
+  std::vector<size_t> positions;
+  absl::flat_hash_set<Triple> seen;
+  for (size_t i = 0; i < facts.size(); ++i) {
+    const NamedTriple& f = facts[i];
+    const uint32_t head =
+        id(base->FindEntityIncludingRemoved(f.head), f.head, new_entities, base->num_entities());
+    const uint32_t relation =
+        id(base->FindRelation(f.relation), f.relation, new_relations, base->num_relations());
+    const uint32_t tail =
+        id(base->FindEntityIncludingRemoved(f.tail), f.tail, new_entities, base->num_entities());
+    const Triple t{head, relation, tail};
+    if (!seen.insert(t).second || base->HasFact(t.head, t.relation, t.tail)) continue;
+    added.push_back(t);
+    positions.push_back(i);
+  }
+  const std::optional<size_t> past = graph_.FirstFactPastRelationPairLimit(added, limit);
+  if (!past.has_value()) return absl::OkStatus();
+  const NamedTriple& f = facts[positions[*past]];
+  return RejectFact(
+      positions[*past],
+      absl::StrCat("relation ", QuoteName(f.relation), " at ", QuoteName(f.head), " and ",
+                   QuoteName(f.tail), " would make more than ", limit,
+                   " pairs of relation sides meet at entities (now ", base->SidePairs()->size(),
+                   "; --max-relation-pairs): the graph of relations a model of any relation "
+                   "(ULTRA) reads grows with the square of the distinct relations meeting at an "
+                   "entity"),
+      absl::StatusCode::kResourceExhausted);
 }
 
 absl::Status TripleStore::ValidateNames(absl::Span<const std::string> names,
@@ -590,6 +637,7 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
                                                   uint64_t sequence) {
   std::lock_guard<std::mutex> lock(write_mu_);
   if (absl::Status valid = Validate(facts, /*check_relations=*/true); !valid.ok()) return valid;
+  if (absl::Status fits = CheckRelationPairs(facts); !fits.ok()) return fits;
   if (absl::Status writable = Writable(); !writable.ok()) return writable;
 
   // The writer is the only one publishing versions, so this is the latest one.
@@ -804,11 +852,10 @@ absl::Status TripleStore::Commit(rocksdb::WriteBatch& batch, const GraphDelta& d
 
 void TripleStore::AllowAnyRelation() {
   std::lock_guard<std::mutex> lock(write_mu_);
-  any_relation_ = true;
+  restricted_ = false;
 }
 
 absl::Status TripleStore::SetAllowedRelations(const std::vector<std::string>& relations) {
-  if (!options_.allowed_relations.has_value()) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(write_mu_);
   absl::flat_hash_set<std::string> allowed(relations.begin(), relations.end());
   std::vector<std::string> missing;
@@ -823,21 +870,27 @@ absl::Status TripleStore::SetAllowedRelations(const std::vector<std::string>& re
                      absl::StrJoin(missing, ", "), count > 5 ? ", ..." : "", ")"));
   }
   allowed_relations_ = std::move(allowed);
-  any_relation_ = false;
+  restricted_ = true;
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> TripleStore::CreateCheckpoint(const std::string& dir) {
+absl::StatusOr<uint64_t> TripleStore::CreateCheckpoint(const std::string& requested) {
   // The caller's mistakes, said as such before RocksDB reports them as I/O errors.
-  if (dir.empty() || dir[0] != '/') {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint directory \"", absl::CHexEscape(dir),
-                                                   "\" is not an absolute path"));
+  if (requested.empty() || requested[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint directory \"", absl::CHexEscape(requested), "\" is not an absolute path"));
   }
-  if (dir.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint directory \"", absl::CHexEscape(dir), "\" holds a NUL byte"));
+  if (requested.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint directory \"", absl::CHexEscape(requested), "\" holds a NUL byte"));
   }
-  const std::filesystem::path parent = std::filesystem::path(dir).lexically_normal().parent_path();
+  // "/srv/cp/new/" names /srv/cp/new, whose parent is /srv/cp: trailing separators (and "."
+  // or "..") go before the parent is taken, and RocksDB is given the normal form (it stages
+  // the copy in DIR.tmp, which "/srv/cp/new/" would put inside the missing directory).
+  std::filesystem::path normal = std::filesystem::path(requested).lexically_normal();
+  if (!normal.has_filename() && normal.has_relative_path()) normal = normal.parent_path();
+  const std::string dir = normal.string();
+  const std::filesystem::path parent = normal.parent_path();
   std::error_code error;
   if (!std::filesystem::is_directory(parent, error)) {
     return absl::FailedPreconditionError(
@@ -982,7 +1035,6 @@ absl::Status TripleStore::CheckConsistency() const {
 }
 
 std::optional<size_t> RejectedFactIndex(const absl::Status& status) {
-  if (status.code() != absl::StatusCode::kInvalidArgument) return std::nullopt;
   const auto payload = status.GetPayload(kRejectedFactPayload);
   size_t index = 0;
   if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &index)) {

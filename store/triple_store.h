@@ -78,6 +78,12 @@ struct StoreOptions {
   size_t max_name_bytes = 1024;
   // Largest accepted chunk, in facts.
   size_t max_chunk_facts = 100000;
+  // Most pairs of relation sides that may meet at some entity (graph/relation_sides.h): the
+  // nodes ULTRA's graph of relations joins, whose edges (8 a pair) its every forward reads.
+  // They grow with the square of the distinct relations meeting at an entity, so one entity
+  // given thousands of relations is enough to exhaust memory. A chunk that would pass it is
+  // refused naming the fact (RESOURCE_EXHAUSTED). 0: no bound.
+  uint64_t max_relation_side_pairs = 0;
   // When set, a fact whose relation is not in this list rejects its chunk (the operator's
   // choice to accept only relations the model knows).
   std::optional<std::vector<std::string>> allowed_relations;
@@ -155,7 +161,9 @@ class TripleStore {
   // available as RejectedFactIndex(status)), for: an empty name; a name longer than
   // max_name_bytes; a name containing TAB, CR or LF; a relation outside allowed_relations;
   // more than max_chunk_facts facts (N is then max_chunk_facts, the first fact too many).
-  // RESOURCE_EXHAUSTED if the chunk would need more than 2^32 - 1 entities or relations.
+  // RESOURCE_EXHAUSTED if the chunk would need more than 2^32 - 1 entities or relations, and,
+  // also "fact N: ..." with its RejectedFactIndex, if its fact N would make more than
+  // max_relation_side_pairs pairs of relation sides meet.
   //
   // If RocksDB fails the write, that error is returned and nothing of the chunk is served.
   // A full disk is RESOURCE_EXHAUSTED "...No space left on device": reads go on, every later
@@ -222,9 +230,11 @@ class TripleStore {
   // before this call.
   std::shared_ptr<const GraphSnapshot> Snapshot() const { return graph_.Snapshot(); }
 
-  // Replaces the allowed relation vocabulary (a no-op for a store opened without one), for
-  // a new model. FAILED_PRECONDITION, changing nothing, if a relation the stored graph uses
-  // (one with facts) is not in `relations` (the message names the first few). Serialised with the
+  // Makes `relations` the allowed vocabulary, for a new model whose vocabulary is closed:
+  // from now on a fact of any other relation rejects its chunk, also on a store opened
+  // without one or after AllowAnyRelation (a server that served ULTRA, then a learned model).
+  // FAILED_PRECONDITION, changing nothing, if a relation the stored graph uses (one with
+  // facts) is not in `relations` (the message names the first few). Serialised with the
   // writers, so no chunk slips in between the check and the swap.
   absl::Status SetAllowedRelations(const std::vector<std::string>& relations);
   // Lifts the allowed vocabulary (for a model that scores any relation, ULTRA's): every
@@ -239,7 +249,7 @@ class TripleStore {
   // the file system allows) and returns the sequence it holds. Writers wait meanwhile. A
   // store opened on the copy holds exactly the graph of that sequence. FAILED_PRECONDITION
   // if `dir` exists; INTERNAL for RocksDB's errors.
-  absl::StatusOr<uint64_t> CreateCheckpoint(const std::string& dir);
+  absl::StatusOr<uint64_t> CreateCheckpoint(const std::string& requested);
 
   // false while writes fail for want of disk space (after a failed write, or opened
   // read-only on a full disk), until a chunk finds space again.
@@ -266,6 +276,9 @@ class TripleStore {
   // Checks the chunk against the validation rules (see AddChunk); the allowed relations only
   // with `check_relations`. Requires write_mu_.
   absl::Status Validate(absl::Span<const NamedTriple> facts, bool check_relations) const;
+  // RESOURCE_EXHAUSTED "fact N: ..." where adding `facts` would pass
+  // max_relation_side_pairs. write_mu_ held.
+  absl::Status CheckRelationPairs(absl::Span<const NamedTriple> facts) const;
   // RemoveChunk's check of its entity names.
   // Each name valid as `what` ("entities", "relations"): INVALID_ARGUMENT "what[N]: ...".
   absl::Status ValidateNames(absl::Span<const std::string> names, absl::string_view what) const;
@@ -292,9 +305,11 @@ class TripleStore {
   // outlive db_.
   std::unique_ptr<rocksdb::Env> env_;
   std::shared_ptr<rocksdb::Logger> logger_;
-  // Guarded by write_mu_ (SetAllowedRelations replaces it).
+  // Guarded by write_mu_ (SetAllowedRelations replaces it). Checked only while restricted_:
+  // set by StoreOptions::allowed_relations and by SetAllowedRelations, cleared by
+  // AllowAnyRelation.
   absl::flat_hash_set<std::string> allowed_relations_;
-  bool any_relation_ = false;  // guarded by write_mu_
+  bool restricted_ = false;  // guarded by write_mu_
   rocksdb::DB* db_ = nullptr;
   // Indexed by the Family enum in the .cc file.
   std::vector<rocksdb::ColumnFamilyHandle*> families_;
@@ -311,8 +326,8 @@ class TripleStore {
   std::atomic<bool> writable_{true};
 };
 
-// For an INVALID_ARGUMENT returned by TripleStore::AddChunk: the 0-based position of the
-// fact that rejected the chunk. nullopt for any other status.
+// For a chunk AddChunk refused because of one fact (INVALID_ARGUMENT, or RESOURCE_EXHAUSTED
+// for the relation pairs' bound): its 0-based position. nullopt for any other status.
 std::optional<size_t> RejectedFactIndex(const absl::Status& status);
 
 }  // namespace grail

@@ -385,9 +385,10 @@ bool Replicator::ApplyEntry(void* raw) {
                       : store_.RemoveChunk(facts, entities, relations, sequence);
     }
     if (result.ok()) break;
-    if (absl::IsInvalidArgument(result.status())) {
-      // Deterministic: every replica rejects it alike. Skip it, durably, so a restart does
-      // not read it again.
+    if (absl::IsInvalidArgument(result.status()) || RejectedFactIndex(result.status())) {
+      // Deterministic: every replica rejects it alike (a bad name, a relation outside the
+      // vocabulary, a fact past --max-relation-pairs on the graph every replica holds at this
+      // sequence). Skip it, durably, so a restart does not read it again.
       Log("replication_skipped_chunk",
           absl::StrCat("stream entry ", sequence, " was not applied: ", result.status().message()));
       absl::StatusOr<ChunkResult> skipped = store_.AdvanceSequence(sequence);

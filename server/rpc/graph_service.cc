@@ -663,6 +663,7 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
                 out->set_rank(r.rank);
                 out->set_known_fact(r.known_fact);
                 out->set_scored_by(ToProto(r.scored_by));
+                out->set_pruned(r.pruned);
                 ++by[static_cast<int>(r.scored_by)];
               }
               for (ScoredBy scorer : {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFused}) {

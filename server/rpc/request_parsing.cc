@@ -30,12 +30,13 @@ bool ReadBytes(google::protobuf::io::CodedInputStream* in, std::string* out) {
 }
 
 // Walks an AddTriplesRequest / RemoveTriplesRequest (triples = 1, first_line = 2,
-// entities = 3) on the wire and names the first name that is not valid UTF-8.
+// entities = 3, relations = 4) on the wire and names the first name that is not valid UTF-8.
 absl::Status FindInvalidName(const std::string& bytes) {
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
                                             static_cast<int>(bytes.size()));
   uint64_t first_line = 0;
-  int fact = 0, entity = 0;
+  int fact = 0;
+  int names[2] = {0, 0};  // entities, relations
   absl::Status found = absl::OkStatus();
   for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
     const int field = WireFormatLite::GetTagFieldNumber(tag);
@@ -63,14 +64,15 @@ absl::Status FindInvalidName(const std::string& bytes) {
       ++fact;
     } else if (field == 2 && wire == WireFormatLite::WIRETYPE_VARINT) {
       if (!in.ReadVarint64(&first_line)) break;
-    } else if (field == 3 && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+    } else if ((field == 3 || field == 4) && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
       std::string name;
       if (!ReadBytes(&in, &name)) break;
+      int& index = names[field - 3];
       if (found.ok() && !IsValidUtf8(name)) {
-        found =
-            absl::InvalidArgumentError(absl::StrCat("entities[", entity, "] is not valid UTF-8"));
+        found = absl::InvalidArgumentError(
+            absl::StrCat(field == 3 ? "entities[" : "relations[", index, "] is not valid UTF-8"));
       }
-      ++entity;
+      ++index;
     } else if (!WireFormatLite::SkipField(&in, tag)) {
       break;
     }

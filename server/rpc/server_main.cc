@@ -353,6 +353,11 @@ int Run(const ServerConfig& config) {
   absl::StatusOr<std::unique_ptr<TripleStore>> store =
       OpenStore(config, **model, sequence_gate, metrics);
   if (!store.ok()) return Fail("opening the store", store.status());
+  if (absl::Status fits = CheckRelationGraphFits(**model, *(*store)->Snapshot(),
+                                                 config.store.max_relation_side_pairs);
+      !fits.ok()) {
+    return Fail("checking the graph of relations", fits);
+  }
   const Clock::time_point warmup_start = Clock::now();
   const absl::StatusOr<int> warmup_forwards = WarmUp(**model, *(*store)->Snapshot(), config.warmup);
   if (!warmup_forwards.ok()) return Fail("warming up the model", warmup_forwards.status());
@@ -364,6 +369,7 @@ int Run(const ServerConfig& config) {
   reload_options.default_path = config.model_path;
   reload_options.device = config.device;
   reload_options.allow_unknown_relations = config.allow_unknown_relations;
+  reload_options.max_relation_side_pairs = config.store.max_relation_side_pairs;
   reload_options.warmup = config.warmup;
   ModelReloader reloader(
       predictor, reload_options, [&metrics](const absl::StatusOr<ReloadOutcome>& outcome) {

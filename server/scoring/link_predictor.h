@@ -100,6 +100,7 @@ struct RankedEntity {
   uint32_t rank = 0;  // 1-based; ties share the better rank
   bool known_fact = false;
   ScoredBy scored_by = ScoredBy::kGrail;
+  bool pruned = false;  // kg.v1.RankedEntity.pruned
 };
 
 struct Ranking {

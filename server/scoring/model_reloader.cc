@@ -98,6 +98,11 @@ absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested
     outcome.model = *std::move(loaded);
     outcome.load_seconds = SecondsSince(load_start);
     TripleStore& store = predictor_.store();
+    if (absl::Status fits = CheckRelationGraphFits(*outcome.model, *store.Snapshot(),
+                                                   options_.max_relation_side_pairs);
+        !fits.ok()) {
+      return fits;
+    }
     const Clock::time_point warmup_start = Clock::now();
     WarmupOptions warmup = options_.warmup;
     warmup.stop = [&] { return !wanted(); };

@@ -44,6 +44,8 @@ struct ReloadOptions {
   std::string default_path;  // the --model path, for a reload without one
   std::string device;
   bool allow_unknown_relations = false;
+  // --max-relation-pairs: a model of any relation is refused on a graph past it.
+  uint64_t max_relation_side_pairs = 0;
   WarmupOptions warmup;
 };
 

@@ -136,8 +136,14 @@ class PathRankingJob final : public PathJob {
     const GraphSnapshot& graph = r_.graph();
     const RankingSetup& s = r_.setup();
     if (r_.explicit_candidates()) {
+      // A pruned pass gives a candidate it did not visit (outside its neighbourhood, or in it
+      // but never reached) the far score: flagged, and counted as pruned, not as exact.
+      const bool pruned = batch.query_pruned[q] != 0;
       for (EntityId c : r_.near()) {
-        r_.Add({scores.Of(batch, q, c), c, r_.Known(c), ScoredBy::kPath});
+        const int64_t node = batch.NodeOf(q, c);
+        const bool unvisited = pruned && (node < 0 || scores.Unvisited(node));
+        if (unvisited) r_.count_pruned();
+        r_.Add({scores.Of(batch, q, c), c, r_.Known(c), ScoredBy::kPath, unvisited});
       }
       return;
     }
@@ -182,7 +188,8 @@ class PathRankingJob final : public PathJob {
           continue;
         }
         r_.near().push_back(not_far[i]);
-        r_.Add({scores.far[q], not_far[i], true, ScoredBy::kPath});
+        r_.count_pruned();
+        r_.Add({scores.far[q], not_far[i], true, ScoredBy::kPath, /*pruned=*/true});
       }
     }
     std::sort(not_far.begin(), not_far.end());

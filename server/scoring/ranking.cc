@@ -160,7 +160,7 @@ Ranking RankingState::Result(float far_score, ScoredBy far_scored_by) {
   ranking.candidates_filtered = filtered_;
   const uint64_t far_shared = far_count_ - far_apart_.size();
   ranking.candidates_shared_score = static_cast<uint32_t>(far_shared);
-  ranking.candidates_pruned = pruned_ ? static_cast<uint32_t>(far_count_) : 0;
+  ranking.candidates_pruned = (pruned_ ? static_cast<uint32_t>(far_count_) : 0) + explicit_pruned_;
   const std::vector<Candidate> best = top_.TakeSorted();
   const size_t total = best.size() + far_shared;
   const size_t keep = s_.top_k == 0 ? total : std::min<size_t>(s_.top_k, total);
@@ -168,7 +168,7 @@ Ranking RankingState::Result(float far_score, ScoredBy far_scored_by) {
   // Merge the near candidates (sorted) with the far ones (one score, id order).
   FarCursor far(*this);
   uint64_t far_left = far_shared;
-  Candidate next_far{far_score, 0, false, far_scored_by};
+  Candidate next_far{far_score, 0, false, far_scored_by, pruned_};
   bool has_far = false;  // next_far holds the next far candidate not yet ranked
   size_t b = 0;
   while (ranking.ranked.size() < keep) {
@@ -189,7 +189,7 @@ Ranking RankingState::Result(float far_score, ScoredBy far_scored_by) {
       rank = ranking.ranked.back().rank;
     }
     ranking.ranked.push_back(
-        RankedEntity{graph.EntityName(c.id), c.score, rank, c.known_fact, c.scored_by});
+        RankedEntity{graph.EntityName(c.id), c.score, rank, c.known_fact, c.scored_by, c.pruned});
   }
   return ranking;
 }

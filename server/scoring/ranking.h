@@ -24,6 +24,8 @@ struct Candidate {
   EntityId id = 0;
   bool known_fact = false;
   ScoredBy scored_by = ScoredBy::kGrail;
+  // A pruned pass did not visit it: `score` is the far score (RankedEntity::pruned).
+  bool pruned = false;
 };
 bool Better(const Candidate& a, const Candidate& b);
 
@@ -90,6 +92,9 @@ class RankingState {
   // The pass was pruned: every far candidate is one it left unvisited
   // (Ranking::candidates_pruned).
   void set_pruned() { pruned_ = true; }
+  // A candidate scored apart that the pruned pass did not visit (an explicit one, or a known
+  // answer): Add it with Candidate::pruned.
+  void count_pruned() { ++explicit_pruned_; }
   float shared_score() const { return shared_score_; }
   void Add(const Candidate& c) { top_.Add(c); }
 
@@ -110,6 +115,7 @@ class RankingState {
   std::vector<EntityId> far_apart_;
   uint64_t far_count_ = 0;
   bool pruned_ = false;
+  uint32_t explicit_pruned_ = 0;
   uint32_t filtered_ = 0;
   TopCandidates top_;
   float shared_score_ = 0;

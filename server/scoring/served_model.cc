@@ -135,8 +135,10 @@ ModelSummary ServedModel::Summary() const {
 absl::StatusOr<int32_t> ServedModel::RelationId(absl::string_view name,
                                                 const GraphSnapshot& graph) const {
   if (open_vocabulary()) {
+    // A relation whose facts were all removed is in the same state as one never stored: the
+    // graph of relations holds no side of it, so there is nothing to score it by.
     const std::optional<grail::RelationId> id = graph.FindRelation(name);
-    if (!id.has_value()) {
+    if (!id.has_value() || graph.RelationFacts(*id) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("relation ", QuoteName(name),
                        " has no fact in the graph (the served ULTRA model scores "
@@ -201,6 +203,20 @@ std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphS
     if (!model.RelationId(relation, graph).ok()) unknown.push_back(relation);
   }
   return unknown;
+}
+
+absl::Status CheckRelationGraphFits(const ServedModel& model, const GraphSnapshot& graph,
+                                    uint64_t max_relation_side_pairs) {
+  const uint64_t pairs = graph.SidePairs()->size();
+  if (!model.open_vocabulary() || max_relation_side_pairs == 0 ||
+      pairs <= max_relation_side_pairs) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      model.path(), " scores any relation from the graph of relations, and the stored graph's ",
+      pairs, " pairs of relation sides are over --max-relation-pairs ", max_relation_side_pairs,
+      ": raise the bound if this machine holds that graph (8 edges a pair, read by every "
+      "forward), or serve a learned model and remove relations"));
 }
 
 namespace {

@@ -146,6 +146,14 @@ std::vector<Triple> SampleStoredFacts(const ServedModel& model, const GraphSnaps
 // facts are left out of every subgraph it scores), in the graph's id order.
 std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphSnapshot& graph);
 
+// Whether `model` can serve `graph` within `max_relation_side_pairs` (--max-relation-pairs):
+// a model of any relation (ULTRA) builds a graph of relations from the pairs of relation
+// sides that meet, and one past the bound (a store written under a higher bound) is refused
+// with FAILED_PRECONDITION naming the flag, before a forward could exhaust memory. OK for
+// other models and for 0 (no bound).
+absl::Status CheckRelationGraphFits(const ServedModel& model, const GraphSnapshot& graph,
+                                    uint64_t max_relation_side_pairs);
+
 struct WarmupOptions {
   int batches = 3;      // forwards to run; 0: none
   int batch_size = 64;  // subgraphs per forward, at most

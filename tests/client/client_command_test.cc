@@ -154,7 +154,7 @@ TEST_F(ClientCommandTest, RankHeadsHonoursTopKAndFilterKnown) {
   EXPECT_THAT(run.out, HasSubstr("{\"rank\":2,"));
   EXPECT_THAT(run.out, Not(HasSubstr("{\"rank\":3,")));
   EXPECT_THAT(run.out, Not(HasSubstr("\"entity\":\"a\"")));
-  EXPECT_THAT(run.out, HasSubstr("\"known_fact\":false,\"scored_by\":\"fused\"}"));
+  EXPECT_THAT(run.out, HasSubstr("\"known_fact\":false,\"scored_by\":\"fused\",\"pruned\":false}"));
   EXPECT_THAT(run.out, HasSubstr("\"candidates_scored\":4,\"candidates_filtered\":1,"
                                  "\"candidates_shared_score\":3,\"candidates_pruned\":0,"));
 }
@@ -166,6 +166,15 @@ TEST_F(ClientCommandTest, StatsPrintsJsonWithTheGraphSize) {
   EXPECT_THAT(run.out, HasSubstr("\"relations\":[\"likes\",\"hates\"]"));
   EXPECT_THAT(run.out, HasSubstr("\"parameters\":12345678901"));
   EXPECT_THAT(run.out, HasSubstr("\"version\":\"fake \\\"1\\\"\"}"));
+  // What a caller reads after a reload's DEADLINE_EXCEEDED: which model serves.
+  EXPECT_THAT(run.out, HasSubstr("\"version\":\"model.pt@0123456789abcdef\",\"generation\":7,"));
+  EXPECT_THAT(run.out, HasSubstr("\"kge_models\":[{\"kind\":\"rotate\",\"dim\":32,"));
+  // Every field of ModelInfo, this build's and any added later, is printed.
+  const google::protobuf::Descriptor* model = kg::v1::ModelInfo::descriptor();
+  for (int f = 0; f < model->field_count(); ++f) {
+    EXPECT_THAT(run.out, HasSubstr(absl::StrCat("\"", model->field(f)->name(), "\":")))
+        << model->field(f)->name();
+  }
 }
 
 // GRAIL_TARGET in the environment is --target's default; --target still wins over it.

@@ -141,6 +141,12 @@ class FakeKnowledgeGraph final : public kg::v1::KnowledgeGraph::Service {
     response->mutable_model()->add_relations("likes");
     response->mutable_model()->add_relations("hates");
     response->mutable_model()->set_parameters(12345678901ULL);
+    response->mutable_model()->set_version("model.pt@0123456789abcdef");
+    response->mutable_model()->set_generation(7);
+    response->mutable_model()->set_loaded_at_unix_seconds(1765000000.5);
+    kg::v1::KgeModelInfo* kge = response->mutable_model()->add_kge_models();
+    kge->set_kind("rotate");
+    kge->set_dim(32);
     response->set_version("fake \"1\"");
     return grpc::Status::OK;
   }

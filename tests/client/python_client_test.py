@@ -122,6 +122,9 @@ class PlaintextTest(ServerCase):
                                           "rank-tails", "a", "r1").stdout)
         self.assertEqual([(e["entity"], e["score"]) for e in ours["ranked"]],
                          [(e["entity"], e["score"]) for e in theirs["ranked"]])
+        self.assertEqual([e["pruned"] for e in ours["ranked"]],
+                         [e["pruned"] for e in theirs["ranked"]])
+        self.assertEqual({e.pruned for e in tails.ranked}, {False})
         self.assertEqual(ours["candidates_shared_score"], theirs["candidates_shared_score"])
         self.assertEqual(ours["candidates_pruned"], theirs["candidates_pruned"])
         self.assertEqual(tails.candidates_pruned, 0)  # GraIL never prunes

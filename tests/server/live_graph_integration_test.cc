@@ -511,6 +511,15 @@ TEST_F(LiveGraphServerTest, InvalidUtf8IsRejectedNamingItsChunkAndLineAndNothing
   EXPECT_EQ(removal.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(removal.error_message(), HasSubstr("entities[1] is not valid UTF-8"));
   EXPECT_EQ(Stats().entities(), 3u);
+  kg::v1::RemoveTriplesRequest relations;
+  relations.add_relations("r0");
+  relations.add_relations("rBAD");
+  const auto [relation_acks, relation_removal] =
+      RawChunkStream(channel, "/kg.v1.KnowledgeGraph/RemoveTriples", {WithInvalidUtf8(relations)});
+  EXPECT_EQ(relation_acks, 0);
+  EXPECT_EQ(relation_removal.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(relation_removal.error_message(), HasSubstr("relations[1] is not valid UTF-8"));
+  EXPECT_TRUE(Score({"u1", "r0", "u2"}).known_fact());  // nothing of the removal
 
   kg::v1::ScoreTripletRequest score;
   *score.mutable_triple() = ToProto({"uBAD", "r0", "u2"});

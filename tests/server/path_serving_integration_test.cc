@@ -348,6 +348,13 @@ class LimitedPathServer {
   std::unique_ptr<KnowledgeGraph::Stub> stub_;
 };
 
+// The ranked candidates a pruned pass did not visit, by their flags.
+uint32_t FlaggedPruned(const kg::v1::RankResponse& ranking) {
+  uint32_t flagged = 0;
+  for (const kg::v1::RankedEntity& e : ranking.ranked()) flagged += e.pruned();
+  return flagged;
+}
+
 kg::v1::RankOptions Budget(uint32_t nodes, uint32_t edges = 0, bool filter = false) {
   kg::v1::RankOptions options;
   options.set_max_visited_nodes(nodes);
@@ -388,8 +395,11 @@ TEST(PathServingLimitsTest, ANeighbourhoodOverTheLimitIsPrunedToItAndSaysSo) {
   ASSERT_TRUE(server.RankTails("c20", "r2", {}, &ranking).ok());
   EXPECT_EQ(ranking.candidates_scored(), 59u);
   EXPECT_EQ(ranking.ranked_size(), 59);
-  EXPECT_GE(ranking.candidates_pruned(), 59u - 3u);  // 2 visited, 1 known answer apart
-  EXPECT_EQ(ranking.candidates_pruned(), ranking.candidates_shared_score());
+  EXPECT_GE(ranking.candidates_pruned(), 59u - 2u);  // 2 visited
+  // The far ones, and the known answer if the pass left it unvisited: each flagged.
+  EXPECT_GE(ranking.candidates_pruned(), ranking.candidates_shared_score());
+  EXPECT_LE(ranking.candidates_pruned(), ranking.candidates_shared_score() + 1);
+  EXPECT_EQ(ranking.candidates_pruned(), FlaggedPruned(ranking));
   kg::v1::ScoreTripletResponse score;
   ASSERT_TRUE(server.Score({"c20", "r2", "c21"}, &score).ok());
   EXPECT_TRUE(score.pruned());
@@ -433,6 +443,31 @@ TEST(PathServingLimitsTest, ACallBudgetPrunesBelowTheServersAndOneAboveItIsRefus
   ASSERT_NE(c21, nullptr);
   EXPECT_TRUE(c21->known_fact());
   EXPECT_EQ(c21->score(), far);
+  // Every candidate with the far score, the known answer c21 included, says it was not
+  // visited; the one visited does not.
+  for (const kg::v1::RankedEntity& e : pruned.ranked()) {
+    EXPECT_EQ(e.pruned(), e.entity() != "c18") << e.entity();
+  }
+  EXPECT_EQ(pruned.candidates_pruned(), 58u);
+  EXPECT_EQ(FlaggedPruned(pruned), 58u);
+
+  // An explicit list on the same budget: the candidates the pass did not visit are counted
+  // and flagged as pruned, not labelled exact (their far score is not their own).
+  kg::v1::RankOptions listed = Budget(2);
+  for (const char* c : {"c18", "c21", "c40"}) listed.add_candidates(c);
+  kg::v1::RankResponse explicit_pruned;
+  ASSERT_TRUE(server.RankTails("c20", "r2", listed, &explicit_pruned).ok());
+  EXPECT_EQ(explicit_pruned.candidates_pruned(), 2u);
+  ASSERT_EQ(explicit_pruned.ranked_size(), 3);
+  for (const kg::v1::RankedEntity& e : explicit_pruned.ranked()) {
+    EXPECT_EQ(e.pruned(), e.entity() != "c18") << e.entity();
+  }
+  listed.set_max_visited_nodes(0);  // the server's budget, which the ball fits: exact
+  kg::v1::RankResponse explicit_exact;
+  ASSERT_TRUE(server.RankTails("c20", "r2", listed, &explicit_exact).ok());
+  EXPECT_EQ(explicit_exact.candidates_pruned(), 0u);
+  for (const kg::v1::RankedEntity& e : explicit_exact.ranked()) EXPECT_FALSE(e.pruned());
+
   ASSERT_TRUE(server.RankTails("c20", "r2", Budget(2, 0, /*filter=*/true), &filtered).ok());
   EXPECT_EQ(filtered.candidates_filtered(), 1u);
   EXPECT_EQ(filtered.candidates_scored(), 58u);
@@ -466,10 +501,11 @@ TEST(PathServingLimitsTest, WithALearnedPriorityACallBudgetPrunesEachLayerWithin
   // One entity a layer: each of the 3 layers passes messages along at most the degree ratio
   // (1) times the ball's mean degree (46 message edges over 13 entities: 3) of edges, so at
   // most 9 of the ball's 12 other entities are reached, and the rest are pruned with the 47
-  // beyond it (the known answer c21 is not counted as pruned if left unreached).
-  EXPECT_GE(pruned.candidates_pruned(), 59u - 9u - 1u);
+  // beyond it (the known answer c21 among them if left unreached: flagged, as every one is).
+  EXPECT_GE(pruned.candidates_pruned(), 59u - 9u);
   EXPECT_GT(pruned.candidates_pruned(), 59u - 12u);
-  EXPECT_EQ(pruned.candidates_pruned(), pruned.candidates_shared_score());
+  EXPECT_GE(pruned.candidates_pruned(), pruned.candidates_shared_score());
+  EXPECT_EQ(pruned.candidates_pruned(), FlaggedPruned(pruned));
   kg::v1::ScoreTripletResponse score;
   ASSERT_TRUE(server.Score({"c20", "r2", "c40"}, &score).ok());
   float far = std::nanf("");

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "graph/relation_sides.h"
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
 #include "grpcpp/grpcpp.h"
@@ -18,6 +19,8 @@
 #include "model/path/path_batch.h"
 #include "model/path/path_model.h"
 #include "tests/testing/graph_calls.h"
+#include "tests/testing/run_binary.h"
+#include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -53,12 +56,23 @@ class UltraServingTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_TRUE((*model)->Save(dir_.Sub("ultra.pt")).ok());
     model_ = *std::move(model);
-    ASSERT_TRUE(
-        server_.Start({"--model=" + dir_.Sub("ultra.pt"), "--data-dir=" + dir_.Sub("store")},
-                      dir_.Sub("server.log")));
+    ASSERT_NO_FATAL_FAILURE(StartServer());
+    Add(Graph());
+  }
+
+  // Starts grail-server on the test's model and store, with `extra` flags.
+  void StartServer(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--model=" + dir_.Sub("ultra.pt"),
+                                     "--data-dir=" + dir_.Sub("store")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(server_.Start(args, dir_.Sub("server.log")));
     stub_ = KnowledgeGraph::NewStub(
         grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
-    Add(Graph());
+  }
+
+  void Restart(const std::vector<std::string>& extra = {}) {
+    ASSERT_EQ(server_.Stop(), 0) << server_.Log();
+    StartServer(extra);
   }
 
   void Add(const std::vector<NamedTriple>& facts) {
@@ -115,6 +129,14 @@ class UltraServingTest : public ::testing::Test {
       EXPECT_TRUE(status.ok()) << status.error_message();
     }
     return response;
+  }
+
+  grpc::Status Reload(const std::string& path) {
+    grpc::ClientContext context;
+    kg::v1::ReloadModelRequest request;
+    request.set_path(path);
+    kg::v1::ReloadModelResponse response;
+    return stub_->ReloadModel(&context, request, &response);
   }
 
   float Score(const NamedTriple& t) {
@@ -194,6 +216,89 @@ TEST_F(UltraServingTest, RemovingARelationsFactsIsFollowedByTheGraphOfRelations)
     return out;
   }();
   EXPECT_NE(without.ranked(0).score(), offline_with.at(without.ranked(0).entity()));
+}
+
+// A relation that lost its last fact is in the state of one never stored: refused by name,
+// in both directions and for a single fact, before and after a restart.
+TEST_F(UltraServingTest, ARelationWhoseFactsWereAllRemovedIsRefusedLikeOneNeverStored) {
+  Add({{"u3", "advises", "u17"}, {"u17", "advises", "u25"}});
+  Rank("u3", "advises", true);
+  Remove({{"u3", "advises", "u17"}, {"u17", "advises", "u25"}});
+  auto expect_refused = [&] {
+    for (const bool tails : {true, false}) {
+      grpc::Status status;
+      Rank("u3", "advises", tails, &status);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << tails;
+      EXPECT_THAT(status.error_message(), HasSubstr("\"advises\" has no fact in the graph"));
+    }
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto({"u3", "advises", "u17"});
+    kg::v1::ScoreTripletResponse response;
+    EXPECT_EQ(stub_->ScoreTriplet(&context, request, &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  };
+  expect_refused();
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  expect_refused();
+  // A fact of it stored again makes it scorable again.
+  Add({{"u3", "advises", "u17"}});
+  ExpectOffline(Rank("u3", "advises", true), "u3", "advises", false);
+}
+
+// ULTRA takes any relation; a reload to a model with a closed vocabulary is checked against
+// the stored graph as a start on that store would check it, and from then on the store
+// refuses relations outside that vocabulary.
+TEST_F(UltraServingTest, AReloadToALearnedModelChecksAndThenEnforcesItsVocabulary) {
+  const std::string grail = dir_.Sub("grail.pt");
+  ASSERT_TRUE(SaveUntrainedModel(grail, {"mentors", "cites", "funds"}, 3, TwoHopConfig()).ok());
+  Add({{"H", "brand_new", "T"}});
+  const grpc::Status refused = Reload(grail);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("\"brand_new\""));
+  // The refused reload changed nothing: ULTRA serves and still takes new relations.
+  Add({{"H", "newer", "u1"}});
+  EXPECT_TRUE(std::isfinite(Score({"H", "newer", "u1"})));
+
+  Remove({{"H", "brand_new", "T"}, {"H", "newer", "u1"}});
+  const grpc::Status applied = Reload(grail);
+  ASSERT_TRUE(applied.ok()) << applied.error_message();
+  const AddOutcome outside = AddChunks(*stub_, {{{"u1", "cites", "u2"}, {"u1", "unheard", "u2"}}});
+  EXPECT_EQ(outside.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(outside.status.error_message(), HasSubstr("\"unheard\""));
+}
+
+// The graph of relations grows with the square of the relations meeting at an entity: an
+// AddTriples line that would pass --max-relation-pairs is refused naming it, before it can
+// exhaust memory at the next forward; and a store past a lowered bound is refused at start
+// with ULTRA, naming the flag, instead of a warm-up that could not finish.
+TEST_F(UltraServingTest, AFactPastTheRelationPairBoundIsRefusedNamingItsLine) {
+  IndexedTriples indexed;
+  IndexTriples(stored_, &indexed);
+  const uint64_t pairs =
+      ComputeRelationSidePairs(StaticGraph(indexed.entities.size(), indexed.triples)).size();
+  ASSERT_NO_FATAL_FAILURE(Restart({absl::StrCat("--max-relation-pairs=", pairs + 2)}));
+  // Line 1 makes no new pair meet (u0 is the head of mentors already); line 2 gives u0 a
+  // relation of its own, whose head side meets each of u0's.
+  const AddOutcome refused = AddChunks(*stub_, {{{"u0", "mentors", "u5"}, {"u0", "x0", "u1"}}});
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("line 2: relation \"x0\""));
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("--max-relation-pairs"));
+  // Nothing of the chunk was stored, and the server serves.
+  grpc::Status unknown;
+  Rank("u0", "x0", true, &unknown);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectOffline(Rank("u4", "cites", true), "u4", "cites", false);
+
+  ASSERT_EQ(server_.Stop(), 0);
+  const BinaryRun lowered = RunBinary(
+      "grail-server",
+      absl::StrCat("--port=0 --metrics-port=-1 --model=", dir_.Sub("ultra.pt"),
+                   " --data-dir=", dir_.Sub("store"), " --max-relation-pairs=", pairs - 1));
+  EXPECT_EQ(lowered.exit_code, 1) << lowered.all();
+  EXPECT_THAT(lowered.all(), HasSubstr(absl::StrCat("pairs of relation sides are over "
+                                                    "--max-relation-pairs ",
+                                                    pairs - 1)));
 }
 
 }  // namespace

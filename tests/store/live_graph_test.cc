@@ -339,6 +339,47 @@ TEST(LiveGraphTest, RelationSidePairsFollowAdditionsAndRemovals) {
   EXPECT_EQ(*early->SidePairs(), early_pairs);
 }
 
+// The pairs' bound (StoreOptions::max_relation_side_pairs) is checked fact by fact before a
+// chunk is written: the position found is the first prefix of the chunk whose facts, added,
+// make more pairs meet than the bound, on hubs (sides counted fact by fact) and on entities
+// whose lists are read, new entities included; and nothing changes.
+TEST(LiveGraphTest, TheFirstFactPastAPairBoundIsTheOneWhosePrefixPassesIt) {
+  LiveGraph graph;
+  std::vector<std::string> names, relations;
+  for (int i = 0; i < 120; ++i) names.push_back("e" + std::to_string(i));
+  for (int r = 0; r < 12; ++r) relations.push_back("r" + std::to_string(r));
+  std::vector<Triple> base = RandomFacts(120, 60, 3);
+  // e0: a hub of r0 and r1, past the degree from which its sides are counted fact by fact.
+  for (EntityId i = 1; i < 120; ++i) base.push_back({0, i % 2, i});
+  for (Triple& t : base) t.relation %= 3;  // the graph so far: 3
+  graph.Apply(Delta(names, relations, base, 1));
+  const uint64_t now = graph.Snapshot()->SidePairs()->size();
+  auto pairs_with = [&](const std::vector<Triple>& added) {
+    std::vector<Triple> facts = base;
+    facts.insert(facts.end(), added.begin(), added.end());
+    return ComputeRelationSidePairs(StaticGraph(125, facts)).size();
+  };
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<Triple> chunk;
+    for (int i = 0; i < 25; ++i) {
+      // The hub, the others and entities the chunk brings (120..124), with every relation.
+      const EntityId head = rng() % 3 == 0 ? 0 : static_cast<EntityId>(rng() % 125);
+      const Triple t{head, static_cast<RelationId>(rng() % 12), static_cast<EntityId>(rng() % 125)};
+      if (!graph.Snapshot()->HasFact(t.head, t.relation, t.tail)) chunk.push_back(t);
+    }
+    const uint64_t limit = now + rng() % 60;
+    std::optional<size_t> expected;
+    for (size_t i = 0; i < chunk.size() && !expected; ++i) {
+      if (pairs_with({chunk.begin(), chunk.begin() + i + 1}) > limit) expected = i;
+    }
+    EXPECT_EQ(graph.FirstFactPastRelationPairLimit(chunk, limit), expected) << "round " << round;
+  }
+  EXPECT_EQ(graph.Snapshot()->SidePairs()->size(), now);
+  // A graph already past a bound takes a chunk that makes no new pair meet.
+  EXPECT_EQ(graph.FirstFactPastRelationPairLimit({base[0]}, 1), std::nullopt);
+}
+
 TEST(LiveGraphTest, RelationSidesMeetOnlyWhereAnEntityHoldsBoth) {
   LiveGraph graph;
   // a -r-> b, b -s-> c: b is the tail of r and the head of s.

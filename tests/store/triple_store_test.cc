@@ -272,6 +272,11 @@ TEST_F(TripleStoreTest, ACheckpointPathTheCallerGotWrongIsRefusedAsSuch) {
        "\" holds a NUL byte"},
       {temp_.Sub("missing/child"), absl::StatusCode::kFailedPrecondition,
        "is not an existing directory"},
+      // The parent named is the parent, whatever trails the name.
+      {temp_.Sub("missing/child/"), absl::StatusCode::kFailedPrecondition,
+       absl::StrCat(", ", temp_.Sub("missing"), ", is not an existing directory")},
+      {temp_.Sub("missing/child/."), absl::StatusCode::kFailedPrecondition,
+       absl::StrCat(", ", temp_.Sub("missing"), ", is not an existing directory")},
       {"/proc/grail-checkpoint", absl::StatusCode::kFailedPrecondition,
        "the server cannot create /proc/grail-checkpoint: "},
   };
@@ -282,6 +287,14 @@ TEST_F(TripleStoreTest, ACheckpointPathTheCallerGotWrongIsRefusedAsSuch) {
     EXPECT_EQ(std::string(status.message()).find('\0'), std::string::npos);
   }
   EXPECT_FALSE(std::filesystem::exists(temp_.Sub("missing")));
+
+  // A trailing separator names the same new directory, and the copy is written there.
+  const absl::StatusOr<uint64_t> written = store->CreateCheckpoint(temp_.Sub("trail/"));
+  ASSERT_TRUE(written.ok()) << written.status();
+  store.reset();
+  auto copy = TripleStore::Open(temp_.Sub("trail"), StoreOptions());
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_EQ((*copy)->Snapshot()->num_facts(), 1u);
 }
 
 // Expects `chunk` to be rejected naming fact `index`, and the store to be unchanged.
@@ -548,6 +561,67 @@ TEST_F(TripleStoreTest, ARelationWithoutFactsNoLongerCountsAndCanBeRemovedByName
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.message(), HasSubstr("relations[0]: \"r\" has 4 facts"));
   EXPECT_EQ(store->Snapshot()->num_facts(), 5u);
+}
+
+// A store opened with no vocabulary (a server that started on ULTRA) takes one from the next
+// closed-vocabulary model: checked against the stored graph, then enforced on every chunk
+// until AllowAnyRelation lifts it again.
+TEST_F(TripleStoreTest, SetAllowedRelationsChecksAndRestrictsAStoreOpenedWithoutAVocabulary) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  MustAdd(store.get(), {F("a", "r", "b"), F("H", "brand_new", "T")});
+  const absl::Status refused = store->SetAllowedRelations({"r"});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), HasSubstr("\"brand_new\""));
+  // Refused: nothing changed, any relation is still taken.
+  MustAdd(store.get(), {F("a", "other", "b")});
+
+  ASSERT_TRUE(store->RemoveChunk({}, {}, std::vector<std::string>{"brand_new", "other"}).ok());
+  ASSERT_TRUE(store->SetAllowedRelations({"r"}).ok());
+  const absl::Status outside = store->AddChunk({F("a", "r", "c"), F("c", "newer", "d")}).status();
+  EXPECT_EQ(outside.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(outside.message(), HasSubstr("fact 1: relation \"newer\" is not in the allowed"));
+  EXPECT_EQ(store->Snapshot()->num_facts(), 1u);  // the whole chunk was refused
+
+  store->AllowAnyRelation();
+  MustAdd(store.get(), {F("c", "newer", "d")});
+  EXPECT_EQ(store->Snapshot()->num_facts(), 2u);
+}
+
+// One entity given many relations makes the pairs of relation sides grow with their square:
+// a chunk that would pass the bound is refused whole, naming its fact, and what the bound
+// admits is still taken, also after a reopen (the pairs are rebuilt from the facts).
+TEST_F(TripleStoreTest, AChunkThatWouldPassTheRelationPairBoundIsRefusedNamingItsFact) {
+  StoreOptions options;
+  options.max_relation_side_pairs = 20;
+  {
+    auto store = OpenStore(options);
+    ASSERT_NE(store, nullptr);
+    // hub -m0-> t0, hub -m1-> t1, ...: hub's head sides pair with each other (k(k+1)/2), and
+    // each t_i holds one tail side (one pair each).
+    std::vector<NamedTriple> chunk;
+    for (int i = 0; i < 8; ++i)
+      chunk.push_back(F("hub", absl::StrCat("m", i), absl::StrCat("t", i)));
+    // After m0..m3: 10 pairs at the hub and 4 tails' = 14; m4 adds 5 + 1 = 20; m5 passes.
+    const absl::Status refused = store->AddChunk(chunk).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(std::string(refused.message()), StartsWith("fact 5: relation \"m5\" at \"hub\""));
+    EXPECT_THAT(std::string(refused.message()), HasSubstr("more than 20 pairs"));
+    EXPECT_EQ(RejectedFactIndex(refused), 5u);
+    EXPECT_EQ(store->Snapshot()->num_facts(), 0u);
+    EXPECT_EQ(store->Snapshot()->sequence(), 0u);
+
+    chunk.resize(5);
+    MustAdd(store.get(), chunk);
+    EXPECT_EQ(store->Snapshot()->SidePairs()->size(), 20u);
+    // Facts that make no new pair meet are still taken at the bound.
+    MustAdd(store.get(), {F("hub", "m1", "x"), F("hub", "m2", "y")});
+  }
+  auto store = OpenStore(options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Snapshot()->SidePairs()->size(), 20u);
+  EXPECT_EQ(store->AddChunk({F("hub", "m5", "t5")}).status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(TripleStoreTest, AWalCorruptedBeforeItsEndIsRefusedUnlessTruncationIsAllowed) {

@@ -72,6 +72,8 @@ class RankedEntity:
     score: float
     known_fact: bool
     scored_by: str = ""  # as Score.scored_by
+    # A pruned propagation did not visit it: its score is the far score, not its own.
+    pruned: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class Ranking:
     candidates_filtered: int
     candidates_shared_score: int
     graph_sequence: int
-    # Candidates a pruned propagation did not visit (of candidates_shared_score); 0: exact.
+    # Candidates a pruned propagation did not visit (each flagged RankedEntity.pruned); 0: exact.
     candidates_pruned: int = 0
 
 
@@ -417,7 +419,7 @@ def _rank_options(candidates, top_k, filter_known, max_visited_nodes=0, max_visi
 
 
 def _ranking(r) -> Ranking:
-    return Ranking([RankedEntity(e.rank, e.entity, e.score, e.known_fact, _scored_by(e.scored_by))
-                    for e in r.ranked],
+    return Ranking([RankedEntity(e.rank, e.entity, e.score, e.known_fact, _scored_by(e.scored_by),
+                                 e.pruned) for e in r.ranked],
                    r.candidates_scored, r.candidates_filtered, r.candidates_shared_score,
                    r.graph_sequence, r.candidates_pruned)

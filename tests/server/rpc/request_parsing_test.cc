@@ -65,6 +65,15 @@ TEST(ParseChunkTest, NamesTheLineAndFieldOfANameThatIsNotUtf8) {
   status = ParseChunk(WithInvalidUtf8(removal), &parsed_removal);
   EXPECT_THAT(std::string(status.message()), HasSubstr("entities[1] is not valid UTF-8"));
 
+  // Relations by name are counted on their own, after entities in the same request.
+  removal.mutable_entities(1)->assign("fine too");
+  removal.add_relations("r");
+  removal.add_relations("r2");
+  removal.add_relations("rBAD");
+  status = ParseChunk(WithInvalidUtf8(removal), &parsed_removal);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("relations[2] is not valid UTF-8"));
+
   const std::string garbage = "\x0a\xff\xff\xff";
   grpc::Slice slice(garbage);
   status = ParseChunk(grpc::ByteBuffer(&slice, 1), &parsed);
