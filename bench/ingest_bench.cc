@@ -50,6 +50,9 @@ ABSL_FLAG(int, repeats, 3, "ingest runs per data set and mode; the median is rep
 ABSL_FLAG(bool, sync, true, "also measure sync mode (an fsync per chunk)");
 ABSL_FLAG(std::string, wordnet_dir, grail::kDefaultWordNetDir, "wordnet-base's dict directory");
 ABSL_FLAG(std::string, work_dir, "", "where the stores are created (default: a temp dir)");
+ABSL_FLAG(uint64_t, max_relation_pairs, 1 << 20,
+          "the store's bound on pairs of relation sides (grail-server's --max-relation-pairs "
+          "default); 0: no bound, no check");
 
 namespace grail {
 namespace {
@@ -193,6 +196,7 @@ IngestRun IngestBaseline(const std::vector<ChunkContent>& plan, bool sync, const
 IngestRun IngestStore(const Dataset& data, size_t chunk, bool sync, const std::string& dir) {
   StoreOptions options;
   options.sync = sync;
+  options.max_relation_side_pairs = absl::GetFlag(FLAGS_max_relation_pairs);
   absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(dir, options);
   if (!store.ok()) {
     std::fprintf(stderr, "open: %s\n", std::string(store.status().message()).c_str());

@@ -97,20 +97,36 @@ std::optional<size_t> RelationSideTracker::FirstFactPastPairLimit(absl::Span<con
   // the pairs the chunk so far makes meet.
   absl::flat_hash_map<EntityId, std::vector<uint32_t>> sides;
   absl::flat_hash_set<uint64_t> fresh;
-  auto held_by = [&](EntityId e) -> std::vector<uint32_t>& {
-    auto [it, inserted] = sides.try_emplace(e);
-    if (inserted) {
-      if (auto hub = hub_sides_.find(e); hub != hub_sides_.end()) {
-        for (const auto& [side, count] : hub->second) it->second.push_back(side);
-      } else if (e < before.num_entities()) {
-        EntitySides(before.OutEdges(e), before.InEdges(e), &it->second);
-      }
+  // Whether `before` has e hold `side` (most facts add a side their entities hold already:
+  // those cost this look-up, in a hub's counts or a short list, and nothing more).
+  auto held_before = [&](EntityId e, uint32_t side) {
+    if (auto hub = hub_sides_.find(e); hub != hub_sides_.end()) {
+      auto at = std::lower_bound(hub->second.begin(), hub->second.end(),
+                                 std::make_pair(side, uint32_t{0}));
+      return at != hub->second.end() && at->first == side;
     }
-    return it->second;
+    if (e >= before.num_entities()) return false;
+    const absl::Span<const Neighbor> list = side % 2 == 0 ? before.OutEdges(e) : before.InEdges(e);
+    return std::any_of(list.begin(), list.end(),
+                       [&](const Neighbor& n) { return n.relation == side / 2; });
+  };
+  auto sides_before = [&](EntityId e) {
+    std::vector<uint32_t> held;
+    if (auto hub = hub_sides_.find(e); hub != hub_sides_.end()) {
+      for (const auto& [side, count] : hub->second) held.push_back(side);
+    } else if (e < before.num_entities()) {
+      EntitySides(before.OutEdges(e), before.InEdges(e), &held);
+    }
+    return held;
   };
   // Entity e gains `side`: false once more than `limit` pairs meet.
   auto gain = [&](EntityId e, uint32_t side) {
-    std::vector<uint32_t>& held = held_by(e);
+    auto it = sides.find(e);
+    if (it == sides.end()) {
+      if (held_before(e, side)) return true;
+      it = sides.emplace(e, sides_before(e)).first;
+    }
+    std::vector<uint32_t>& held = it->second;
     auto at = std::lower_bound(held.begin(), held.end(), side);
     if (at != held.end() && *at == side) return true;
     held.insert(at, side);

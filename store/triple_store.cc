@@ -550,8 +550,7 @@ absl::Status TripleStore::CheckChunk(absl::Span<const NamedTriple> facts,
 }
 
 absl::Status TripleStore::CheckRelationPairs(absl::Span<const NamedTriple> facts) const {
-  const uint64_t limit = options_.max_relation_side_pairs;
-  if (limit == 0) return absl::OkStatus();
+  if (options_.max_relation_side_pairs == 0) return absl::OkStatus();
   // The chunk's facts by id, as AddChunk will number them (names new to the graph in order
   // of first appearance), leaving out those held already or repeated; where each came from.
   const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
@@ -562,7 +561,7 @@ absl::Status TripleStore::CheckRelationPairs(absl::Span<const NamedTriple> facts
     return fresh.try_emplace(name, first + static_cast<uint32_t>(fresh.size())).first->second;
   };
   std::vector<Triple> added;
-  std::vector<size_t> positions;
+  std::vector<uint32_t> positions;
   absl::flat_hash_set<Triple> seen;
   for (size_t i = 0; i < facts.size(); ++i) {
     const NamedTriple& f = facts[i];
@@ -575,8 +574,17 @@ absl::Status TripleStore::CheckRelationPairs(absl::Span<const NamedTriple> facts
     const Triple t{head, relation, tail};
     if (!seen.insert(t).second || base->HasFact(t.head, t.relation, t.tail)) continue;
     added.push_back(t);
-    positions.push_back(i);
+    positions.push_back(static_cast<uint32_t>(i));
   }
+  return CheckRelationPairs(facts, added, positions, *base);
+}
+
+absl::Status TripleStore::CheckRelationPairs(absl::Span<const NamedTriple> facts,
+                                             absl::Span<const Triple> added,
+                                             absl::Span<const uint32_t> positions,
+                                             const GraphSnapshot& base) const {
+  const uint64_t limit = options_.max_relation_side_pairs;
+  if (limit == 0) return absl::OkStatus();
   const std::optional<size_t> past = graph_.FirstFactPastRelationPairLimit(added, limit);
   if (!past.has_value()) return absl::OkStatus();
   const NamedTriple& f = facts[positions[*past]];
@@ -584,7 +592,7 @@ absl::Status TripleStore::CheckRelationPairs(absl::Span<const NamedTriple> facts
       positions[*past],
       absl::StrCat("relation ", QuoteName(f.relation), " at ", QuoteName(f.head), " and ",
                    QuoteName(f.tail), " would make more than ", limit,
-                   " pairs of relation sides meet at entities (now ", base->SidePairs()->size(),
+                   " pairs of relation sides meet at entities (now ", base.SidePairs()->size(),
                    "; --max-relation-pairs): the graph of relations a model of any relation "
                    "(ULTRA) reads grows with the square of the distinct relations meeting at an "
                    "entity"),
@@ -637,7 +645,6 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
                                                   uint64_t sequence) {
   std::lock_guard<std::mutex> lock(write_mu_);
   if (absl::Status valid = Validate(facts, /*check_relations=*/true); !valid.ok()) return valid;
-  if (absl::Status fits = CheckRelationPairs(facts); !fits.ok()) return fits;
   if (absl::Status writable = Writable(); !writable.ok()) return writable;
 
   // The writer is the only one publishing versions, so this is the latest one.
@@ -674,7 +681,10 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
   absl::flat_hash_set<Triple> seen;
   seen.reserve(facts.size());
   delta.facts.reserve(facts.size());
-  for (const NamedTriple& fact : facts) {
+  std::vector<uint32_t> positions;  // of delta.facts in `facts`
+  positions.reserve(facts.size());
+  for (size_t i = 0; i < facts.size(); ++i) {
+    const NamedTriple& fact = facts[i];
     // Head, relation, tail: the order "first appearance" refers to.
     const uint64_t head = entity_id(fact.head);
     const uint64_t relation = relation_id(fact.relation);
@@ -686,6 +696,10 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
       continue;
     }
     delta.facts.push_back(triple);
+    positions.push_back(static_cast<uint32_t>(i));
+  }
+  if (absl::Status fits = CheckRelationPairs(facts, delta.facts, positions, *base); !fits.ok()) {
+    return fits;
   }
   const uint64_t num_entities = base->num_entities() + delta.new_entities.size();
   const uint64_t num_relations = base->num_relations() + delta.new_relations.size();

@@ -279,6 +279,12 @@ class TripleStore {
   // RESOURCE_EXHAUSTED "fact N: ..." where adding `facts` would pass
   // max_relation_side_pairs. write_mu_ held.
   absl::Status CheckRelationPairs(absl::Span<const NamedTriple> facts) const;
+  // The same for `added`, the facts of `facts` new to `base` (the latest version) by id, in
+  // order, `positions` their places in `facts`: what AddChunk has resolved already.
+  absl::Status CheckRelationPairs(absl::Span<const NamedTriple> facts,
+                                  absl::Span<const Triple> added,
+                                  absl::Span<const uint32_t> positions,
+                                  const GraphSnapshot& base) const;
   // RemoveChunk's check of its entity names.
   // Each name valid as `what` ("entities", "relations"): INVALID_ARGUMENT "what[N]: ...".
   absl::Status ValidateNames(absl::Span<const std::string> names, absl::string_view what) const;
