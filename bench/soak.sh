@@ -7,11 +7,12 @@
 # new to the graph, a ranking of it, then the relation removed by name, over and over: the
 # graph of relations ULTRA reads changes each time). --ultra serves ULTRA (grail-tools
 # import-ultra of CHECKPOINT) instead of a GraIL model trained here. Passes when no call
-# failed except by its deadline and, after the first minute, the second half's mean and peak
-# RSS are within --rss-percent (10) of the first half's.
+# failed except by its deadline and, after --warmup-seconds (60), the second half's mean and
+# peak RSS are within --rss-percent (10) of the first half's.
 #
 #   bench/soak.sh [--seconds 600] [--split fb237_v1] [--bin build/bin] [--out out/soak]
 #                 [--churn] [--ultra ../shared/models/ultra/ultra_3g.pth] [--rss-percent 5]
+#                 [--warmup-seconds 200]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=600
@@ -21,6 +22,7 @@ out=out/soak
 churn=false
 ultra=
 rss_percent=10
+warmup_seconds=60
 data=${GRAIL_DATA_DIR:-../shared/data}
 while (($#)); do
   case $1 in
@@ -31,6 +33,7 @@ while (($#)); do
     --churn) churn=true; shift ;;
     --ultra) ultra=$2; shift 2 ;;
     --rss-percent) rss_percent=$2; shift 2 ;;
+    --warmup-seconds) warmup_seconds=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -165,14 +168,14 @@ bad_reads=$(echo "$statuses" |
   awk -F= 'NF == 2 && $1 != "OK" && $1 != "DEADLINE_EXCEEDED" {s += $2} END {print s + 0}')
 "${client[@]}" stats > "$out/stats.json"
 # RSS swings with the writers' snapshots and malloc's returns: compare the two halves after
-# the first minute (mean and peak), not two single samples.
+# the warm-up (mean and peak), not two single samples.
 python3 - "$out/rss.txt" "$reads" "$bad_reads" "$passes" "$failed_writes" "$reloads" \
-  "$churned" "$failed_churn" "$rss_percent" <<'EOF'
+  "$churned" "$failed_churn" "$rss_percent" "$warmup_seconds" <<'EOF'
 import sys
 rows = [tuple(map(int, l.split())) for l in open(sys.argv[1]).read().splitlines()[1:]]
 reads, bad_reads, passes, failed_writes, reloads, churned, failed_churn = map(int, sys.argv[2:9])
-bound = float(sys.argv[9])
-rss = [m for s, m in rows if s >= 60]
+bound, warmup = float(sys.argv[9]), int(sys.argv[10])
+rss = [m for s, m in rows if s >= warmup]
 first, second = rss[: len(rss) // 2], rss[len(rss) // 2 :]
 mean = lambda v: sum(v) / len(v)
 mean_change = (mean(second) - mean(first)) / mean(first) * 100
@@ -180,7 +183,7 @@ peak_change = (max(second) - max(first)) / max(first) * 100
 print(f"reads: {reads} ({bad_reads} failed); add/remove passes: {passes} ({failed_writes} failed)")
 print(f"reloads: {reloads}; relations added and removed: {churned}; churn calls failed: "
       f"{failed_churn}")
-print(f"RSS after the first minute: first half mean {mean(first):.0f} MB, peak {max(first)} MB; "
+print(f"RSS after {warmup} s: first half mean {mean(first):.0f} MB, peak {max(first)} MB; "
       f"second half mean {mean(second):.0f} MB ({mean_change:+.1f}%), peak {max(second)} MB "
       f"({peak_change:+.1f}%); min {min(rss)} MB, max {max(rss)} MB")
 ok = (bad_reads == 0 and failed_writes == 0 and failed_churn == 0 and
