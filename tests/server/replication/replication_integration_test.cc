@@ -244,6 +244,30 @@ TEST_F(ReplicationTest, AChunkRejectedByValidationIsNeitherLoggedNorApplied) {
   EXPECT_EQ(stats.facts(), 4u);
 }
 
+// The bound on relations meeting at an entity is checked before a chunk is logged, as the
+// vocabulary is: a chunk that would pass it is refused naming its line, and nothing of it
+// reaches the stream or any replica.
+TEST_F(ReplicationTest, AChunkPastTheRelationPairBoundIsNeitherLoggedNorApplied) {
+  ASSERT_TRUE(nats_.Start(dir_.path(), 1));
+  Replica& a = StartReplica("a", {"--max-relation-pairs=8"});
+  Replica& b = StartReplica("b", {"--max-relation-pairs=8"});
+  const uint64_t stored = Add(a, LastingFacts(0));  // 4 pairs: each side meets itself
+  // x gains r0's head side (met already), r1's (5 pairs), then r2's with y's tail side of r2:
+  // 9, past 8.
+  const AddOutcome refused =
+      AddChunks(*a.stub, {{{"x", "r0", "n1"}, {"x", "r1", "y"}, {"x", "r2", "y"}}});
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.status.error_message(),
+              AllOf(HasSubstr("line 3"), HasSubstr("--max-relation-pairs")));
+  const uint64_t next = Add(b, LastingFacts(1));
+  EXPECT_EQ(next, stored + 1);  // nothing was logged in between
+  for (Replica* r : {&a, &b}) {
+    kg::v1::GetStatsResponse stats;
+    ASSERT_TRUE(Stats(*r, next, &stats).ok());
+    EXPECT_EQ(stats.facts(), 4u) << r->name;
+  }
+}
+
 TEST_F(ReplicationTest, AReplicaKilledMidStreamResumesWithoutApplyingAChunkTwiceOrSkippingOne) {
   ASSERT_TRUE(nats_.Start(dir_.path(), 1));
   Replica& a = StartReplica("a");
