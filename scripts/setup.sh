@@ -36,8 +36,9 @@ packages=(
   # the training and evaluation tools' allocator (gperftools' tcmalloc): glibc's heap
   # fragments under their gigabytes of tensors per step
   libtcmalloc-minimal4
-  # the sanitizer build and the libFuzzer targets (scripts/test.sh, bench/fuzz.sh)
-  clang libclang-rt-14-dev
+  # the sanitizer build and the libFuzzer targets (scripts/test.sh, bench/fuzz.sh); Debian's
+  # Abseil source, unpacked and built with ThreadSanitizer (scripts/tsan_abseil.sh)
+  clang libclang-rt-14-dev dpkg-dev
   # tests and benchmarks; python3-yaml and yamllint check deploy/ (tests/deploy/)
   libgtest-dev libgmock-dev libbenchmark-dev prometheus python3 python3-yaml yamllint
   # the syscalls a trainer's checkpoint makes, in order (fsync before rename)

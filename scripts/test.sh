@@ -5,8 +5,8 @@
 # product's compiler, in build-asan/): every test, the server processes the integration
 # tests start included, fails on a memory error, a leak or undefined behaviour. The product
 # build (scripts/build.sh, build/) is the same code without the instrumentation; the demo
-# (scripts/demo.sh) builds and runs it. Then ThreadSanitizer over the storage tests, and a
-# short run of each libFuzzer target. docs/RELIABILITY.md says what each stage covers and
+# (scripts/demo.sh) builds and runs it. Then ThreadSanitizer over the storage tests and the
+# server's in-process tests, and a short run of each libFuzzer target. docs/RELIABILITY.md says what each stage covers and
 # what it leaves out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,18 +24,26 @@ cmake -S . -B "$asan_dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O
   -DGRAIL_SANITIZE=address,undefined -DGRAIL_BUILD_BENCHMARKS=OFF > /dev/null
 cmake --build "$asan_dir" -j"$jobs"
 
-# ThreadSanitizer over the storage tests: the live index is read by scorers while chunks
-# are applied, so these run instrumented in a second build directory. Only the storage
-# test target is built there (about a minute on 2 cores). The crash-recovery tests are left
-# out: they check process kills, not threads, and would fork an instrumented writer
-# hundreds of times. setarch -R: TSan needs a predictable address-space layout on kernels
-# with high mmap randomisation. Why not the engine and server: docs/RELIABILITY.md.
+# ThreadSanitizer over the storage tests (the live index read by scorers while chunks are
+# applied) and the server's in-process tests (the inference engine's scheduling, admission,
+# cancellation and batching threads; the link predictor; the sequence gate), instrumented in
+# a second build directory (about 7 minutes on 2 cores). The engine synchronises through
+# absl::Mutex: its tests run on Debian's Abseil rebuilt with ThreadSanitizer
+# (scripts/tsan_abseil.sh, cached after the first run), without which every guarded member
+# reads as a race. tests/sanitizers/tsan.supp names what is not our code's. The
+# crash-recovery tests are left out: they check process kills, not threads, and would fork
+# an instrumented writer hundreds of times. setarch -R: TSan needs a predictable
+# address-space layout on kernels with high mmap randomisation. docs/RELIABILITY.md.
 tsan_dir=${TSAN_BUILD_DIR:-build-tsan}
 cmake -S . -B "$tsan_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRAIL_SANITIZE=thread \
   -DGRAIL_BUILD_BENCHMARKS=OFF > /dev/null
-cmake --build "$tsan_dir" -j"$jobs" --target storage_test
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" setarch "$(uname -m)" -R \
+cmake --build "$tsan_dir" -j"$jobs" --target storage_test server_test
+tsan_options="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sanitizers/tsan.supp"
+TSAN_OPTIONS=$tsan_options setarch "$(uname -m)" -R \
   "$tsan_dir/bin/storage_test" --gtest_filter='-CrashRecoveryTest.*' --gtest_brief=1
+tsan_abseil=$(JOBS=$jobs scripts/tsan_abseil.sh)
+LD_LIBRARY_PATH=$tsan_abseil TSAN_OPTIONS=$tsan_options OMP_WAIT_POLICY=passive \
+  setarch "$(uname -m)" -R "$tsan_dir/bin/server_test" --gtest_brief=1
 
 # Each libFuzzer target for a short while (clang, ASan + UBSan, in build-fuzz/); the long
 # campaign is bench/fuzz.sh --runs 1000000 (docs/RELIABILITY.md).
