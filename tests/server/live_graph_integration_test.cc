@@ -336,6 +336,16 @@ TEST_F(LiveGraphServerTest, ExplainReturnsTheStrongestPathsAsRuleBodiesWithTheir
   kg::v1::ScoreTripletResponse response;
   ASSERT_TRUE(stub_->ScoreTriplet(&context, request, &response).ok());
   EXPECT_EQ(response.score(), Score({"a", "r2", "c"}).score());
+  // The most paths a call may ask for is bounded (what an answer holds).
+  {
+    grpc::ClientContext too_many_context;
+    kg::v1::ScoreTripletRequest too_many = request;
+    too_many.set_max_paths(101);
+    kg::v1::ScoreTripletResponse refused;
+    const grpc::Status status = stub_->ScoreTriplet(&too_many_context, too_many, &refused);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("at most 100 paths"));
+  }
   // Paths of at most 2 edges (k = 2) from a to c: a-r1->c, a-r0->b-r1->c, a<-r2-d<-r3-c.
   ASSERT_EQ(response.paths_size(), 2);
   std::set<std::string> rules;
