@@ -121,11 +121,10 @@ commands:
       Ranks candidate tails (heads), best first: every entity of the graph, or the names
       in FILE (one per line). Prints rank<TAB>entity<TAB>score per entity; --json: an
       object with ranked (rank, entity, score, known_fact, scored_by, pruned),
-      candidates_scored,
-      candidates_filtered, candidates_shared_score (candidates far from the fixed entity,
-      which share one exact score), candidates_pruned (of those, the ones a pruned
-      propagation did not visit; --max-visited-nodes N / --max-visited-edges E ask for a
-      budget below the server's), graph_sequence.
+      candidates_scored, candidates_filtered, candidates_shared_score (candidates far from
+      the fixed entity, which share one exact score), candidates_pruned (the ones a pruned
+      propagation did not visit, each marked pruned; --max-visited-nodes N /
+      --max-visited-edges E ask for a budget below the server's), graph_sequence.
   add FILE [--chunk N] [--window W]
       Streams a triple file into the graph in chunks of N facts (default 1000), at most W
       unacknowledged. Prints a summary: chunks_acknowledged, facts_added,

@@ -140,14 +140,18 @@ int RemoveAbandonedTemporaries(const std::string& path, int64_t file_system_now)
   return removed;
 }
 
+std::string NonRegularKind(mode_t mode) {
+  if (S_ISREG(mode)) return "";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 std::string NonRegularKind(const std::string& path) {
   struct stat info;
-  if (::stat(path.c_str(), &info) != 0 || S_ISREG(info.st_mode)) return "";
-  if (S_ISDIR(info.st_mode)) return "a directory";
-  if (S_ISFIFO(info.st_mode)) return "a FIFO";
-  if (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)) return "a device";
-  if (S_ISSOCK(info.st_mode)) return "a socket";
-  return "not a regular file";
+  return ::stat(path.c_str(), &info) == 0 ? NonRegularKind(info.st_mode) : "";
 }
 
 absl::Status CheckOutputPath(

@@ -5,6 +5,8 @@
 #ifndef GRAIL_COMMON_DURABLE_FILE_H_
 #define GRAIL_COMMON_DURABLE_FILE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -26,8 +28,10 @@ std::string ReplacedPath(const std::string& path);
 
 // What a file at `path` is, for a message, when it is not a regular file: "a directory", "a
 // FIFO", "a device", "a socket"; empty for a regular file or nothing at all (stat(2): a
-// symbolic link is judged by where it leads).
+// symbolic link is judged by where it leads). The second form reads st_mode of a file already
+// opened (fstat(2)), so that what is judged is what was opened.
 std::string NonRegularKind(const std::string& path);
+std::string NonRegularKind(mode_t mode);
 
 // Whether a tool may write its output file at `path`, checked before any work: refuses
 // (INVALID_ARGUMENT, naming `flag`) a path that names something other than a regular file —

@@ -18,6 +18,13 @@ std::pair<uint32_t, uint32_t> Unkey(uint64_t key) {
   return {static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key)};
 }
 
+// Whether an entity with these out- and in-edges holds `side`.
+bool Holds(absl::Span<const Neighbor> out, absl::Span<const Neighbor> in, uint32_t side) {
+  const absl::Span<const Neighbor> list = side % 2 == 0 ? out : in;
+  return std::any_of(list.begin(), list.end(),
+                     [&](const Neighbor& n) { return n.relation == side / 2; });
+}
+
 }  // namespace
 
 void EntitySides(absl::Span<const Neighbor> out, absl::Span<const Neighbor> in,
@@ -105,10 +112,7 @@ std::optional<size_t> RelationSideTracker::FirstFactPastPairLimit(absl::Span<con
                                  std::make_pair(side, uint32_t{0}));
       return at != hub->second.end() && at->first == side;
     }
-    if (e >= before.num_entities()) return false;
-    const absl::Span<const Neighbor> list = side % 2 == 0 ? before.OutEdges(e) : before.InEdges(e);
-    return std::any_of(list.begin(), list.end(),
-                       [&](const Neighbor& n) { return n.relation == side / 2; });
+    return e < before.num_entities() && Holds(before.OutEdges(e), before.InEdges(e), side);
   };
   auto sides_before = [&](EntityId e) {
     std::vector<uint32_t> held;
@@ -174,11 +178,6 @@ bool RelationSideTracker::Apply(absl::Span<const Triple> added, absl::Span<const
     sides->clear();
     for (const auto& [side, count] : counts) sides->push_back(side);
   };
-  auto holds = [](absl::Span<const Neighbor> out, absl::Span<const Neighbor> in, uint32_t side) {
-    const absl::Span<const Neighbor> list = side % 2 == 0 ? out : in;
-    return std::any_of(list.begin(), list.end(),
-                       [&](const Neighbor& n) { return n.relation == side / 2; });
-  };
   for (size_t begin = 0, end = 0; begin < touches.size(); begin = end) {
     const EntityId e = touches[begin].entity;
     for (end = begin; end < touches.size() && touches[end].entity == e;) ++end;
@@ -215,7 +214,7 @@ bool RelationSideTracker::Apply(absl::Span<const Triple> added, absl::Span<const
     bool changed = false;
     for (size_t i = begin; i < end && !changed; ++i) {
       if (i > begin && touches[i].side == touches[i - 1].side) continue;
-      changed = holds(out_before, in_before, touches[i].side) != holds(out, in, touches[i].side);
+      changed = Holds(out_before, in_before, touches[i].side) != Holds(out, in, touches[i].side);
     }
     if (changed) {
       EntitySides(out_before, in_before, &sides_before);

@@ -169,6 +169,58 @@ void CloseDatabase(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>* f
   delete db;
 }
 
+// The facts of `facts` that `base` lacks, by id as AddChunk numbers them (names new to the
+// graph take ids in order of first appearance, head, relation, tail), into delta->facts, with
+// the names they add and the removed entities they bring back; `positions` their places in
+// `facts`. Returns how many were repeated within the chunk or held already.
+uint32_t ResolveAddedFacts(absl::Span<const NamedTriple> facts, const GraphSnapshot& base,
+                           GraphDelta* delta, std::vector<uint32_t>* positions) {
+  // Keys point into `facts`, which outlives this call's use of them.
+  absl::flat_hash_map<absl::string_view, uint64_t> new_entity_ids, new_relation_ids;
+  absl::flat_hash_set<EntityId> revived;
+  auto entity_id = [&](const std::string& name) -> uint64_t {
+    if (std::optional<EntityId> id = base.FindEntityIncludingRemoved(name)) {
+      // A removed entity named again comes back with its id.
+      if (base.IsRemoved(*id) && revived.insert(*id).second) {
+        delta->revived_entities.push_back(*id);
+      }
+      return *id;
+    }
+    auto [it, inserted] =
+        new_entity_ids.try_emplace(name, uint64_t{base.num_entities()} + new_entity_ids.size());
+    if (inserted) delta->new_entities.push_back(name);
+    return it->second;
+  };
+  auto relation_id = [&](const std::string& name) -> uint64_t {
+    if (std::optional<RelationId> id = base.FindRelation(name)) return *id;
+    auto [it, inserted] = new_relation_ids.try_emplace(
+        name, uint64_t{base.num_relations()} + new_relation_ids.size());
+    if (inserted) delta->new_relations.push_back(name);
+    return it->second;
+  };
+  uint32_t duplicates = 0;
+  absl::flat_hash_set<Triple> seen;
+  seen.reserve(facts.size());
+  delta->facts.reserve(facts.size());
+  positions->reserve(facts.size());
+  for (size_t i = 0; i < facts.size(); ++i) {
+    const NamedTriple& fact = facts[i];
+    // Head, relation, tail: the order "first appearance" refers to.
+    const uint64_t head = entity_id(fact.head);
+    const uint64_t relation = relation_id(fact.relation);
+    const uint64_t tail = entity_id(fact.tail);
+    const Triple triple{static_cast<EntityId>(head), static_cast<RelationId>(relation),
+                        static_cast<EntityId>(tail)};
+    if (!seen.insert(triple).second || base.HasFact(triple.head, triple.relation, triple.tail)) {
+      ++duplicates;
+      continue;
+    }
+    delta->facts.push_back(triple);
+    positions->push_back(static_cast<uint32_t>(i));
+  }
+  return duplicates;
+}
+
 absl::Status RejectFact(size_t index, absl::string_view reason,
                         absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
   absl::Status status(code, absl::StrCat("fact ", index, ": ", reason));
@@ -551,32 +603,11 @@ absl::Status TripleStore::CheckChunk(absl::Span<const NamedTriple> facts,
 
 absl::Status TripleStore::CheckRelationPairs(absl::Span<const NamedTriple> facts) const {
   if (options_.max_relation_side_pairs == 0) return absl::OkStatus();
-  // The chunk's facts by id, as AddChunk will number them (names new to the graph in order
-  // of first appearance), leaving out those held already or repeated; where each came from.
   const std::shared_ptr<const GraphSnapshot> base = graph_.Snapshot();
-  absl::flat_hash_map<absl::string_view, uint32_t> new_entities, new_relations;
-  auto id = [](const std::optional<uint32_t>& known, absl::string_view name,
-               absl::flat_hash_map<absl::string_view, uint32_t>& fresh, uint32_t first) {
-    if (known.has_value()) return *known;
-    return fresh.try_emplace(name, first + static_cast<uint32_t>(fresh.size())).first->second;
-  };
-  std::vector<Triple> added;
+  GraphDelta resolved;  // not applied: only its facts, numbered as AddChunk numbers them
   std::vector<uint32_t> positions;
-  absl::flat_hash_set<Triple> seen;
-  for (size_t i = 0; i < facts.size(); ++i) {
-    const NamedTriple& f = facts[i];
-    const uint32_t head =
-        id(base->FindEntityIncludingRemoved(f.head), f.head, new_entities, base->num_entities());
-    const uint32_t relation =
-        id(base->FindRelation(f.relation), f.relation, new_relations, base->num_relations());
-    const uint32_t tail =
-        id(base->FindEntityIncludingRemoved(f.tail), f.tail, new_entities, base->num_entities());
-    const Triple t{head, relation, tail};
-    if (!seen.insert(t).second || base->HasFact(t.head, t.relation, t.tail)) continue;
-    added.push_back(t);
-    positions.push_back(static_cast<uint32_t>(i));
-  }
-  return CheckRelationPairs(facts, added, positions, *base);
+  ResolveAddedFacts(facts, *base, &resolved, &positions);
+  return CheckRelationPairs(facts, resolved.facts, positions, *base);
 }
 
 absl::Status TripleStore::CheckRelationPairs(absl::Span<const NamedTriple> facts,
@@ -653,59 +684,17 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
   absl::StatusOr<uint64_t> next = NextSequence(*base, sequence);
   if (!next.ok()) return next.status();
   delta.sequence = *next;
-  // Keys point into `facts`, which outlives this call's use of them.
-  absl::flat_hash_map<absl::string_view, uint64_t> new_entity_ids, new_relation_ids;
-  absl::flat_hash_set<EntityId> revived;
-  auto entity_id = [&](const std::string& name) -> uint64_t {
-    if (std::optional<EntityId> id = base->FindEntityIncludingRemoved(name)) {
-      // A removed entity named again comes back with its id.
-      if (base->IsRemoved(*id) && revived.insert(*id).second) {
-        delta.revived_entities.push_back(*id);
-      }
-      return *id;
-    }
-    auto [it, inserted] =
-        new_entity_ids.try_emplace(name, uint64_t{base->num_entities()} + new_entity_ids.size());
-    if (inserted) delta.new_entities.push_back(name);
-    return it->second;
-  };
-  auto relation_id = [&](const std::string& name) -> uint64_t {
-    if (std::optional<RelationId> id = base->FindRelation(name)) return *id;
-    auto [it, inserted] = new_relation_ids.try_emplace(
-        name, uint64_t{base->num_relations()} + new_relation_ids.size());
-    if (inserted) delta.new_relations.push_back(name);
-    return it->second;
-  };
-
   ChunkResult result;
-  absl::flat_hash_set<Triple> seen;
-  seen.reserve(facts.size());
-  delta.facts.reserve(facts.size());
   std::vector<uint32_t> positions;  // of delta.facts in `facts`
-  positions.reserve(facts.size());
-  for (size_t i = 0; i < facts.size(); ++i) {
-    const NamedTriple& fact = facts[i];
-    // Head, relation, tail: the order "first appearance" refers to.
-    const uint64_t head = entity_id(fact.head);
-    const uint64_t relation = relation_id(fact.relation);
-    const uint64_t tail = entity_id(fact.tail);
-    const Triple triple{static_cast<EntityId>(head), static_cast<RelationId>(relation),
-                        static_cast<EntityId>(tail)};
-    if (!seen.insert(triple).second || base->HasFact(triple.head, triple.relation, triple.tail)) {
-      ++result.duplicate_facts;
-      continue;
-    }
-    delta.facts.push_back(triple);
-    positions.push_back(static_cast<uint32_t>(i));
-  }
-  if (absl::Status fits = CheckRelationPairs(facts, delta.facts, positions, *base); !fits.ok()) {
-    return fits;
-  }
+  result.duplicate_facts = ResolveAddedFacts(facts, *base, &delta, &positions);
   const uint64_t num_entities = base->num_entities() + delta.new_entities.size();
   const uint64_t num_relations = base->num_relations() + delta.new_relations.size();
   if (num_entities > kMaxIds || num_relations > kMaxIds) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the chunk would exceed the store's capacity of ", kMaxIds, " entities or relations"));
+  }
+  if (absl::Status fits = CheckRelationPairs(facts, delta.facts, positions, *base); !fits.ok()) {
+    return fits;
   }
   const uint64_t num_facts = base->num_facts() + delta.facts.size();
 

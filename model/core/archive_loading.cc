@@ -24,6 +24,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/durable_file.h"
 #include "model/core/checkpoint_reader.h"
 #include "model/core/torch_util.h"
 
@@ -51,6 +52,13 @@ Isolation& State() {
   return *state;
 }
 thread_local std::function<bool()> tl_still_wanted;
+
+// Whether CancelArchiveLoads was called: the process is stopping.
+bool LoadsCancelled() {
+  Isolation& state = State();
+  std::lock_guard<std::mutex> lock(state.mu);
+  return state.cancelled;
+}
 
 std::string ReadAll(int fd) {
   std::string out;
@@ -235,14 +243,8 @@ absl::StatusOr<ModelBytes> ReadModelFile(const std::string& path) {
   } closer{fd};
   struct stat info;
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    const bool directory = S_ISDIR(info.st_mode);
     return absl::InvalidArgumentError(absl::StrCat("model ", path, " is not a regular file (",
-                                                   directory                ? "a directory"
-                                                   : S_ISFIFO(info.st_mode) ? "a FIFO"
-                                                   : S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)
-                                                       ? "a device"
-                                                   : S_ISSOCK(info.st_mode) ? "a socket"
-                                                                            : "not a file",
+                                                   NonRegularKind(info.st_mode),
                                                    "); give the path of a model archive"));
   }
   const int64_t limit = CurrentArchiveLoadLimits().max_bytes;
@@ -280,13 +282,7 @@ absl::StatusOr<ModelBytes> ReadModelFile(const std::string& path) {
       return absl::ResourceExhaustedError(
           absl::StrCat("cannot hold model ", path, ": ", std::strerror(errno)));
     }
-    bool cancelled;
-    {
-      Isolation& state = State();
-      std::lock_guard<std::mutex> lock(state.mu);
-      cancelled = state.cancelled;
-    }
-    if (cancelled) {
+    if (LoadsCancelled()) {
       return absl::CancelledError(absl::StrCat("reading model ", path, " stopped after ", total,
                                                " bytes: the process is stopping"));
     }
@@ -413,12 +409,7 @@ absl::Status ProbeInChildProcess(ArchiveKind kind, const ModelBytes& bytes,
     }
     const pid_t done = waitpid(child, &wstatus, WNOHANG);
     if (done == child) break;
-    bool cancelled;
-    {
-      std::lock_guard<std::mutex> lock(state.mu);
-      cancelled = state.cancelled;
-    }
-    if (cancelled) {
+    if (LoadsCancelled()) {
       stopped =
           absl::CancelledError(absl::StrCat("loading ", path, " stopped: the process is stopping"));
     } else if (std::chrono::steady_clock::now() > deadline) {

@@ -9,8 +9,7 @@
 #ifndef GRAIL_MODEL_OPS_CPU_CLONES_H_
 #define GRAIL_MODEL_OPS_CPU_CLONES_H_
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define GRAIL_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define GRAIL_VECTOR_CLONES

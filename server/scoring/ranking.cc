@@ -160,7 +160,7 @@ Ranking RankingState::Result(float far_score, ScoredBy far_scored_by) {
   ranking.candidates_filtered = filtered_;
   const uint64_t far_shared = far_count_ - far_apart_.size();
   ranking.candidates_shared_score = static_cast<uint32_t>(far_shared);
-  ranking.candidates_pruned = (pruned_ ? static_cast<uint32_t>(far_count_) : 0) + explicit_pruned_;
+  ranking.candidates_pruned = (pruned_ ? static_cast<uint32_t>(far_count_) : 0) + pruned_apart_;
   const std::vector<Candidate> best = top_.TakeSorted();
   const size_t total = best.size() + far_shared;
   const size_t keep = s_.top_k == 0 ? total : std::min<size_t>(s_.top_k, total);

@@ -94,7 +94,7 @@ class RankingState {
   void set_pruned() { pruned_ = true; }
   // A candidate scored apart that the pruned pass did not visit (an explicit one, or a known
   // answer): Add it with Candidate::pruned.
-  void count_pruned() { ++explicit_pruned_; }
+  void count_pruned() { ++pruned_apart_; }
   float shared_score() const { return shared_score_; }
   void Add(const Candidate& c) { top_.Add(c); }
 
@@ -115,7 +115,7 @@ class RankingState {
   std::vector<EntityId> far_apart_;
   uint64_t far_count_ = 0;
   bool pruned_ = false;
-  uint32_t explicit_pruned_ = 0;
+  uint32_t pruned_apart_ = 0;
   uint32_t filtered_ = 0;
   TopCandidates top_;
   float shared_score_ = 0;

@@ -512,24 +512,23 @@ TEST_F(LiveGraphServerTest, InvalidUtf8IsRejectedNamingItsChunkAndLineAndNothing
   EXPECT_TRUE(Score({"u1", "r0", "u2"}).known_fact());  // chunk 0 stays
   EXPECT_EQ(Stats().facts(), 2u);                       // nothing of chunk 1
 
-  kg::v1::RemoveTriplesRequest entities;
+  // Entities and relations removed by name: the bad one is named by its field and index, and
+  // nothing of the removal is applied.
+  kg::v1::RemoveTriplesRequest entities, relations;
   entities.add_entities("u1");
   entities.add_entities("BAD");
-  const auto [removal_acks, removal] =
-      RawChunkStream(channel, "/kg.v1.KnowledgeGraph/RemoveTriples", {WithInvalidUtf8(entities)});
-  EXPECT_EQ(removal_acks, 0);
-  EXPECT_EQ(removal.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(removal.error_message(), HasSubstr("entities[1] is not valid UTF-8"));
-  EXPECT_EQ(Stats().entities(), 3u);
-  kg::v1::RemoveTriplesRequest relations;
   relations.add_relations("r0");
   relations.add_relations("rBAD");
-  const auto [relation_acks, relation_removal] =
-      RawChunkStream(channel, "/kg.v1.KnowledgeGraph/RemoveTriples", {WithInvalidUtf8(relations)});
-  EXPECT_EQ(relation_acks, 0);
-  EXPECT_EQ(relation_removal.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(relation_removal.error_message(), HasSubstr("relations[1] is not valid UTF-8"));
-  EXPECT_TRUE(Score({"u1", "r0", "u2"}).known_fact());  // nothing of the removal
+  for (const auto& [removal, names] : {std::pair{&entities, "entities[1] is not valid UTF-8"},
+                                       std::pair{&relations, "relations[1] is not valid UTF-8"}}) {
+    const auto [removal_acks, refused] =
+        RawChunkStream(channel, "/kg.v1.KnowledgeGraph/RemoveTriples", {WithInvalidUtf8(*removal)});
+    EXPECT_EQ(removal_acks, 0) << names;
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << names;
+    EXPECT_THAT(refused.error_message(), HasSubstr(names));
+    EXPECT_EQ(Stats().entities(), 3u);
+    EXPECT_TRUE(Score({"u1", "r0", "u2"}).known_fact());
+  }
 
   kg::v1::ScoreTripletRequest score;
   *score.mutable_triple() = ToProto({"uBAD", "r0", "u2"});
