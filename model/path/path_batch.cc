@@ -207,6 +207,10 @@ std::optional<size_t> PathBatchBuilder::SelectForTargets(const PathNeighbourhood
       return true;
     });
   }
+  if (within_limit && spec.radius < 0 &&
+      static_cast<double>(target_reached_.size()) >= kWholeGraphShare * n) {
+    within_limit = false;  // the whole graph: see kWholeGraphShare
+  }
   std::optional<size_t> others_begin;
   if (within_limit && spec.radius < 0) {
     // Without the reach mask S is every entity within `length` hops of a target: the source
@@ -270,6 +274,7 @@ std::optional<size_t> PathBatchBuilder::SelectForTargets(const PathNeighbourhood
 absl::Status PathBatchBuilder::SelectNodes(const PathNeighbourhoodSpec& spec, const PathQuery& q,
                                            size_t* others_begin) {
   pruned_ = false;
+  targeted_ = false;
   if (!spec.prune.enabled()) return SelectExact(spec, q, others_begin);
   // The exact neighbourhood where it fits the budget; its search stops past it.
   PathNeighbourhoodSpec exact = spec;
@@ -316,6 +321,7 @@ void PathBatchBuilder::SelectPruned(const PathNeighbourhoodSpec& spec, const Pat
     return left_out_.Contains(source_marks_, a, r, b);
   };
   pruned_ = true;
+  targeted_ = !q.targets.empty();
   const int64_t node_budget = std::max<int64_t>(1, spec.prune.nodes);
   const int64_t edge_budget =
       spec.prune.edges > 0 ? spec.prune.edges : std::numeric_limits<int64_t>::max();
@@ -451,6 +457,7 @@ absl::Status PathBatchBuilder::SelectExact(const PathNeighbourhoodSpec& spec, co
     targeted = SelectForTargets(spec, q);
   }
   if (targeted) {
+    targeted_ = true;
     *others_begin = *targeted;
     if (spec.max_nodes > 0 && static_cast<int64_t>(nodes_.size()) > spec.max_nodes) {
       status = too_many();

@@ -159,6 +159,11 @@ struct PathBatch {
 // That bounds ScoreTriplet by the targets' L-hop ball instead of the whole graph.
 inline constexpr int64_t kUnreached = int64_t{1} << 40;
 
+// Without the reach mask, a query whose targets' S holds at least this share of the graph's
+// entities takes the whole graph instead: the pass costs at most twice as much, and it is the
+// query's own, so every fact of the query, in any call, is answered by it to the bit.
+inline constexpr double kWholeGraphShare = 0.5;
+
 // Pruned propagation, after A*Net (Zhu et al., NeurIPS 2023): a query whose neighbourhood
 // passes `nodes` entities or `edges` message edges (0: no bound on edges) is not refused but
 // propagates over a part of it of at most that size, grown from the source hop by hop and
@@ -243,6 +248,13 @@ class PathBatchBuilder {
   // exceeds max_nodes and pruning is off (the batch is left as it was).
   absl::Status Add(const PathQuery& query, PathBatch* batch);
   absl::Status Add(const PathNeighbourhoodSpec& spec, const PathQuery& query, PathBatch* batch);
+  // Whether the last query added (Add) got the neighbourhood it would have had without
+  // targets, its pass scoring every entity as a ranking's does: no targets, a targets' search
+  // that passed max_nodes, or one whose S would hold half the graph or more without the reach
+  // mask (then the whole graph costs little more, and the pass is the query's, whatever its
+  // targets: kWholeGraphShare). False where S, or a pruned pass that keeps the targets, answers
+  // only the targets.
+  bool last_query_whole() const { return !targeted_; }
 
   // Builds a batch of `queries` into `batch` (cleared first). A fact that any query of the
   // batch leaves out is left out of every query's graph, as the path model's paper does for a
@@ -292,6 +304,8 @@ class PathBatchBuilder {
   // Pruned propagation: whether the current query was pruned; each chosen node's priority;
   // the candidates (not chosen yet) and their priorities.
   bool pruned_ = false;
+  // Whether the current query's neighbourhood depends on its targets (last_query_whole).
+  bool targeted_ = false;
   std::vector<double> node_priority_;
   absl::flat_hash_map<EntityId, double> candidates_;
 
