@@ -363,6 +363,7 @@ void InferenceEngine::ExtractionLoop() {
     absl::Status error;
     const Clock::time_point slice_start = Clock::now();
     bool may_yield = true;
+    size_t answered = 0;  // items the job answered without a forward
     for (size_t i = begin; i < end; ++i) {
       if (call->failed.load(std::memory_order_acquire) || call->control->Stopped(Clock::now())) {
         break;  // dropped before extraction; the batcher finishes the call
@@ -392,6 +393,10 @@ void InferenceEngine::ExtractionLoop() {
         error = absl::Status(work.status().code(),
                              absl::StrCat(names.item, " ", i, ": ", work.status().message()));
         break;
+      }
+      if (work.ok() && *work == nullptr) {  // the job answered it itself
+        ++answered;
+        continue;
       }
       if (work.ok()) {
         item.item = *std::move(work);
@@ -424,6 +429,11 @@ void InferenceEngine::ExtractionLoop() {
     --extracting_;
     call->extracting -= end - begin;
     if (!error.ok()) Fail(*call, std::move(error));
+    if (answered > 0 && !call->removed) {
+      call->scored += answered;
+      pending_subgraphs_ -= static_cast<int64_t>(answered);
+      batcher_ready_.Signal();  // the call may be complete now
+    }
     if (!call->removed && call->error.ok()) {
       for (QueuedSubgraph& item : extracted) {
         call->queued_nodes += item.num_nodes();
@@ -631,8 +641,10 @@ void InferenceEngine::RunBatch(std::vector<QueuedSubgraph>& batch, ThreadScratch
   }
   const BatchOutcome outcome = batch.front().call->job->runner().Run(entries, scratch);
   const absl::Status& status = outcome.status;
-  observer_->OnBatch(static_cast<int>(batch.size()), outcome.nodes, outcome.edges,
-                     SecondsBetween(oldest, now), outcome.forward_seconds);
+  if (outcome.ran) {
+    observer_->OnBatch(static_cast<int>(batch.size()), outcome.nodes, outcome.edges,
+                       SecondsBetween(oldest, now), outcome.forward_seconds);
+  }
   {
     absl::MutexLock lock(&mu_);
     for (QueuedSubgraph& item : batch) {

@@ -240,6 +240,7 @@ struct BatchOutcome {
   int64_t nodes = 0;  // what the forward ran (items that share a pass count once)
   int64_t edges = 0;
   double forward_seconds = 0;
+  bool ran = true;  // false: every item was answered without a forward (nothing to report)
 };
 
 // A model's batch runner: one forward over items of its jobs. Every item it is handed was
@@ -259,7 +260,8 @@ class BatchRunner {
 //   Prepare() once, on an extraction thread (set-up that may be expensive, such as
 //     neighbourhood searches; an error fails the call);
 //   Extract(i, ...) for every i in [0, size()), on extraction threads, several at once;
-//   the runner's Run() with each extracted item, from the batcher thread only;
+//   the runner's Run() with each item extracted (not those Extract answered itself), from
+//     the batcher thread only;
 //   Finish(status) exactly once, with OK after every item was run, or with an error instead
 //     of the items still missing; from the batcher thread, or from Submit() or Shutdown().
 // The engine holds the job until Finish() returns.
@@ -273,6 +275,7 @@ class ScoringJob {
   // Extracts item i with `scratch` (the calling thread's own). A search that would hold more
   // than `max_nodes` nodes may stop there and return RESOURCE_EXHAUSTED, which the engine
   // reports as the item being over its limits; any other error fails the call as it is.
+  // A null item says the job answered item i itself (from a cache): nothing is run for it.
   // Thread-safe for distinct i.
   virtual absl::StatusOr<std::unique_ptr<WorkItem>> Extract(size_t i, ThreadScratch& scratch,
                                                             int64_t max_nodes) = 0;

@@ -14,6 +14,9 @@ struct FactScore {
   // Whether the query's neighbourhood was pruned to the server's budget (PathBudget):
   // the score is approximate.
   bool pruned = false;
+  // The graph version the score was computed on: the call's, or an earlier one where the call
+  // accepted a pass behind the graph (Staleness).
+  uint64_t graph_sequence = 0;
 };
 
 }  // namespace grail

@@ -18,8 +18,13 @@ absl::StatusOr<EntityId> FindEntity(const GraphSnapshot& graph, const std::strin
 }
 
 LinkPredictor::LinkPredictor(std::shared_ptr<const ServedModel> model, TripleStore& store,
-                             InferenceEngine& engine, const RankLimits& limits)
-    : store_(store), engine_(engine), limits_(limits), model_(std::move(model)) {}
+                             InferenceEngine& engine, const RankLimits& limits,
+                             int64_t pass_cache_bytes)
+    : store_(store),
+      engine_(engine),
+      limits_(limits),
+      passes_(std::make_unique<PassCache>(pass_cache_bytes)),
+      model_(std::move(model)) {}
 
 std::shared_ptr<const ServedModel> LinkPredictor::served_model() const {
   std::lock_guard<std::mutex> lock(model_mu_);
@@ -41,7 +46,7 @@ LinkPredictor::View LinkPredictor::CurrentView() const {
 }
 
 void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallControl> control,
-                          ScoreCallback done, int explain_paths) const {
+                          ScoreCallback done, int explain_paths, Staleness staleness) const {
   const View view = CurrentView();
   std::vector<FactToScore> scoring(facts.size());
   for (size_t i = 0; i < facts.size(); ++i) {
@@ -60,7 +65,8 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
     scoring[i] =
         FactToScore{*head, graph_relation.value_or(kNoGraphRelation), *tail, *model_relation};
   }
-  FactJobSetup setup{view.model, view.snapshot, view.relations, std::move(scoring), limits_.budget};
+  FactJobSetup setup{view.model,     view.snapshot, view.relations, std::move(scoring),
+                     limits_.budget, passes_.get(), staleness};
   if (view.model->family() == ModelFamily::kPath) {
     if (explain_paths > 0) {
       return done(absl::InvalidArgumentError(
@@ -123,6 +129,7 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   setup.filter_known_facts = query.filter_known_facts;
   setup.budget = *budget;
   setup.cap = limits_.budget;
+  setup.passes = passes_.get();
   if (view.model->family() == ModelFamily::kPath) {
     // One query, whatever the candidates.
     return engine_.Submit(MakePathRankingJob(std::move(setup), std::move(done)), std::move(control),

@@ -29,7 +29,8 @@
 // With a path model (model/path/path_model.h) a ranking is one query
 // whose single pass scores every entity of the fixed entity's neighbourhood, every other entity
 // sharing the query's far score; RankHeads is the inverse query; facts scored together that
-// share (head, relation) share the query.
+// share (head, relation) share the query, and a query's pass is kept (pass_cache.h): asked
+// again on the same graph, by any call, it costs a lookup.
 //
 // Thread safety: every method may be called from any number of threads.
 #ifndef GRAIL_SERVER_SCORING_LINK_PREDICTOR_H_
@@ -49,6 +50,7 @@
 #include "model/path/path_batch.h"
 #include "server/engine/inference_engine.h"
 #include "server/scoring/fact_score.h"
+#include "server/scoring/pass_cache.h"
 #include "server/scoring/served_model.h"
 #include "store/triple_store.h"
 
@@ -132,9 +134,11 @@ class LinkPredictor {
   using ScoreCallback = std::function<void(absl::StatusOr<ScoredFacts>)>;
   using RankCallback = std::function<void(absl::StatusOr<Ranking>)>;
 
-  // Serves `model`; `store` and `engine` must outlive the predictor.
+  // Serves `model`; `store` and `engine` must outlive the predictor. A path-family model's
+  // passes are kept in a cache of `pass_cache_bytes` (0: none; see pass_cache.h).
   LinkPredictor(std::shared_ptr<const ServedModel> model, TripleStore& store,
-                InferenceEngine& engine, const RankLimits& limits = RankLimits());
+                InferenceEngine& engine, const RankLimits& limits = RankLimits(),
+                int64_t pass_cache_bytes = 0);
 
   // Scores each fact. Errors: NOT_FOUND naming an unknown entity; INVALID_ARGUMENT naming
   // a relation outside the model's vocabulary, or for head == tail; RESOURCE_EXHAUSTED
@@ -142,8 +146,11 @@ class LinkPredictor {
   // CANCELLED as `control` says.
   // With explain_paths > 0, each fact also gets its explain_paths strongest paths
   // (computed on the extraction threads, on the subgraph the score comes from).
+  // A path-family model answers a fact from a cached pass of its query where `staleness`
+  // accepts one (exact by default: computed at the call's graph sequence), each score saying
+  // the sequence it was computed at (FactScore::graph_sequence).
   void Score(std::vector<NamedTriple> facts, std::shared_ptr<CallControl> control,
-             ScoreCallback done, int explain_paths = 0) const;
+             ScoreCallback done, int explain_paths = 0, Staleness staleness = {}) const;
 
   // Ranks candidates for the query's open slot by score, best first, equal scores in id
   // order. Every score equals what Score() returns for the completed fact (up to the last
@@ -175,6 +182,8 @@ class LinkPredictor {
   TripleStore& store() const { return store_; }
   InferenceEngine& engine() const { return engine_; }
   const RankLimits& limits() const { return limits_; }
+  // The path family's passes (its Stats() for metrics).
+  const PassCache& passes() const { return *passes_; }
 
  private:
   // The served model, the latest snapshot and the map from its relation ids to the model's.
@@ -190,6 +199,7 @@ class LinkPredictor {
   TripleStore& store_;
   InferenceEngine& engine_;
   const RankLimits limits_;
+  const std::unique_ptr<PassCache> passes_;
   mutable std::mutex model_mu_;
   std::shared_ptr<const ServedModel> model_;  // guarded by model_mu_
 };

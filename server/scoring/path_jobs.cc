@@ -23,12 +23,23 @@ PathNeighbourhoodSpec Spec(const PathModel& model, const GraphView* graph,
   return spec;
 }
 
+// The key of query (source, relation) of `runner`'s model pruned to `budget` (PassKey), for
+// `targets` (sorted).
+PassKey KeyOf(const PathModel& model, const PathRunner& runner, EntityId source, int32_t relation,
+              const PathBudget& budget, const PathBudget& cap, std::vector<EntityId> targets) {
+  const PathBudget pruning = model.Pruning(budget, cap);
+  return PassKey{runner.instance(), source,        relation,
+                 pruning.nodes,     pruning.edges, pruning.layer_nodes,
+                 std::move(targets)};
+}
+
 // Scores a list of facts given by id (ScoreTriplet(s)): the facts that share a head and a
 // relation share one query, whose single pass scores all their tails.
 class PathFactJob final : public PathJob {
  public:
   PathFactJob(FactJobSetup setup, LinkPredictor::ScoreCallback done)
-      : PathJob(setup.model->path_runner()),
+      : PathJob(setup.model->path_runner(),
+                PassLookup{setup.passes, setup.graph->sequence(), setup.staleness}),
         model_(std::move(setup.model)),
         graph_(std::move(setup.graph)),
         relations_(std::move(setup.relations)),
@@ -40,30 +51,36 @@ class PathFactJob final : public PathJob {
     for (size_t i = 0; i < facts_.size(); ++i) {
       const auto key = std::make_pair(facts_[i].head, facts_[i].model_relation);
       auto [it, added] = query_of.emplace(key, queries_.size());
-      if (added) queries_.push_back({key.first, key.second, {}});
+      if (added) queries_.push_back({key.first, key.second, {}, {}});
       queries_[it->second].facts.push_back(i);
+    }
+    // Each query's tails, sorted: the neighbourhood, and so the key, is that of the set.
+    for (Query& q : queries_) {
+      for (size_t f : q.facts) q.tails.push_back(facts_[f].tail);
+      std::sort(q.tails.begin(), q.tails.end());
+      q.tails.erase(std::unique(q.tails.begin(), q.tails.end()), q.tails.end());
     }
   }
 
   size_t size() const override { return queries_.size(); }
+  PassKey KeyOf(size_t i) const override {
+    return grail::KeyOf(model(), model_->path_runner(), queries_[i].head, queries_[i].relation,
+                        budget_, budget_, queries_[i].tails);
+  }
   absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes,
                             PathBatch* out) override {
     // Only the facts' tails are read: the neighbourhood is what their scores depend on.
-    std::vector<EntityId> tails;
-    for (size_t f : queries_[i].facts) tails.push_back(facts_[f].tail);
-    return builder.Add(Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, budget_),
-                       {queries_[i].head, queries_[i].relation, {}, std::nullopt, std::move(tails)},
-                       out);
+    return builder.Add(
+        Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, budget_),
+        {queries_[i].head, queries_[i].relation, {}, std::nullopt, queries_[i].tails}, out);
   }
-  void AcceptQuery(size_t i, const PathBatch& batch, int64_t q, const PathScores& scores) override {
-    const int32_t nodes = static_cast<int32_t>(batch.node_begin[q + 1] - batch.node_begin[q]);
-    const int32_t edges = static_cast<int32_t>(batch.edge_begin[q + 1] - batch.edge_begin[q]);
+  void AcceptQuery(size_t i, const QueryPass& pass) override {
     for (size_t f : queries_[i].facts) {
       const FactToScore& fact = facts_[f];
       const bool known = fact.graph_relation != kNoGraphRelation &&
                          graph_->HasFact(fact.head, fact.graph_relation, fact.tail);
-      results_[f] = FactScore{scores.Of(batch, q, fact.tail), nodes, edges, known,
-                              batch.query_pruned[q] != 0};
+      results_[f] = FactScore{pass.Of(fact.tail), pass.nodes(),   pass.edges(), known,
+                              pass.pruned(),      pass.sequence()};
     }
   }
   void Finish(absl::Status status) override {
@@ -75,7 +92,7 @@ class PathFactJob final : public PathJob {
   size_t MemoryBytes() const override {
     return sizeof(*this) + facts_.capacity() * sizeof(FactToScore) +
            results_.capacity() * sizeof(FactScore) +
-           queries_.capacity() * (sizeof(Query) + sizeof(size_t));
+           queries_.capacity() * (sizeof(Query) + sizeof(size_t) + sizeof(EntityId));
   }
   std::string Describe(size_t i) const override {
     const Query& q = queries_[i];
@@ -88,8 +105,9 @@ class PathFactJob final : public PathJob {
  private:
   struct Query {
     EntityId head = 0;
-    int32_t relation = 0;       // the model's
-    std::vector<size_t> facts;  // indices into facts_
+    int32_t relation = 0;         // the model's
+    std::vector<size_t> facts;    // indices into facts_
+    std::vector<EntityId> tails;  // their tails, sorted, once each
   };
 
   const std::shared_ptr<const ServedModel> model_;
@@ -108,7 +126,9 @@ class PathFactJob final : public PathJob {
 class PathRankingJob final : public PathJob {
  public:
   PathRankingJob(RankingSetup setup, LinkPredictor::RankCallback done)
-      : PathJob(setup.model->path_runner()), r_(std::move(setup)), done_(std::move(done)) {}
+      : PathJob(setup.model->path_runner(), PassLookup{setup.passes, setup.graph->sequence(), {}}),
+        r_(std::move(setup)),
+        done_(std::move(done)) {}
 
   absl::Status Prepare() override {
     if (!r_.explicit_candidates()) {
@@ -123,27 +143,32 @@ class PathRankingJob final : public PathJob {
 
   size_t size() const override { return 1; }
 
+  PassKey KeyOf(size_t) const override {
+    const RankingSetup& s = r_.setup();
+    return grail::KeyOf(model(), s.model->path_runner(), s.fixed, QueryRelation(), s.budget, s.cap,
+                        {});
+  }
+
   absl::Status ExtractQuery(size_t, PathBatchBuilder& builder, int64_t max_nodes,
                             PathBatch* out) override {
     const RankingSetup& s = r_.setup();
     const PathNeighbourhoodSpec spec =
         Spec(model(), s.graph.get(), s.relations.get(), max_nodes, s.budget, s.cap);
-    const int32_t relation = s.model_relation + (s.rank_tails ? 0 : spec.num_relations);
-    return builder.Add(spec, {s.fixed, relation, {}, std::nullopt}, out);
+    return builder.Add(spec, {s.fixed, QueryRelation(), {}, std::nullopt}, out);
   }
 
-  void AcceptQuery(size_t, const PathBatch& batch, int64_t q, const PathScores& scores) override {
+  void AcceptQuery(size_t, const QueryPass& pass) override {
     const GraphSnapshot& graph = r_.graph();
     const RankingSetup& s = r_.setup();
+    const bool pruned = pass.pruned();
     if (r_.explicit_candidates()) {
       // A pruned pass gives a candidate it did not visit (outside its neighbourhood, or in it
       // but never reached) the far score: flagged, and counted as pruned, not as exact.
-      const bool pruned = batch.query_pruned[q] != 0;
       for (EntityId c : r_.near()) {
-        const int64_t node = batch.NodeOf(q, c);
-        const bool unvisited = pruned && (node < 0 || scores.Unvisited(node));
+        const int64_t node = pass.Find(c);
+        const bool unvisited = pruned && (node < 0 || pass.unvisited(node));
         if (unvisited) r_.count_pruned();
-        r_.Add({scores.Of(batch, q, c), c, r_.Known(c), ScoredBy::kPath, unvisited});
+        r_.Add({pass.Of(c), c, r_.Known(c), ScoredBy::kPath, unvisited});
       }
       return;
     }
@@ -152,9 +177,9 @@ class PathRankingJob final : public PathJob {
     std::vector<EntityId>& not_far = r_.not_far();
     // Skipped: the fixed entity, removed ones (a whole-graph pass lists them), and entities
     // the learned priority's pass did not reach (far, as those beyond are).
-    for (int64_t node = batch.node_begin[q]; node < batch.node_begin[q + 1]; ++node) {
-      const EntityId c = static_cast<EntityId>(batch.node_entity[node]);
-      if (c == s.fixed || graph.IsRemoved(c) || scores.Unvisited(node)) continue;
+    for (size_t node = 0; node < pass.size(); ++node) {
+      const EntityId c = pass.entity(node);
+      if (c == s.fixed || graph.IsRemoved(c) || pass.unvisited(node)) continue;
       not_far.push_back(c);
       const bool is_known = r_.Known(c);
       if (s.filter_known_facts && is_known) {
@@ -162,9 +187,8 @@ class PathRankingJob final : public PathJob {
         continue;
       }
       r_.near().push_back(c);
-      r_.Add({scores.node[node], c, is_known, ScoredBy::kPath});
+      r_.Add({pass.score(node), c, is_known, ScoredBy::kPath});
     }
-    const bool pruned = batch.query_pruned[q] != 0;
     if (pruned && s.graph_relation != kNoGraphRelation) {
       // A pruned pass may leave known answers unvisited (a hub's, beyond the budget): they
       // have the far score, and are filtered or marked known as the visited ones are.
@@ -173,9 +197,9 @@ class PathRankingJob final : public PathJob {
       const size_t visited = not_far.size();
       for (const Neighbor& n : facts) {
         const EntityId c = n.entity;
-        const int64_t node = batch.NodeOf(q, c);
+        const int64_t node = pass.Find(c);
         if (n.relation != s.graph_relation || c == s.fixed || graph.IsRemoved(c) ||
-            (node >= 0 && !scores.Unvisited(node))) {
+            (node >= 0 && !pass.unvisited(node))) {
           continue;
         }
         not_far.push_back(c);
@@ -189,12 +213,12 @@ class PathRankingJob final : public PathJob {
         }
         r_.near().push_back(not_far[i]);
         r_.count_pruned();
-        r_.Add({scores.far[q], not_far[i], true, ScoredBy::kPath, /*pruned=*/true});
+        r_.Add({pass.far(), not_far[i], true, ScoredBy::kPath, /*pruned=*/true});
       }
     }
     std::sort(not_far.begin(), not_far.end());
     r_.set_far_count(graph.num_live_entities() - 1 - not_far.size());
-    r_.set_shared_score(scores.far[q]);
+    r_.set_shared_score(pass.far());
     if (pruned) r_.set_pruned();
   }
 
@@ -209,6 +233,12 @@ class PathRankingJob final : public PathJob {
   std::string Describe(size_t) const override { return r_.DescribeQuery(); }
 
  private:
+  // (fixed, r, ?), or its inverse (fixed, r^-1, ?) for heads.
+  int32_t QueryRelation() const {
+    const RankingSetup& s = r_.setup();
+    return s.model_relation + (s.rank_tails ? 0 : model().NumRelations(*s.graph));
+  }
+
   RankingState r_;
   LinkPredictor::RankCallback done_;
 };

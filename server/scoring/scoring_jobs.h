@@ -16,6 +16,7 @@
 #include "graph/relation_map.h"
 #include "server/engine/inference_engine.h"
 #include "server/scoring/link_predictor.h"
+#include "server/scoring/pass_cache.h"
 #include "server/scoring/served_model.h"
 #include "store/live_graph.h"
 
@@ -39,6 +40,9 @@ struct FactJobSetup {
   std::shared_ptr<const RelationMap> relations;
   std::vector<FactToScore> facts;
   PathBudget budget;  // the server's (the call's and the cap)
+  // The path family's pass cache (null: none), and how stale a pass the call accepts.
+  PassCache* passes = nullptr;
+  Staleness staleness;
 };
 
 // What a ranking job works on.
@@ -56,15 +60,17 @@ struct RankingSetup {
   std::vector<std::string> candidates;  // empty: every entity
   uint32_t top_k = 0;
   bool filter_known_facts = false;
-  PathBudget budget;  // the call's (the server's unless it asked for less)
-  PathBudget cap;     // the server's
+  PathBudget budget;            // the call's (the server's unless it asked for less)
+  PathBudget cap;               // the server's
+  PassCache* passes = nullptr;  // the path family's pass cache (null: none); exact passes only
 };
 
 // GraIL (and a fused archive, served as its GraIL model): each fact on its own enclosing
 // subgraph; with explain_paths > 0, each fact's strongest paths too.
 std::shared_ptr<ScoringJob> MakeGrailFactJob(FactJobSetup setup, int explain_paths,
                                              LinkPredictor::ScoreCallback done);
-// The facts that share a head and a relation share one query, whose pass scores their tails.
+// The facts that share a head and a relation share one query, whose pass scores their tails;
+// a query whose pass is cached (FactJobSetup::passes) costs a lookup.
 std::shared_ptr<ScoringJob> MakePathFactJob(FactJobSetup setup, LinkPredictor::ScoreCallback done);
 
 // GraIL: candidates within k + 1 hops on their own subgraphs, the others sharing one score.
