@@ -90,6 +90,16 @@ ABSL_FLAG(int, candidates_per_request, 50,
           "load --method rank-tails: candidates per request, the true tail among them (0: every "
           "entity)");
 ABSL_FLAG(uint64_t, seed, 1, "load: seed of the request choice");
+ABSL_FLAG(double, zipf_heads, 0,
+          "load: draw facts by head, the head of popularity rank k (most facts first) with "
+          "probability proportional to 1/k^S (1: popular entities asked often, as real traffic "
+          "is); 0: every fact equally likely");
+ABSL_FLAG(uint64_t, max_staleness_sequences, 0,
+          "score, score-file, load --method score: accept a path-family score computed on a "
+          "graph version up to this many versions behind (kg.v1.Staleness); 0: exact");
+ABSL_FLAG(uint32_t, max_staleness_ms, 0,
+          "score, score-file, load --method score: accept a path-family score computed up to "
+          "this many milliseconds ago (kg.v1.Staleness); 0: exact");
 ABSL_FLAG(uint64_t, min_graph_sequence, 0,
           "score, score-file, rank-*, stats, load: answer on this graph version or later (an "
           "add/remove last_sequence, e.g. from another replica); 0: any");
@@ -218,6 +228,8 @@ struct Session {
   // The graph version reads ask for (--min-graph-sequence); add and remove raise it to their
   // last ack, so later reads of the same process see what it wrote.
   mutable uint64_t min_graph_sequence = 0;
+  // How stale a score may be (--max-staleness-sequences, --max-staleness-ms).
+  kg::v1::Staleness staleness;
 };
 
 // The scorer's name as the JSON output gives it: grail, path or fused ("" if unset).
@@ -267,6 +279,7 @@ int RunScore(const Session& session, const std::vector<std::string>& args) {
   request.mutable_triple()->set_relation(args[1]);
   request.mutable_triple()->set_tail(args[2]);
   request.set_min_graph_sequence(session.min_graph_sequence);
+  *request.mutable_max_staleness() = session.staleness;
   if (absl::GetFlag(FLAGS_explain)) {
     const int paths = absl::GetFlag(FLAGS_paths);
     if (paths < 1 || paths > 100) return PrintUsageError("--paths takes 1..100");
@@ -324,6 +337,7 @@ int RunScoreFile(const Session& session, const std::vector<std::string>& args) {
     if (!*more) break;
     request.Clear();
     request.set_min_graph_sequence(session.min_graph_sequence);
+    *request.mutable_max_staleness() = session.staleness;
     for (const SourceTriple& t : chunk.triples) {
       kg::v1::Triple* triple = request.add_triples();
       triple->set_head(t.head);
@@ -704,7 +718,9 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
   if (!triples.ok()) return PrintError(triples.status());
   if (triples->empty()) return PrintError(absl::InvalidArgumentError(path + " has no facts"));
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
-  const LoadWorkload workload(*std::move(triples), seed, candidates);
+  const double zipf = absl::GetFlag(FLAGS_zipf_heads);
+  if (!(zipf >= 0 && zipf <= 10)) return PrintUsageError("--zipf-heads takes 0..10");
+  const LoadWorkload workload(*std::move(triples), seed, candidates, zipf);
 
   kg::v1::KnowledgeGraph::Stub* stub = session.stub.get();
   const CallSettings& call = session.call;
@@ -714,6 +730,7 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
       kg::v1::ScoreTripletRequest request;
       workload.ScoreRequest(index, &request);
       request.set_min_graph_sequence(session.min_graph_sequence);
+      *request.mutable_max_staleness() = session.staleness;
       kg::v1::ScoreTripletResponse response;
       grpc::ClientContext context;
       call.Apply(&context);
@@ -825,6 +842,8 @@ int Main(int argc, char** argv) {
   session.call.wait_for_ready = absl::GetFlag(FLAGS_wait_for_ready);
   session.json = absl::GetFlag(FLAGS_json);
   session.min_graph_sequence = absl::GetFlag(FLAGS_min_graph_sequence);
+  session.staleness.set_max_sequences(absl::GetFlag(FLAGS_max_staleness_sequences));
+  session.staleness.set_max_milliseconds(absl::GetFlag(FLAGS_max_staleness_ms));
   if (session.call.deadline_ms < 0) return PrintUsageError("--deadline-ms must be at least 0");
   const std::string target = absl::GetFlag(FLAGS_target);
   if (target.empty()) return PrintUsageError("--target must not be empty");

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "common/grpc_status.h"
 #include "common/seeded_random.h"
@@ -78,7 +80,7 @@ LoadResult RunLoad(const LoadOptions& options,
 }
 
 LoadWorkload::LoadWorkload(std::vector<SourceTriple> triples, uint64_t seed,
-                           int candidates_per_request)
+                           int candidates_per_request, double zipf_heads)
     : triples_(std::move(triples)),
       seed_(seed),
       candidates_per_request_(std::max(candidates_per_request, 0)) {
@@ -88,11 +90,37 @@ LoadWorkload::LoadWorkload(std::vector<SourceTriple> triples, uint64_t seed,
       if (seen.insert(*name).second) entities_.push_back(*name);
     }
   }
+  if (zipf_heads <= 0) return;
+  absl::flat_hash_map<std::string, size_t> head_index;
+  for (uint32_t i = 0; i < triples_.size(); ++i) {
+    auto [it, added] = head_index.try_emplace(triples_[i].head, head_facts_.size());
+    if (added) head_facts_.emplace_back();
+    head_facts_[it->second].push_back(i);
+  }
+  std::stable_sort(head_facts_.begin(), head_facts_.end(),
+                   [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  double total = 0;
+  for (size_t k = 0; k < head_facts_.size(); ++k) {
+    total += std::pow(static_cast<double>(k + 1), -zipf_heads);
+    head_cumulative_.push_back(total);
+  }
+  for (double& c : head_cumulative_) c /= total;
+}
+
+const SourceTriple& LoadWorkload::Fact(SeededRandom& random) const {
+  if (head_facts_.empty()) return triples_[random.Uniform(triples_.size())];
+  const double u = random.UniformDouble();
+  const size_t k =
+      std::min<size_t>(std::upper_bound(head_cumulative_.begin(), head_cumulative_.end(), u) -
+                           head_cumulative_.begin(),
+                       head_facts_.size() - 1);
+  const std::vector<uint32_t>& facts = head_facts_[k];
+  return triples_[facts[random.Uniform(facts.size())]];
 }
 
 void LoadWorkload::ScoreRequest(int64_t index, kg::v1::ScoreTripletRequest* request) const {
   SeededRandom random = RequestRandom(seed_, index);
-  const SourceTriple& fact = triples_[random.Uniform(triples_.size())];
+  const SourceTriple& fact = Fact(random);
   kg::v1::Triple* triple = request->mutable_triple();
   triple->set_head(fact.head);
   triple->set_relation(fact.relation);
@@ -102,7 +130,7 @@ void LoadWorkload::ScoreRequest(int64_t index, kg::v1::ScoreTripletRequest* requ
 void LoadWorkload::RankTailsRequest(int64_t index, int top_k,
                                     kg::v1::RankTailsRequest* request) const {
   SeededRandom random = RequestRandom(seed_, index);
-  const SourceTriple& fact = triples_[random.Uniform(triples_.size())];
+  const SourceTriple& fact = Fact(random);
   request->set_head(fact.head);
   request->set_relation(fact.relation);
   kg::v1::RankOptions* options = request->mutable_options();

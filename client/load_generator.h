@@ -14,6 +14,7 @@
 
 #include "client/latency_stats.h"
 #include "client/triple_source.h"
+#include "common/seeded_random.h"
 #include "grpcpp/support/status_code_enum.h"
 #include "kg/v1/knowledge_graph.pb.h"
 
@@ -48,20 +49,32 @@ class LoadWorkload {
   // `triples` is non-empty. For RankTails, `candidates_per_request` >= 1 ranks the query's
   // true tail among candidates_per_request - 1 other entities of the file (distinct, never
   // the head, as many as the file has); 0 ranks every entity of the graph.
-  LoadWorkload(std::vector<SourceTriple> triples, uint64_t seed, int candidates_per_request);
+  // `zipf_heads` > 0 draws facts by head instead: the head of popularity rank k (heads ranked
+  // by their facts in the file, most first, ties in order of appearance) with probability
+  // proportional to 1 / k^zipf_heads, then one of its facts uniformly (s = 1: popular
+  // entities are asked about often, as real traffic is). 0: every fact equally likely.
+  LoadWorkload(std::vector<SourceTriple> triples, uint64_t seed, int candidates_per_request,
+               double zipf_heads = 0);
 
-  // Scores a fact of the file chosen uniformly.
+  // Scores a fact of the file chosen as above.
   void ScoreRequest(int64_t index, kg::v1::ScoreTripletRequest* request) const;
-  // Ranks tails for the head and relation of a fact chosen uniformly.
+  // Ranks tails for the head and relation of a fact chosen as above.
   void RankTailsRequest(int64_t index, int top_k, kg::v1::RankTailsRequest* request) const;
 
   size_t num_entities() const { return entities_.size(); }
 
  private:
+  // The fact request `index` asks about.
+  const SourceTriple& Fact(SeededRandom& random) const;
+
   std::vector<SourceTriple> triples_;
   std::vector<std::string> entities_;  // distinct heads and tails, in order of appearance
   uint64_t seed_;
   int candidates_per_request_;
+  // With zipf_heads: per head in popularity order, the cumulative probability and its facts
+  // (indices into triples_).
+  std::vector<double> head_cumulative_;
+  std::vector<std::vector<uint32_t>> head_facts_;
 };
 
 }  // namespace grail

@@ -282,6 +282,32 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
         return static_cast<double>(service->calls_in_flight());
       }));
 
+  // The path family's pass cache (--pass-cache-bytes), read at scrape time.
+  auto pass_metric = [this](bool counter, const char* name, const char* help,
+                            std::function<double(const PassCacheStats&)> read) {
+    auto scrape = [this, read = std::move(read)]() -> std::optional<double> {
+      const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
+      if (predictor == nullptr) return std::nullopt;
+      return read(predictor->passes().Stats());
+    };
+    Must(counter ? instruments_->scraped.AddCounter(name, help, std::move(scrape))
+                 : instruments_->scraped.AddGauge(name, help, std::move(scrape)));
+  };
+  pass_metric(true, "grail_pass_cache_hits_total",
+              "Path-family queries answered by a pass already made (cached, or made by another "
+              "call's forward meanwhile) instead of a propagation of their own.",
+              [](const PassCacheStats& s) { return static_cast<double>(s.hits); });
+  pass_metric(true, "grail_pass_cache_misses_total",
+              "Path-family queries that ran a propagation (the cache had no pass they accept).",
+              [](const PassCacheStats& s) { return static_cast<double>(s.misses); });
+  pass_metric(true, "grail_pass_cache_evictions_total",
+              "Passes evicted, least recently used first, to stay within --pass-cache-bytes.",
+              [](const PassCacheStats& s) { return static_cast<double>(s.evictions); });
+  pass_metric(false, "grail_pass_cache_bytes", "Bytes the kept passes hold (--pass-cache-bytes).",
+              [](const PassCacheStats& s) { return static_cast<double>(s.bytes); });
+  pass_metric(false, "grail_pass_cache_entries", "Passes kept, by key.",
+              [](const PassCacheStats& s) { return static_cast<double>(s.entries); });
+
   // The graph, read at scrape time from the latest snapshot.
   auto graph_gauge = [this](const char* name, const char* help,
                             std::function<double(const GraphSnapshot&)> read) {

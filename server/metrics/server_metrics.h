@@ -20,6 +20,9 @@
 //   grail_scores_total{scored_by}                  scores returned, by scorer (grail, path,
 //                                                  fused)
 //   grail_pruned_answers_total                     calls answered by a pruned propagation
+//   grail_pass_cache_hits_total, grail_pass_cache_misses_total,
+//   grail_pass_cache_evictions_total, grail_pass_cache_bytes, grail_pass_cache_entries
+//                                                  the path family's passes (--pass-cache-bytes)
 //   grail_auth_requests_total{token,method,outcome} bearer-token checks, by token name
 //   grail_auth_token_reloads_total{result}, grail_auth_tokens   the --auth-tokens file
 //   grail_calls_in_flight, grail_scoring_calls, grail_pending_subgraphs,

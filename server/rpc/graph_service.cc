@@ -1,5 +1,7 @@
 #include "server/rpc/graph_service.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -90,10 +92,20 @@ void FillScore(const FactScore& s, ScoredBy scored_by, uint64_t sequence,
   out->set_known_fact(s.known_fact);
   out->set_subgraph_nodes(static_cast<uint32_t>(s.subgraph_nodes));
   out->set_subgraph_edges(static_cast<uint32_t>(s.subgraph_edges));
-  out->set_graph_sequence(sequence);
+  // A path-family score says its pass's version (an earlier one where the call accepted it).
+  out->set_graph_sequence(s.graph_sequence != 0 ? s.graph_sequence : sequence);
   out->set_model_version(model_version);
   out->set_scored_by(ToProto(scored_by));
   out->set_pruned(s.pruned);
+}
+
+// A call's kg.v1.Staleness, never accepting a pass before its min_graph_sequence.
+Staleness ToStaleness(const kg::v1::Staleness& bound, uint64_t min_graph_sequence) {
+  Staleness staleness;
+  staleness.max_sequences = bound.max_sequences();
+  staleness.max_age = std::chrono::milliseconds(bound.max_milliseconds());
+  staleness.min_sequence = min_graph_sequence;
+  return staleness;
 }
 
 void FillModelInfo(const ServedModel& served, kg::v1::ModelInfo* info) {
@@ -547,8 +559,9 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
   const int explain_paths = !request->explain()        ? 0
                             : request->max_paths() > 0 ? static_cast<int>(request->max_paths())
                                                        : kDefaultExplanationPaths;
+  const Staleness staleness = ToStaleness(request->max_staleness(), request->min_graph_sequence());
   AfterSequence(call, predictor, request->min_graph_sequence(),
-                [this, call, predictor, request, response, explain_paths] {
+                [this, call, predictor, request, response, explain_paths, staleness] {
                   predictor->Score(
                       {ToNamed(request->triple())}, call->control(),
                       [this, call, response](absl::StatusOr<ScoredFacts> scored) {
@@ -575,7 +588,7 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(
                         }
                         call->Reply(grpc::Status::OK);
                       },
-                      explain_paths);
+                      explain_paths, staleness);
                 });
   return call;
 }
@@ -603,21 +616,26 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplets(
     call->Reply(status);
     return call;
   }
+  const Staleness staleness = ToStaleness(request->max_staleness(), request->min_graph_sequence());
   AfterSequence(call, predictor, request->min_graph_sequence(),
-                [this, call, predictor, response, facts = std::move(facts)]() mutable {
-                  predictor->Score(std::move(facts), call->control(),
-                                   [this, call, response](absl::StatusOr<ScoredFacts> scored) {
-                                     if (!scored.ok()) return call->Reply(scored.status());
-                                     for (size_t i = 0; i < scored->scores.size(); ++i) {
-                                       FillScore(scored->scores[i], scored->scored_by[i],
-                                                 scored->graph_sequence, scored->model_version,
-                                                 response->add_results());
-                                       observer_->OnScoresReturned(scored->scored_by[i], 1);
-                                     }
-                                     response->set_graph_sequence(scored->graph_sequence);
-                                     response->set_model_version(scored->model_version);
-                                     call->Reply(grpc::Status::OK);
-                                   });
+                [this, call, predictor, response, staleness, facts = std::move(facts)]() mutable {
+                  predictor->Score(
+                      std::move(facts), call->control(),
+                      [this, call, response](absl::StatusOr<ScoredFacts> scored) {
+                        if (!scored.ok()) return call->Reply(scored.status());
+                        uint64_t oldest = scored->graph_sequence;
+                        for (size_t i = 0; i < scored->scores.size(); ++i) {
+                          kg::v1::ScoreTripletResponse* result = response->add_results();
+                          FillScore(scored->scores[i], scored->scored_by[i], scored->graph_sequence,
+                                    scored->model_version, result);
+                          oldest = std::min<uint64_t>(oldest, result->graph_sequence());
+                          observer_->OnScoresReturned(scored->scored_by[i], 1);
+                        }
+                        response->set_graph_sequence(oldest);
+                        response->set_model_version(scored->model_version);
+                        call->Reply(grpc::Status::OK);
+                      },
+                      /*explain_paths=*/0, staleness);
                 });
   return call;
 }

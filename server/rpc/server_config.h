@@ -34,6 +34,7 @@ struct ServerConfig {
   EngineOptions engine;
   ServiceLimits limits;
   RankLimits rank_limits;
+  int64_t pass_cache_bytes = 0;  // LinkPredictor's
   int compute_threads = 0;
   int max_message_bytes = 0;
   // The store's durability and limits (its callbacks are the server's to set).

@@ -364,7 +364,7 @@ int Run(const ServerConfig& config) {
   const double warmup_seconds = std::chrono::duration<double>(Clock::now() - warmup_start).count();
 
   InferenceEngine engine(config.engine, &metrics);
-  LinkPredictor predictor(*model, **store, engine, config.rank_limits);
+  LinkPredictor predictor(*model, **store, engine, config.rank_limits, config.pass_cache_bytes);
   ReloadOptions reload_options;
   reload_options.default_path = config.model_path;
   reload_options.device = config.device;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -102,6 +103,40 @@ TEST(LoadWorkloadTest, ScoreRequestsAreFactsOfTheFile) {
     heads.insert(t.head());
   }
   EXPECT_EQ(heads.size(), 5u) << "100 uniform draws cover all 5 facts";
+}
+
+// Zipf heads: the head with the most facts is asked most, the rank-k head about 1/k as often
+// as the first, and every request is still a fact of the file.
+TEST(LoadWorkloadTest, ZipfHeadsAskThePopularHeadsMostOften) {
+  std::vector<SourceTriple> facts;
+  for (int h = 0; h < 20; ++h) {
+    for (int f = 0; f <= h; ++f) {  // head h20-ish has the most facts
+      facts.push_back({"h" + std::to_string(h), "r", "t" + std::to_string(f)});
+    }
+  }
+  const LoadWorkload workload(facts, /*seed=*/3, 0, /*zipf_heads=*/1);
+  std::map<std::string, int> asked;
+  for (int64_t i = 0; i < 20000; ++i) {
+    kg::v1::ScoreTripletRequest request;
+    workload.ScoreRequest(i, &request);
+    const kg::v1::Triple& t = request.triple();
+    ASSERT_THAT(facts, Contains(SourceTriple{t.head(), t.relation(), t.tail()}));
+    ++asked[t.head()];
+  }
+  // Popularity ranks: h19 first (20 facts), h18 second, ..., h0 last.
+  EXPECT_GT(asked["h19"], asked["h18"]);
+  EXPECT_GT(asked["h18"], asked["h9"]);
+  EXPECT_GT(asked["h9"], asked["h0"]);
+  // P(rank 1) / P(rank 2) = 2 under s = 1.
+  EXPECT_NEAR(static_cast<double>(asked["h19"]) / asked["h18"], 2.0, 0.25);
+  const LoadWorkload uniform(facts, /*seed=*/3, 0);
+  int first = 0;
+  for (int64_t i = 0; i < 20000; ++i) {
+    kg::v1::ScoreTripletRequest request;
+    uniform.ScoreRequest(i, &request);
+    first += request.triple().head() == "h19";
+  }
+  EXPECT_NEAR(first / 20000.0, 20.0 / 210, 0.02);  // its share of the facts
 }
 
 TEST(LoadWorkloadTest, RankCandidatesAreDistinctHoldTheTrueTailAndNeverTheHead) {

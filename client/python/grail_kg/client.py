@@ -229,12 +229,18 @@ class Client:
 
     # --- calls ---
     def score(self, head: str, relation: str, tail: str, *, explain: bool = False,
-              max_paths: int = 0) -> Score:
+              max_paths: int = 0, max_staleness_sequences: int = 0,
+              max_staleness_ms: int = 0) -> Score:
         """ScoreTriplet: how likely (head, relation, tail) is. With explain, Score.paths holds
-        the strongest head-to-tail paths behind it (max_paths of them; 0: the server's 3)."""
+        the strongest head-to-tail paths behind it (max_paths of them; 0: the server's 3).
+        max_staleness_sequences / max_staleness_ms: accept a path-family score computed on a
+        graph version up to that many versions behind / that old (kg.v1.Staleness; 0: exact);
+        Score.graph_sequence says which version it came from."""
         response = self._call(self._stub.ScoreTriplet, pb.ScoreTripletRequest(
             triple=pb.Triple(head=head, relation=relation, tail=tail), explain=explain,
-            max_paths=max_paths, min_graph_sequence=self.session.sequence))
+            max_paths=max_paths, min_graph_sequence=self.session.sequence,
+            max_staleness=pb.Staleness(max_sequences=max_staleness_sequences,
+                                       max_milliseconds=max_staleness_ms)))
         return _score((head, relation, tail), response)
 
     def reload_model(self, path: str = "") -> dict:
@@ -247,11 +253,15 @@ class Client:
                 "load_seconds": response.load_seconds,
                 "warmup_seconds": response.warmup_seconds}
 
-    def score_many(self, triples: Sequence[Triple]) -> List[Score]:
-        """ScoreTriplets: many facts in one call (the server bounds how many)."""
+    def score_many(self, triples: Sequence[Triple], *, max_staleness_sequences: int = 0,
+                   max_staleness_ms: int = 0) -> List[Score]:
+        """ScoreTriplets: many facts in one call (the server bounds how many); facts that
+        share (head, relation) share one pass. max_staleness_*: as score()."""
         request = pb.ScoreTripletsRequest(
             triples=[pb.Triple(head=h, relation=r, tail=t) for h, r, t in triples],
-            min_graph_sequence=self.session.sequence)
+            min_graph_sequence=self.session.sequence,
+            max_staleness=pb.Staleness(max_sequences=max_staleness_sequences,
+                                       max_milliseconds=max_staleness_ms))
         response = self._call(self._stub.ScoreTriplets, request)
         return [_score(t, r) for t, r in zip(triples, response.results)]
 
