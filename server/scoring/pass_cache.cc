@@ -53,13 +53,24 @@ std::shared_ptr<const QueryPass> PassCache::Find(const PassKey& key, uint64_t cu
   const PassClock::time_point now = PassClock::now();
   absl::MutexLock lock(&mu_);
   const auto it = entries_.find(key);
-  if (it == entries_.end() || !staleness.Accepts(it->second.pass->sequence(),
-                                                 it->second.pass->computed_at(), current, now)) {
-    return nullptr;
+  if (it == entries_.end()) return nullptr;
+  Entry& entry = it->second;
+  std::shared_ptr<const QueryPass> pass = entry.pass;
+  if (pass == nullptr) {  // an alias: its pass, if still kept under the whole key
+    const auto whole = entries_.find(key.Whole());
+    if (whole == entries_.end() || whole->second.sequence != entry.sequence) {
+      bytes_ -= entry.bytes;
+      lru_.erase(entry.lru);
+      entries_.erase(it);
+      return nullptr;
+    }
+    pass = whole->second.pass;
+    lru_.splice(lru_.begin(), lru_, whole->second.lru);  // used through its alias
   }
+  if (!staleness.Accepts(pass->sequence(), pass->computed_at(), current, now)) return nullptr;
   ++hits_;
-  lru_.splice(lru_.begin(), lru_, it->second.lru);
-  return it->second.pass;
+  lru_.splice(lru_.begin(), lru_, entry.lru);
+  return pass;
 }
 
 void PassCache::CountMiss(int64_t queries) {
@@ -68,33 +79,60 @@ void PassCache::CountMiss(int64_t queries) {
   misses_ += queries;
 }
 
+namespace {
+
+// The bytes an entry of `entry_size` counts besides its pass: itself and its key (a targets'
+// key holds its targets).
+int64_t KeyBytes(const PassKey& key, size_t entry_size) {
+  return static_cast<int64_t>(sizeof(PassKey) + entry_size + key.targets.size() * sizeof(EntityId));
+}
+
+}  // namespace
+
 void PassCache::Insert(const PassKey& key, std::shared_ptr<const QueryPass> pass) {
-  // The key's size counts too: a targets' key holds its targets.
-  const int64_t bytes = pass->bytes() + static_cast<int64_t>(sizeof(PassKey) + sizeof(Entry) +
-                                                             key.targets.size() * sizeof(EntityId));
+  const int64_t bytes = pass->bytes() + KeyBytes(key, sizeof(Entry));
   if (bytes > capacity_) return;
   std::vector<std::shared_ptr<const QueryPass>> freed;  // released after the lock
   absl::MutexLock lock(&mu_);
+  Entry entry;
+  entry.sequence = pass->sequence();
+  entry.pass = std::move(pass);
+  entry.bytes = bytes;
+  Place(key, std::move(entry), &freed);
+}
+
+void PassCache::InsertAlias(const PassKey& alias, const std::shared_ptr<const QueryPass>& pass) {
+  const int64_t bytes = KeyBytes(alias, sizeof(Entry));
+  if (bytes > capacity_) return;
+  std::vector<std::shared_ptr<const QueryPass>> freed;
+  absl::MutexLock lock(&mu_);
+  Entry entry;
+  entry.sequence = pass->sequence();
+  entry.bytes = bytes;
+  Place(alias, std::move(entry), &freed);
+}
+
+void PassCache::Place(const PassKey& key, Entry entry,
+                      std::vector<std::shared_ptr<const QueryPass>>* freed) {
   auto [it, added] = entries_.try_emplace(key);
-  Entry& entry = it->second;
+  Entry& slot = it->second;
   if (!added) {
-    if (entry.pass->sequence() > pass->sequence()) return;  // a newer one is kept
-    bytes_ -= entry.bytes;
-    freed.push_back(std::move(entry.pass));
+    if (slot.sequence > entry.sequence) return;  // a newer one is kept
+    bytes_ -= slot.bytes;
+    if (slot.pass) freed->push_back(std::move(slot.pass));
+    entry.lru = slot.lru;
     lru_.splice(lru_.begin(), lru_, entry.lru);
   } else {
     lru_.push_front(&it->first);
     entry.lru = lru_.begin();
   }
-  entry.pass = std::move(pass);
-  entry.bytes = bytes;
-  bytes_ += bytes;
+  bytes_ += entry.bytes;
+  slot = std::move(entry);
   ++insertions_;
   while (bytes_ > capacity_) {
-    const PassKey* oldest = lru_.back();
-    const auto victim = entries_.find(*oldest);
+    const auto victim = entries_.find(*lru_.back());
     bytes_ -= victim->second.bytes;
-    freed.push_back(std::move(victim->second.pass));
+    if (victim->second.pass) freed->push_back(std::move(victim->second.pass));
     lru_.pop_back();
     entries_.erase(victim);
     ++evictions_;

@@ -146,6 +146,10 @@ class PassCache {
   // Keeps `pass` as key's newest (unless key already has a newer one). A pass larger than the
   // whole capacity is not kept.
   void Insert(const PassKey& key, std::shared_ptr<const QueryPass> pass);
+  // Makes `alias`, a targets' key whose neighbourhood was the query's whole one, name `pass`,
+  // kept under alias.Whole(). The alias holds no pass of its own: it counts its key's bytes,
+  // and once the whole key holds no pass of that sequence the alias finds nothing.
+  void InsertAlias(const PassKey& alias, const std::shared_ptr<const QueryPass>& pass);
 
   PassCacheStats Stats() const;
   int64_t capacity_bytes() const { return capacity_; }
@@ -153,10 +157,17 @@ class PassCache {
  private:
   using Lru = std::list<const PassKey*>;  // most recently used first; keys are the map's
   struct Entry {
+    // Null for an alias, which names the pass of its whole key at `sequence` (the same key
+    // and graph: the same neighbourhood and pass, whichever object holds it).
     std::shared_ptr<const QueryPass> pass;
+    uint64_t sequence = 0;  // the pass's
     int64_t bytes = 0;
     Lru::iterator lru;
   };
+  // Puts `entry` (new or not) first in lru_, counts `bytes` for it and evicts past the bound
+  // into `freed`.
+  void Place(const PassKey& key, Entry entry, std::vector<std::shared_ptr<const QueryPass>>* freed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t capacity_;
   mutable absl::Mutex mu_;

@@ -132,7 +132,7 @@ BatchOutcome PathRunner::Run(absl::Span<const BatchEntry> batch, ThreadScratch& 
       if (lookup.cache != nullptr) {
         lookup.cache->CountMiss();
         lookup.cache->Insert(item.key, pass);
-        if (item.alias) lookup.cache->Insert(*item.alias, pass);
+        if (item.alias) lookup.cache->InsertAlias(*item.alias, pass);
       }
     }
     job.AcceptQuery(entry.index, *pass);

@@ -123,6 +123,19 @@ TEST(PassCacheTest, NeverHoldsMoreThanItsBytesAndEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(cache.Stats().entries, stats.entries);
 }
 
+TEST(PassCacheTest, AnAliasCountsItsKeyAndFindsNothingOnceItsPassIsEvicted) {
+  const std::shared_ptr<const QueryPass> whole = Pass(1, 1000);
+  PassCache cache(whole->bytes() * 3 / 2);
+  cache.Insert(Key(1), whole);
+  cache.InsertAlias(Key(1, 0, {5}), whole);
+  EXPECT_LT(cache.Stats().bytes, whole->bytes() * 5 / 4) << "the pass is counted once";
+  EXPECT_EQ(cache.Find(Key(1, 0, {5}), 1, {}), whole);
+  cache.Insert(Key(2), Pass(1, 1000));  // evicts the least recently used whole pass
+  EXPECT_EQ(cache.Find(Key(1), 1, {}), nullptr);
+  EXPECT_EQ(cache.Find(Key(1, 0, {5}), 1, {}), nullptr);
+  EXPECT_LE(cache.Stats().bytes, cache.capacity_bytes());
+}
+
 TEST(PassCacheTest, ZeroBytesKeepsNothing) {
   PassCache cache(0);
   cache.Insert(Key(1), Pass(1, 1));
