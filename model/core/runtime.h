@@ -17,9 +17,10 @@ void SetComputeThreads(int threads);
 void KeepFreedMemoryForReuse();
 
 // The allocator settings of a long-running server, instead of KeepFreedMemoryForReuse():
-// glibc's defaults (large freed blocks go back to the kernel) with few malloc arenas, so
-// that memory freed by one thread is reused by the others rather than kept per thread.
-// Call once at start-up, before any thread starts.
+// freed memory kept for reuse as there, with few malloc arenas, so that memory freed by one
+// thread is reused by the others rather than kept per thread; the server returns what is
+// free when a burst of work ends (ReleaseFreedMemory). Call once at start-up, before any
+// thread starts.
 void UseServingAllocator();
 
 // Returns freed heap memory to the kernel (malloc_trim). For servers, when a burst of work
