@@ -177,8 +177,7 @@ absl::Status PathBatchBuilder::Prepare(const PathNeighbourhoodSpec& spec, const 
   return absl::OkStatus();
 }
 
-std::optional<size_t> PathBatchBuilder::SelectForTargets(const PathNeighbourhoodSpec& spec,
-                                                         const PathQuery& q) {
+bool PathBatchBuilder::SearchFromTargets(const PathNeighbourhoodSpec& spec, const PathQuery& q) {
   const uint32_t n = spec.graph->num_entities();
   const int64_t length = spec.path_length;
   const auto left_out = [this](EntityId a, RelationId r, EntityId b) {
@@ -207,10 +206,34 @@ std::optional<size_t> PathBatchBuilder::SelectForTargets(const PathNeighbourhood
       return true;
     });
   }
-  if (within_limit && spec.radius < 0 &&
-      static_cast<double>(target_reached_.size()) >= kWholeGraphShare * n) {
-    within_limit = false;  // the whole graph: see kWholeGraphShare
+  // The whole graph past kWholeGraphShare.
+  return within_limit &&
+         !(spec.radius < 0 && static_cast<double>(target_reached_.size()) >= kWholeGraphShare * n);
+}
+
+bool PathBatchBuilder::TargetsKeepWholeQuery(const PathNeighbourhoodSpec& spec,
+                                             const PathQuery& q) {
+  if (q.targets.empty() || (spec.radius < 0 && spec.path_length <= 0)) return true;
+  if (!Prepare(spec, q).ok()) return false;
+  left_out_.Add(q, source_marks_);
+  PathNeighbourhoodSpec search = spec;  // as SelectNodes searches, within the budget
+  if (spec.prune.enabled()) {
+    search.max_nodes =
+        spec.max_nodes > 0 ? std::min(spec.max_nodes, spec.prune.nodes) : spec.prune.nodes;
   }
+  const bool whole = !SearchFromTargets(search, q);
+  for (EntityId e : target_reached_) target_dist_[e] = -1;
+  left_out_.Clear(source_marks_);
+  return whole;
+}
+
+std::optional<size_t> PathBatchBuilder::SelectForTargets(const PathNeighbourhoodSpec& spec,
+                                                         const PathQuery& q) {
+  const int64_t length = spec.path_length;
+  const auto left_out = [this](EntityId a, RelationId r, EntityId b) {
+    return left_out_.Contains(source_marks_, a, r, b);
+  };
+  const bool within_limit = SearchFromTargets(spec, q);
   std::optional<size_t> others_begin;
   if (within_limit && spec.radius < 0) {
     // Without the reach mask S is every entity within `length` hops of a target: the source

@@ -255,6 +255,13 @@ class PathBatchBuilder {
   // targets: kWholeGraphShare). False where S, or a pruned pass that keeps the targets, answers
   // only the targets.
   bool last_query_whole() const { return !targeted_; }
+  // Whether Add would give `query` (with targets) the neighbourhood it has without them, as
+  // far as its targets decide: their search passes the spec's node bound (or budget), or
+  // holds half the graph without the reach mask. The whole neighbourhood may still be pruned
+  // to the budget, and then the targets decide again; a caller holding the query's unpruned
+  // whole pass of the same spec and graph knows that it is not. Costs the targets' search
+  // only (no neighbourhood is built).
+  bool TargetsKeepWholeQuery(const PathNeighbourhoodSpec& spec, const PathQuery& query);
 
   // Builds a batch of `queries` into `batch` (cleared first). A fact that any query of the
   // batch leaves out is left out of every query's graph, as the path model's paper does for a
@@ -309,6 +316,11 @@ class PathBatchBuilder {
   std::vector<double> node_priority_;
   absl::flat_hash_map<EntityId, double> candidates_;
 
+  // d(v, T) into target_dist_/target_reached_ for every v within the path length of q's
+  // targets; false where the search passed spec.max_nodes or (without the reach mask) holds
+  // kWholeGraphShare of the graph: then the neighbourhood is the query's whole one. The
+  // caller resets target_dist_.
+  bool SearchFromTargets(const PathNeighbourhoodSpec& spec, const PathQuery& q);
   // Checks the query against the spec and sizes the scratch to the graph.
   absl::Status Prepare(const PathNeighbourhoodSpec& spec, const PathQuery& q);
   // Fills nodes_/dist_ (local_ set for them) with the query's neighbourhood, pruned to

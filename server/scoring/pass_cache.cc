@@ -48,7 +48,7 @@ bool Staleness::Accepts(uint64_t sequence, PassClock::time_point computed_at, ui
 PassCache::PassCache(int64_t capacity_bytes) : capacity_(std::max<int64_t>(0, capacity_bytes)) {}
 
 std::shared_ptr<const QueryPass> PassCache::Find(const PassKey& key, uint64_t current,
-                                                 const Staleness& staleness) {
+                                                 const Staleness& staleness, bool count_hit) {
   if (capacity_ == 0) return nullptr;
   const PassClock::time_point now = PassClock::now();
   absl::MutexLock lock(&mu_);
@@ -68,9 +68,14 @@ std::shared_ptr<const QueryPass> PassCache::Find(const PassKey& key, uint64_t cu
     lru_.splice(lru_.begin(), lru_, whole->second.lru);  // used through its alias
   }
   if (!staleness.Accepts(pass->sequence(), pass->computed_at(), current, now)) return nullptr;
-  ++hits_;
+  if (count_hit) ++hits_;
   lru_.splice(lru_.begin(), lru_, entry.lru);
   return pass;
+}
+
+void PassCache::CountHit() {
+  absl::MutexLock lock(&mu_);
+  ++hits_;
 }
 
 void PassCache::CountMiss(int64_t queries) {

@@ -141,7 +141,8 @@ class PassCache {
   // Counts a hit where found; a query that runs a forward instead counts its miss itself
   // (CountMiss), after the lookups that might have spared it.
   std::shared_ptr<const QueryPass> Find(const PassKey& key, uint64_t current,
-                                        const Staleness& staleness);
+                                        const Staleness& staleness, bool count_hit = true);
+  void CountHit();  // a pass Find gave with count_hit false answered a query after all
   void CountMiss(int64_t queries = 1);
   // Keeps `pass` as key's newest (unless key already has a newer one). A pass larger than the
   // whole capacity is not kept.

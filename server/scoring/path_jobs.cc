@@ -74,6 +74,11 @@ class PathFactJob final : public PathJob {
         Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, budget_),
         {queries_[i].head, queries_[i].relation, {}, std::nullopt, queries_[i].tails}, out);
   }
+  bool TargetsKeepWholeQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes) override {
+    return builder.TargetsKeepWholeQuery(
+        Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, budget_),
+        {queries_[i].head, queries_[i].relation, {}, std::nullopt, queries_[i].tails});
+  }
   void AcceptQuery(size_t i, const QueryPass& pass) override {
     for (size_t f : queries_[i].facts) {
       const FactToScore& fact = facts_[f];
@@ -148,6 +153,8 @@ class PathRankingJob final : public PathJob {
     return grail::KeyOf(model(), s.model->path_runner(), s.fixed, QueryRelation(), s.budget, s.cap,
                         {});
   }
+
+  bool TargetsKeepWholeQuery(size_t, PathBatchBuilder&, int64_t) override { return true; }
 
   absl::Status ExtractQuery(size_t, PathBatchBuilder& builder, int64_t max_nodes,
                             PathBatch* out) override {

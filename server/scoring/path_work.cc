@@ -154,12 +154,23 @@ absl::StatusOr<std::unique_ptr<WorkItem>> PathJob::Extract(size_t i, ThreadScrat
   if (pass == nullptr && !key.targets.empty() && !lookup_.staleness.exact()) {
     pass = Cached(key.Whole());
   }
+  PathBatchBuilder* builder = scratch.Find<PathBatchBuilder>();
+  if (builder == nullptr) builder = &scratch.Emplace<PathBatchBuilder>();
+  if (pass == nullptr && !key.targets.empty() && lookup_.cache != nullptr) {
+    // The query's whole pass on this graph, unpruned, answers the targets when their
+    // neighbourhood would be the whole one: their search decides it, no neighbourhood built.
+    std::shared_ptr<const QueryPass> whole =
+        lookup_.cache->Find(key.Whole(), lookup_.sequence, Staleness{}, /*count_hit=*/false);
+    if (whole != nullptr && !whole->pruned() && TargetsKeepWholeQuery(i, *builder, max_nodes)) {
+      lookup_.cache->CountHit();
+      lookup_.cache->InsertAlias(key, whole);
+      pass = std::move(whole);
+    }
+  }
   if (pass != nullptr) {
     AcceptQuery(i, *pass);
     return nullptr;  // answered
   }
-  PathBatchBuilder* builder = scratch.Find<PathBatchBuilder>();
-  if (builder == nullptr) builder = &scratch.Emplace<PathBatchBuilder>();
   auto item = std::make_unique<PathItem>();
   absl::Status built = ExtractQuery(i, *builder, max_nodes, &item->neighbourhood);
   if (!built.ok()) return built;

@@ -63,6 +63,9 @@ class PathJob : public ScoringJob {
   // entities. Thread-safe for distinct i.
   virtual absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes,
                                     PathBatch* out) = 0;
+  // Whether query i's neighbourhood, as far as its targets decide, is the query's whole one
+  // (PathBatchBuilder::TargetsKeepWholeQuery; true for a query without targets).
+  virtual bool TargetsKeepWholeQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes) = 0;
   // Query i's pass. Once per i, from an extraction thread or the batcher thread.
   virtual void AcceptQuery(size_t i, const QueryPass& pass) = 0;
 

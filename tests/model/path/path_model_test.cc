@@ -314,6 +314,49 @@ TEST_P(PathExactnessTest, AQueryWithTargetsScoresThemAsTheWholeGraphOnFewerEntit
   EXPECT_EQ(smaller, queries);
 }
 
+// Whether a query with targets gets its whole neighbourhood (the ranking's: its pass then
+// answers every target, and is kept as the query's) is what the targets' search alone says,
+// and a whole one is the very neighbourhood the query has without targets. Targets from one
+// entity to most of the graph, with and without a node bound.
+TEST_P(PathExactnessTest, TheTargetsSearchTellsWhetherTheNeighbourhoodIsTheWholeQuerys) {
+  const PathModel& model = *model_;
+  const StaticGraph& graph = graph_;
+  const RelationMap identity;
+  SeededRandom rng(23);
+  PathBatchBuilder builder;
+  int whole = 0, targeted = 0;
+  for (int64_t max_nodes : {0, 20}) {
+    const PathNeighbourhoodSpec spec = model.Neighbourhood(&graph, &identity, max_nodes);
+    for (int trial = 0; trial < 40; ++trial) {
+      const EntityId source = static_cast<EntityId>(rng.Uniform(60));
+      const int32_t relation = static_cast<int32_t>(rng.Uniform(3));
+      std::vector<EntityId> targets;
+      const uint64_t count = 1 + rng.Uniform(trial % 2 == 0 ? 3 : 45);
+      for (uint64_t i = 0; i < count; ++i)
+        targets.push_back(static_cast<EntityId>(rng.Uniform(60)));
+      std::sort(targets.begin(), targets.end());
+      targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+      const PathQuery query{source, relation, {}, std::nullopt, targets};
+      const bool predicted = builder.TargetsKeepWholeQuery(spec, query);
+      PathBatch with, without;
+      const absl::Status added = builder.Add(spec, query, &with);
+      if (!added.ok()) continue;  // past the node bound, whole or not: refused
+      EXPECT_EQ(builder.last_query_whole(), predicted) << "trial " << trial;
+      if (!predicted) {
+        ++targeted;
+        continue;
+      }
+      ++whole;
+      ASSERT_TRUE(builder.Add(spec, {source, relation, {}, std::nullopt}, &without).ok());
+      EXPECT_EQ(with.node_entity, without.node_entity);
+      EXPECT_EQ(with.edge_src, without.edge_src);
+      EXPECT_EQ(with.edge_relation, without.edge_relation);
+    }
+  }
+  EXPECT_GT(whole, 0);
+  EXPECT_GT(targeted, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(SumAndPna, PathExactnessTest,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool(),
                                             ::testing::Bool()),
