@@ -101,6 +101,18 @@ class PlaintextTest(ServerCase):
         self.assertEqual((ours.returncode, theirs.returncode), (0, 0), ours.stderr)
         self.assertEqual(ours.stdout, theirs.stdout)
 
+    def test_a_staleness_bound_reaches_the_server_and_scores_say_their_version(self):
+        # A GraIL archive ignores it (path-family passes are what it bounds): the score is the
+        # exact one, computed on the graph version the call read.
+        with Client(self.target) as kg:
+            exact = kg.score("a", "r1", "c")
+            stale = kg.score("a", "r1", "c", max_staleness_sequences=5, max_staleness_ms=1000)
+            many = kg.score_many([("a", "r1", "c")], max_staleness_ms=1000)
+            sequence = kg.stats()["graph_sequence"]
+        self.assertEqual(stale.score, exact.score)
+        self.assertEqual(stale.graph_sequence, sequence)
+        self.assertEqual(many[0].graph_sequence, sequence)
+
     def test_rankings_match_grail_client(self):
         with Client(self.target) as kg:
             entities = kg.stats()["entities"]  # other tests may have added some
