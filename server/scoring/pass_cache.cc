@@ -5,12 +5,11 @@
 
 namespace grail {
 
-QueryPass::QueryPass(uint64_t sequence, PassClock::time_point computed_at, bool whole, bool pruned,
+QueryPass::QueryPass(uint64_t sequence, PassClock::time_point computed_at, bool pruned,
                      int32_t nodes, int32_t edges, float far, std::vector<EntityId> entities,
                      std::vector<float> scores, std::vector<uint8_t> unvisited)
     : sequence_(sequence),
       computed_at_(computed_at),
-      whole_(whole),
       pruned_(pruned),
       nodes_(nodes),
       edges_(edges),

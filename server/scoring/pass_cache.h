@@ -40,14 +40,12 @@ using PassClock = std::chrono::steady_clock;
 // pass visited it (a pruned pass gives an entity it did not visit the far score).
 class QueryPass {
  public:
-  QueryPass(uint64_t sequence, PassClock::time_point computed_at, bool whole, bool pruned,
-            int32_t nodes, int32_t edges, float far, std::vector<EntityId> entities,
-            std::vector<float> scores, std::vector<uint8_t> unvisited);
+  QueryPass(uint64_t sequence, PassClock::time_point computed_at, bool pruned, int32_t nodes,
+            int32_t edges, float far, std::vector<EntityId> entities, std::vector<float> scores,
+            std::vector<uint8_t> unvisited);
 
   uint64_t sequence() const { return sequence_; }
   PassClock::time_point computed_at() const { return computed_at_; }
-  // Whether it scores every entity of the neighbourhood (see the header comment).
-  bool whole() const { return whole_; }
   // Whether the neighbourhood was pruned to the budget (its scores are approximate).
   bool pruned() const { return pruned_; }
   // The neighbourhood it ran on.
@@ -75,7 +73,7 @@ class QueryPass {
  private:
   const uint64_t sequence_;
   const PassClock::time_point computed_at_;
-  const bool whole_, pruned_;
+  const bool pruned_;
   const int32_t nodes_, edges_;
   const float far_;
   const std::vector<EntityId> entities_;

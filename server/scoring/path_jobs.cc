@@ -69,15 +69,10 @@ class PathFactJob final : public PathJob {
   }
   absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes,
                             PathBatch* out) override {
-    // Only the facts' tails are read: the neighbourhood is what their scores depend on.
-    return builder.Add(
-        Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, budget_),
-        {queries_[i].head, queries_[i].relation, {}, std::nullopt, queries_[i].tails}, out);
+    return builder.Add(SpecOf(max_nodes), QueryOf(i), out);
   }
   bool TargetsKeepWholeQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes) override {
-    return builder.TargetsKeepWholeQuery(
-        Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, budget_),
-        {queries_[i].head, queries_[i].relation, {}, std::nullopt, queries_[i].tails});
+    return builder.TargetsKeepWholeQuery(SpecOf(max_nodes), QueryOf(i));
   }
   void AcceptQuery(size_t i, const QueryPass& pass) override {
     for (size_t f : queries_[i].facts) {
@@ -108,6 +103,15 @@ class PathFactJob final : public PathJob {
   }
 
  private:
+  PathNeighbourhoodSpec SpecOf(int64_t max_nodes) const {
+    return Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, budget_);
+  }
+  // Query i with its facts' tails as targets: the neighbourhood is what their scores depend
+  // on.
+  PathQuery QueryOf(size_t i) const {
+    return {queries_[i].head, queries_[i].relation, {}, std::nullopt, queries_[i].tails};
+  }
+
   struct Query {
     EntityId head = 0;
     int32_t relation = 0;         // the model's

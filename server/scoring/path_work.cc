@@ -50,7 +50,7 @@ std::shared_ptr<const QueryPass> MakePass(const PathBatch& batch, int64_t q,
     }
   }
   return std::make_shared<const QueryPass>(
-      sequence, PassClock::now(), key.targets.empty(), batch.query_pruned[q] != 0,
+      sequence, PassClock::now(), batch.query_pruned[q] != 0,
       static_cast<int32_t>(batch.node_begin[q + 1] - batch.node_begin[q]),
       static_cast<int32_t>(batch.edge_begin[q + 1] - batch.edge_begin[q]), scores.far[q],
       std::move(entities), std::move(values), std::move(unvisited));
@@ -148,22 +148,20 @@ std::shared_ptr<const QueryPass> PathJob::Cached(const PassKey& key) const {
 absl::StatusOr<std::unique_ptr<WorkItem>> PathJob::Extract(size_t i, ThreadScratch& scratch,
                                                            int64_t max_nodes) {
   PassKey key = KeyOf(i);
-  // A pass of this very key; or, where the call accepts a pass behind the graph, the query's
-  // whole pass, which scores every target too.
-  std::shared_ptr<const QueryPass> pass = Cached(key);
-  if (pass == nullptr && !key.targets.empty() && !lookup_.staleness.exact()) {
-    pass = Cached(key.Whole());
-  }
+  std::shared_ptr<const QueryPass> pass = Cached(key);  // a pass of this very key
   PathBatchBuilder* builder = scratch.Find<PathBatchBuilder>();
   if (builder == nullptr) builder = &scratch.Emplace<PathBatchBuilder>();
   if (pass == nullptr && !key.targets.empty() && lookup_.cache != nullptr) {
-    // The query's whole pass on this graph, unpruned, answers the targets when their
-    // neighbourhood would be the whole one: their search decides it, no neighbourhood built.
+    // The query's whole pass. Where the call accepts a pass behind the graph, it scores every
+    // target too. On the call's own graph (exact), an unpruned one answers the targets when
+    // their neighbourhood would be the whole one: their search decides it, none is built.
     std::shared_ptr<const QueryPass> whole =
-        lookup_.cache->Find(key.Whole(), lookup_.sequence, Staleness{}, /*count_hit=*/false);
-    if (whole != nullptr && !whole->pruned() && TargetsKeepWholeQuery(i, *builder, max_nodes)) {
+        lookup_.cache->Find(key.Whole(), lookup_.sequence, lookup_.staleness, /*count_hit=*/false);
+    const bool exact = lookup_.staleness.exact();
+    if (whole != nullptr &&
+        (!exact || (!whole->pruned() && TargetsKeepWholeQuery(i, *builder, max_nodes)))) {
       lookup_.cache->CountHit();
-      lookup_.cache->InsertAlias(key, whole);
+      if (exact) lookup_.cache->InsertAlias(key, whole);
       pass = std::move(whole);
     }
   }

@@ -30,8 +30,8 @@ std::shared_ptr<const QueryPass> Pass(uint64_t sequence, size_t entities,
     ids[i] = static_cast<EntityId>(entities - i);  // not sorted: Find must sort
     scores[i] = static_cast<float>(i);
   }
-  return std::make_shared<const QueryPass>(sequence, at, /*whole=*/true, /*pruned=*/false, 10, 20,
-                                           -1.0f, std::move(ids), std::move(scores),
+  return std::make_shared<const QueryPass>(sequence, at, /*pruned=*/false, 10, 20, -1.0f,
+                                           std::move(ids), std::move(scores),
                                            std::vector<uint8_t>{});
 }
 
@@ -304,6 +304,27 @@ TEST_P(PassServingTest, AWriteMakesExactCallsComputeAgainAndStaleCallsSayTheirSe
   ASSERT_TRUE(exact.ok()) << exact.status();
   EXPECT_EQ(forwards_.forwards, forwards) << "the pass at the new sequence is kept";
   EXPECT_EQ(exact->scores[0].graph_sequence, new_sequence);
+}
+
+TEST_P(PassServingTest, AStaleCallTakesTheQuerysWholePassForAnyTail) {
+  RankQuery query;
+  query.fixed = Name(3);
+  query.relation = "r1";
+  std::promise<absl::StatusOr<Ranking>> ranked;
+  cached_->Rank(query, std::make_shared<CallControl>(),
+                [&ranked](absl::StatusOr<Ranking> r) { ranked.set_value(std::move(r)); });
+  absl::StatusOr<Ranking> ranking = ranked.get_future().get();
+  ASSERT_TRUE(ranking.ok()) << ranking.status();
+  ASSERT_TRUE(store_->AddChunk({{Name(40), "r2", Name(41)}}).ok());
+  const int forwards = forwards_.forwards;
+  Staleness stale;
+  stale.max_sequences = 1;
+  const RankedEntity& tail = ranking->ranked.back();
+  absl::StatusOr<ScoredFacts> scored = Score(*cached_, {{Name(3), "r1", tail.entity}}, stale);
+  ASSERT_TRUE(scored.ok()) << scored.status();
+  EXPECT_EQ(forwards_.forwards, forwards) << "the ranking's pass, a version behind";
+  EXPECT_EQ(scored->scores[0].graph_sequence, ranking->graph_sequence);
+  EXPECT_EQ(scored->scores[0].score, tail.score);
 }
 
 TEST_P(PassServingTest, ConcurrentCallsForOneQueryRunOnePass) {
