@@ -199,6 +199,17 @@ class PassServingTest : public ::testing::TestWithParam<bool> {
     return outcome.get_future().get();
   }
 
+  static absl::StatusOr<Ranking> RankTails(const LinkPredictor& predictor, std::string head,
+                                           std::string relation) {
+    RankQuery query;
+    query.fixed = std::move(head);
+    query.relation = std::move(relation);
+    std::promise<absl::StatusOr<Ranking>> ranked;
+    predictor.Rank(query, std::make_shared<CallControl>(),
+                   [&ranked](absl::StatusOr<Ranking> r) { ranked.set_value(std::move(r)); });
+    return ranked.get_future().get();
+  }
+
   // A mixed batch: facts sharing a query, repeated facts, and facts of their own.
   static std::vector<NamedTriple> MixedBatch() {
     std::vector<NamedTriple> facts;
@@ -248,13 +259,7 @@ TEST_P(PassServingTest, AMixedBatchScoredThroughTheCacheAgreesToTheBitWithoutIt)
 }
 
 TEST_P(PassServingTest, ARankingsPassAnswersTheFactsItCompletesWhenTheirPassIsTheQuerys) {
-  RankQuery query;
-  query.fixed = Name(3);
-  query.relation = "r1";
-  std::promise<absl::StatusOr<Ranking>> ranked;
-  cached_->Rank(query, std::make_shared<CallControl>(),
-                [&ranked](absl::StatusOr<Ranking> r) { ranked.set_value(std::move(r)); });
-  absl::StatusOr<Ranking> ranking = ranked.get_future().get();
+  absl::StatusOr<Ranking> ranking = RankTails(*cached_, Name(3), "r1");
   ASSERT_TRUE(ranking.ok()) << ranking.status();
   const int forwards = forwards_.forwards;
   std::vector<NamedTriple> facts;
@@ -307,13 +312,7 @@ TEST_P(PassServingTest, AWriteMakesExactCallsComputeAgainAndStaleCallsSayTheirSe
 }
 
 TEST_P(PassServingTest, AStaleCallTakesTheQuerysWholePassForAnyTail) {
-  RankQuery query;
-  query.fixed = Name(3);
-  query.relation = "r1";
-  std::promise<absl::StatusOr<Ranking>> ranked;
-  cached_->Rank(query, std::make_shared<CallControl>(),
-                [&ranked](absl::StatusOr<Ranking> r) { ranked.set_value(std::move(r)); });
-  absl::StatusOr<Ranking> ranking = ranked.get_future().get();
+  absl::StatusOr<Ranking> ranking = RankTails(*cached_, Name(3), "r1");
   ASSERT_TRUE(ranking.ok()) << ranking.status();
   ASSERT_TRUE(store_->AddChunk({{Name(40), "r2", Name(41)}}).ok());
   const int forwards = forwards_.forwards;
