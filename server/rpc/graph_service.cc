@@ -197,12 +197,18 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
     const grpc::Status final_status = WithDeadlineReason(status, *context_);
     service_->observer_->OnCall(method_, static_cast<int>(final_status.error_code()),
                                 std::chrono::duration<double>(Clock::now() - start_).count());
+    // The caller's slot is free once its answer is given, not when gRPC later reports the
+    // call done: a client that waits for each answer before its next call never finds its
+    // own finished calls still counted (an answer from the pass cache comes back well before
+    // OnDone runs on a busy server).
+    service_->LeaveCaller(caller_);
+    caller_.clear();
     Finish(final_status);
   }
   void Reply(const absl::Status& status) { Reply(ToGrpcStatus(status)); }
 
   // The call was admitted for `caller` (KnowledgeGraphService::Admit): its calls in
-  // flight count it until it is done, and its work counts in the engine's caller shares.
+  // flight count it until it is answered, and its work counts in the engine's caller shares.
   void Admitted(std::string caller) {
     control_->set_caller(caller);
     caller_ = std::move(caller);
@@ -211,7 +217,7 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
   void OnCancel() override { control_->Cancel(); }
   void OnDone() override {
     service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    service_->LeaveCaller(caller_);
+    service_->LeaveCaller(caller_);  // "" once answered: only a call never answered is left
     delete this;
   }
 
@@ -441,10 +447,12 @@ class KnowledgeGraphService::ChunkStreamCall final
     const grpc::Status final_status = WithDeadlineReason(status, *context_);
     service_->observer_->OnCall(Kind::kMethod, static_cast<int>(final_status.error_code()),
                                 std::chrono::duration<double>(Clock::now() - start_).count());
+    service_->LeaveCaller(caller_);  // free once answered, as for a unary call
+    caller_.clear();
     Finish(final_status);
   }
 
-  std::string caller_;  // counted in the service's per-caller calls once admitted
+  std::string caller_;  // counted in the service's per-caller calls from admission to End
   KnowledgeGraphService* const service_;
   grpc::CallbackServerContext* const context_;
   LinkPredictor* predictor_ = nullptr;

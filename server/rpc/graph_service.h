@@ -166,7 +166,7 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
   // unknown or lacks `needed`; or UNAVAILABLE while loading; or RESOURCE_EXHAUSTED beyond
   // the calls in flight (the call has counted itself in already) or beyond its caller's
   // share of them. On OK `*caller` names the caller ("token NAME", or "peer ADDRESS" for
-  // one connection when tokens are off), now counted in its share until LeaveCaller.
+  // one connection when tokens are off), now counted until the call answers (LeaveCaller).
   grpc::Status Admit(grpc::CallbackServerContext* context, absl::string_view method, Scope needed,
                      LinkPredictor** predictor, std::string* caller);
   // The same for a unary call, which then carries its caller (UnaryCall::Admitted).
