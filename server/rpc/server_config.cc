@@ -42,6 +42,14 @@ ABSL_FLAG(int, max_subgraph_edges, 262144,
           "edges of the largest enclosing subgraph or query neighbourhood scored; a call "
           "needing a larger one fails with RESOURCE_EXHAUSTED, or, with a path-family model "
           "and --pruning, is pruned to it");
+ABSL_FLAG(int, score_max_subgraph_nodes, 0,
+          "path-family models with --pruning: the entities a ScoreTriplet(s) query's pass "
+          "propagates over, below the rankings' --max-subgraph-nodes to make single facts "
+          "cheaper (pruned, and so approximate, past it: ScoreTripletResponse.pruned); 0: "
+          "--max-subgraph-nodes");
+ABSL_FLAG(int, score_max_subgraph_edges, 0,
+          "path-family models with --pruning: the edges a ScoreTriplet(s) query's pass "
+          "propagates over (as --score-max-subgraph-nodes); 0: --max-subgraph-edges");
 ABSL_FLAG(bool, pruning, true,
           "path-family models: a query whose neighbourhood passes --max-subgraph-nodes or "
           "--max-subgraph-edges propagates over that many entities and edges, chosen from the "
@@ -197,6 +205,8 @@ std::vector<NumericFlag> NumericFlags() {
       GRAIL_NUMERIC_FLAG(max_batch_edges, 1, 1 << 28, engine.max_batch_edges),
       GRAIL_NUMERIC_FLAG(max_subgraph_nodes, 2, 1 << 26, engine.max_subgraph_nodes),
       GRAIL_NUMERIC_FLAG(max_subgraph_edges, 1, 1 << 28, engine.max_subgraph_edges),
+      GRAIL_NUMERIC_FLAG(score_max_subgraph_nodes, 0, 1 << 26, rank_limits.score_budget.nodes),
+      GRAIL_NUMERIC_FLAG(score_max_subgraph_edges, 0, 1 << 28, rank_limits.score_budget.edges),
       GRAIL_NUMERIC_FLAG(max_queue_delay_us, 0, 10000000, engine.max_queue_delay),
       // 0: one per core. More threads than this helps no machine and costs start-up time.
       GRAIL_NUMERIC_FLAG(extraction_threads, 0, 1024, engine.extraction_threads),
@@ -281,8 +291,19 @@ absl::StatusOr<ServerConfig> ReadServerConfig() {
   c.store.max_name_bytes = c.limits.max_name_bytes;  // what calls may send, the store keeps
   c.store.max_chunk_facts = c.limits.max_chunk_facts;
   c.allow_unknown_relations = absl::GetFlag(FLAGS_allow_unknown_relations);
+  const PathBudget& score = c.rank_limits.score_budget;  // 0: the server's
   if (absl::GetFlag(FLAGS_pruning)) {
     c.rank_limits.budget = {c.engine.max_subgraph_nodes, c.engine.max_subgraph_edges};
+  } else if (score.nodes > 0 || score.edges > 0) {
+    return UsageError(
+        "--score-max-subgraph-nodes and -edges prune a score's pass, and --pruning=false "
+        "turns pruning off");
+  }
+  if (score.nodes > c.engine.max_subgraph_nodes || score.edges > c.engine.max_subgraph_edges) {
+    return UsageError(absl::StrCat(
+        "--score-max-subgraph-nodes=", score.nodes, " and -edges=", score.edges,
+        " are above --max-subgraph-nodes=", c.engine.max_subgraph_nodes,
+        " and -edges=", c.engine.max_subgraph_edges, ": a score's budget is at most the server's"));
   }
   c.engine.release_memory = ReleaseFreedMemory;   // after a burst (model/core/runtime.h)
   c.warmup.batch_size = c.engine.max_batch_size;  // the warm-up runs the shapes served

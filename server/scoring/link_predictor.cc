@@ -65,8 +65,9 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
     scoring[i] =
         FactToScore{*head, graph_relation.value_or(kNoGraphRelation), *tail, *model_relation};
   }
-  FactJobSetup setup{view.model,     view.snapshot, view.relations, std::move(scoring),
-                     limits_.budget, passes_.get(), staleness};
+  FactJobSetup setup{
+      view.model,     view.snapshot, view.relations, std::move(scoring), limits_.ScoreBudget(),
+      limits_.budget, passes_.get(), staleness};
   if (view.model->family() == ModelFamily::kPath) {
     if (explain_paths > 0) {
       return done(absl::InvalidArgumentError(

@@ -36,6 +36,7 @@
 #ifndef GRAIL_SERVER_SCORING_LINK_PREDICTOR_H_
 #define GRAIL_SERVER_SCORING_LINK_PREDICTOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -127,6 +128,15 @@ struct RankLimits {
   // The server's budget for pruned propagation (PathBudget: --max-subgraph-nodes and -edges
   // with --pruning; none, nodes == 0, without: a neighbourhood past them is refused).
   PathBudget budget;
+  // A ScoreTriplet(s) pass's, within `budget` (--score-max-subgraph-nodes and -edges); each
+  // count 0: budget's.
+  PathBudget score_budget;
+
+  PathBudget ScoreBudget() const {
+    if (!budget.enabled()) return budget;
+    return {score_budget.nodes > 0 ? std::min(score_budget.nodes, budget.nodes) : budget.nodes,
+            score_budget.edges > 0 ? std::min(score_budget.edges, budget.edges) : budget.edges};
+  }
 };
 
 class LinkPredictor {

@@ -45,6 +45,7 @@ class PathFactJob final : public PathJob {
         relations_(std::move(setup.relations)),
         facts_(std::move(setup.facts)),
         budget_(setup.budget),
+        cap_(setup.cap),
         results_(facts_.size()),
         done_(std::move(done)) {
     absl::flat_hash_map<std::pair<EntityId, int32_t>, size_t> query_of;
@@ -65,7 +66,7 @@ class PathFactJob final : public PathJob {
   size_t size() const override { return queries_.size(); }
   PassKey KeyOf(size_t i) const override {
     return grail::KeyOf(model(), model_->path_runner(), queries_[i].head, queries_[i].relation,
-                        budget_, budget_, queries_[i].tails);
+                        budget_, cap_, queries_[i].tails);
   }
   absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes,
                             PathBatch* out) override {
@@ -104,7 +105,7 @@ class PathFactJob final : public PathJob {
 
  private:
   PathNeighbourhoodSpec SpecOf(int64_t max_nodes) const {
-    return Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, budget_);
+    return Spec(model(), graph_.get(), relations_.get(), max_nodes, budget_, cap_);
   }
   // Query i with its facts' tails as targets: the neighbourhood is what their scores depend
   // on.
@@ -123,7 +124,8 @@ class PathFactJob final : public PathJob {
   const std::shared_ptr<const GraphSnapshot> graph_;
   const std::shared_ptr<const RelationMap> relations_;
   const std::vector<FactToScore> facts_;
-  const PathBudget budget_;
+  const PathBudget budget_;  // the scores'
+  const PathBudget cap_;     // the server's
   std::vector<FactScore> results_;
   std::vector<Query> queries_;
   LinkPredictor::ScoreCallback done_;

@@ -39,7 +39,8 @@ struct FactJobSetup {
   std::shared_ptr<const GraphSnapshot> graph;
   std::shared_ptr<const RelationMap> relations;
   std::vector<FactToScore> facts;
-  PathBudget budget;  // the server's (the call's and the cap)
+  PathBudget budget;  // the scores' (RankLimits::ScoreBudget)
+  PathBudget cap;     // the server's
   // The path family's pass cache (null: none), and how stale a pass the call accepts.
   PassCache* passes = nullptr;
   Staleness staleness;

@@ -3,6 +3,7 @@
 // whose scores equal ScoreTriplet's, RankHeads is the inverse query, and added facts reach
 // the next pass.
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -472,6 +473,33 @@ TEST(PathServingLimitsTest, ACallBudgetPrunesBelowTheServersAndOneAboveItIsRefus
   EXPECT_EQ(filtered.candidates_filtered(), 1u);
   EXPECT_EQ(filtered.candidates_scored(), 58u);
   for (const kg::v1::RankedEntity& e : filtered.ranked()) EXPECT_NE(e.entity(), "c21");
+}
+
+// --score-max-subgraph-nodes prunes a score's pass below the server's budget, which rankings
+// keep: the ranking over the 13-entity ball is exact, while a score comes from a pass over 2
+// entities and says so. That pass takes the fact's tail first: c21, which a ranking at that
+// budget leaves out with the far score, is scored on a pass that reaches it; c40, beyond any
+// 2-entity pass, gets the far score as in that ranking.
+TEST(PathServingLimitsTest, AScoreBudgetPrunesScoresAndLeavesRankingsTheServers) {
+  LimitedPathServer server({"--score-max-subgraph-nodes=2"});
+  ASSERT_TRUE(server.started());
+  kg::v1::RankResponse exact, at_score_budget;
+  ASSERT_TRUE(server.RankTails("c20", "r2", {}, &exact).ok());
+  EXPECT_EQ(exact.candidates_pruned(), 0u);
+  ASSERT_TRUE(server.RankTails("c20", "r2", Budget(2), &at_score_budget).ok());
+  std::map<std::string, float> ranked;
+  for (const kg::v1::RankedEntity& e : at_score_budget.ranked()) ranked[e.entity()] = e.score();
+  std::map<std::string, float> scores;
+  for (const char* tail : {"c21", "c40"}) {
+    kg::v1::ScoreTripletResponse score;
+    ASSERT_TRUE(server.Score({"c20", "r2", tail}, &score).ok());
+    EXPECT_TRUE(score.pruned()) << tail;
+    EXPECT_LE(score.subgraph_nodes(), 2u) << tail;
+    scores[tail] = score.score();
+  }
+  ExpectClose(scores["c40"], ranked["c40"], "c40");
+  EXPECT_EQ(ranked["c21"], ranked["c40"]);  // left out of the ranking's pass
+  EXPECT_NE(scores["c21"], scores["c40"]);  // reached by the score's
 }
 
 // A model with a learned priority (A*Net's) served: the server's budget is what it

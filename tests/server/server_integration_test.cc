@@ -190,6 +190,24 @@ TEST(ServerFlagsTest, OutOfRangeFlagsAreUsageErrorsNamingTheFlagAndItsRange) {
   EXPECT_THAT(fine.err, HasSubstr("--model and --data-dir are required"));
 }
 
+// A score's budget is at most the server's, and prunes only where pruning is on: each
+// contradiction is a usage error naming the flags, before anything is loaded.
+TEST(ServerFlagsTest, AScoreBudgetAboveTheServersOrWithoutPruningIsAUsageError) {
+  const std::string base = "--model=absent.pt --data-dir=absent ";
+  const BinaryRun above =
+      RunBinary("grail-server", base + "--max-subgraph-nodes=100 --score-max-subgraph-nodes=101");
+  EXPECT_EQ(above.exit_code, 2) << above.all();
+  EXPECT_THAT(above.err, HasSubstr("--score-max-subgraph-nodes=101"));
+  EXPECT_THAT(above.err, HasSubstr("a score's budget is at most the server's"));
+  const BinaryRun edges = RunBinary("grail-server", base + "--score-max-subgraph-edges=300000");
+  EXPECT_EQ(edges.exit_code, 2) << edges.all();
+  EXPECT_THAT(edges.err, HasSubstr("-edges=300000 are above"));
+  const BinaryRun unpruned =
+      RunBinary("grail-server", base + "--pruning=false --score-max-subgraph-nodes=10");
+  EXPECT_EQ(unpruned.exit_code, 2) << unpruned.all();
+  EXPECT_THAT(unpruned.err, HasSubstr("--pruning=false"));
+}
+
 // One command-line contract for every binary (common/command_line.h): usage errors exit 2,
 // --help and -h exit 0 listing the binary's own flags, dashes and underscores both work.
 TEST(CommandLineTest, EveryBinaryExitsTwoOnUsageErrorsAndZeroOnHelp) {
