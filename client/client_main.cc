@@ -7,6 +7,7 @@
 // stderr. Errors read `error: <STATUS_CODE>: <message>`. Exit status: 0 success, 1 an RPC or
 // input error, 2 a usage error (unknown command or flag, wrong arguments).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -82,6 +83,9 @@ ABSL_FLAG(int64_t, max_visited_edges, 0,
 ABSL_FLAG(int, chunk, 1000, "add, remove: facts per chunk");
 ABSL_FLAG(int, window, 8, "add, remove: chunks sent and not yet acknowledged, at most");
 ABSL_FLAG(int, concurrency, 4, "load: concurrent callers");
+ABSL_FLAG(int, connections, 1,
+          "load: connections the callers are spread over, each its own caller to a server "
+          "without tokens (1: every caller shares one, and so one caller's share)");
 ABSL_FLAG(int64_t, requests, 1000, "load: measured requests in total");
 ABSL_FLAG(int64_t, warmup, 0, "load: requests issued before the measured ones, not measured");
 ABSL_FLAG(std::string, method, "score", "load: score or rank-tails");
@@ -230,6 +234,9 @@ struct Session {
   mutable uint64_t min_graph_sequence = 0;
   // How stale a score may be (--max-staleness-sequences, --max-staleness-ms).
   kg::v1::Staleness staleness;
+  // What made `channel`, to open more connections like it (load --connections).
+  ChannelOptions channel_options;
+  grpc::ChannelArguments channel_args;
 };
 
 // The scorer's name as the JSON output gives it: grail, path or fused ("" if unset).
@@ -721,12 +728,33 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
   const double zipf = absl::GetFlag(FLAGS_zipf_heads);
   if (!(zipf >= 0 && zipf <= 10)) return PrintUsageError("--zipf-heads takes 0..10");
   const LoadWorkload workload(*std::move(triples), seed, candidates, zipf);
+  const int connections = absl::GetFlag(FLAGS_connections);
+  if (connections < 1 || connections > options.concurrency) {
+    return PrintUsageError("--connections takes 1..--concurrency");
+  }
 
-  kg::v1::KnowledgeGraph::Stub* stub = session.stub.get();
+  // Each connection its own subchannel (gRPC would otherwise share one between channels to
+  // the same target), so the server sees one caller per connection; each thread keeps one.
+  std::vector<std::unique_ptr<kg::v1::KnowledgeGraph::Stub>> stubs;
+  for (int c = 1; c < connections; ++c) {
+    grpc::ChannelArguments arguments = session.channel_args;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        MakeChannel(session.channel_options, arguments);
+    if (!channel.ok()) return PrintError(channel.status());
+    stubs.push_back(kg::v1::KnowledgeGraph::NewStub(*channel));
+  }
+  std::atomic<int> threads_seen{0};
+  auto stub_of_thread = [&]() -> kg::v1::KnowledgeGraph::Stub* {
+    thread_local int slot = -1;
+    if (slot < 0) slot = threads_seen.fetch_add(1) % connections;
+    return slot == 0 ? session.stub.get() : stubs[slot - 1].get();
+  };
   const CallSettings& call = session.call;
   std::function<grpc::StatusCode(int64_t)> issue;
   if (method == "score") {
     issue = [&](int64_t index) {
+      kg::v1::KnowledgeGraph::Stub* stub = stub_of_thread();
       kg::v1::ScoreTripletRequest request;
       workload.ScoreRequest(index, &request);
       request.set_min_graph_sequence(session.min_graph_sequence);
@@ -738,6 +766,7 @@ int RunLoadCommand(const Session& session, const std::vector<std::string>& args)
     };
   } else {
     issue = [&](int64_t index) {
+      kg::v1::KnowledgeGraph::Stub* stub = stub_of_thread();
       kg::v1::RankTailsRequest request;
       workload.RankTailsRequest(index, top_k, &request);
       request.mutable_options()->MergeFrom(budget);
@@ -872,6 +901,8 @@ int Main(int argc, char** argv) {
   }
   session.channel = *std::move(channel);
   session.stub = kg::v1::KnowledgeGraph::NewStub(session.channel);
+  session.channel_options = channel_options;
+  session.channel_args = channel_args;
   const int code = command->run(session, args);
   std::fflush(stdout);
   return code;

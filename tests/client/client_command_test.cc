@@ -257,6 +257,22 @@ TEST_F(ClientCommandTest, LoadJsonReportsThroughputLatencyAndStatusCounts) {
   EXPECT_THAT(run.out, HasSubstr("\"status_counts\":{\"OK\":30}}"));
 }
 
+// --connections spreads the load's callers over connections of their own: the server sees
+// several peers (each a caller of its own to a server without tokens), and one without it.
+TEST_F(ClientCommandTest, LoadSpreadsItsCallersOverTheConnectionsAsked) {
+  const std::string path = WriteTestFile("load_peers.tsv", "a\tlikes\tb\nb\tlikes\tc\n");
+  const BinaryRun one = Client("load --triples " + path + " --concurrency 4 --requests 200");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(service_.score_peers().size(), 1u);
+  const BinaryRun spread =
+      Client("load --triples " + path + " --concurrency 4 --connections 4 --requests 400");
+  ASSERT_EQ(spread.exit_code, 0) << spread.err;
+  // One peer from the first run, and at least two more: the 4 threads take requests from a
+  // shared counter, so a thread that started late may have issued none.
+  EXPECT_GE(service_.score_peers().size(), 3u);
+  EXPECT_EQ(Client("load --triples " + path + " --concurrency 2 --connections 3").exit_code, 2);
+}
+
 TEST_F(ClientCommandTest, LoadCountsErrorsByStatusCode) {
   // Ranking tails over a file whose entities include one the server does not know.
   const std::string path = WriteTestFile("load_rank.tsv", "a\tlikes\tmissing\n");

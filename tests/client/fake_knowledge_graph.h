@@ -56,9 +56,17 @@ class FakeKnowledgeGraph final : public kg::v1::KnowledgeGraph::Service {
     return max_unacknowledged_;
   }
 
-  grpc::Status ScoreTriplet(grpc::ServerContext*, const kg::v1::ScoreTripletRequest* request,
+  // The connections (peer addresses) ScoreTriplet calls came on.
+  std::set<std::string> score_peers() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return score_peers_;
+  }
+
+  grpc::Status ScoreTriplet(grpc::ServerContext* context,
+                            const kg::v1::ScoreTripletRequest* request,
                             kg::v1::ScoreTripletResponse* response) override {
     std::lock_guard<std::mutex> lock(mu_);
+    score_peers_.insert(context->peer());
     return Score(request->triple(), response);
   }
 
@@ -218,6 +226,7 @@ class FakeKnowledgeGraph final : public kg::v1::KnowledgeGraph::Service {
   uint64_t sequence_ = 0;
   int ack_after_chunks_ = 1;
   std::vector<ReceivedChunk> received_;
+  std::set<std::string> score_peers_;
   int max_unacknowledged_ = 0;
 };
 
