@@ -52,7 +52,9 @@ LD_LIBRARY_PATH=$tsan_abseil TSAN_OPTIONS=$tsan_options OMP_WAIT_POLICY=passive 
 # campaign is bench/fuzz.sh --runs 1000000 (docs/RELIABILITY.md).
 bench/fuzz.sh --seconds "${FUZZ_SECONDS:-30}" --out "${FUZZ_OUT:-$asan_dir/fuzz}"
 
-# The whole suite last, so the run closes on ctest's summary. detect_leaks: LeakSanitizer
+# The whole suite last, so the run closes on ctest's summary. -LE long: the tests labelled
+# `long` (a second build of the product against another LibTorch) run on request, `ctest -L
+# long` (docs/RELIABILITY.md, "Sanitizers in CI"). detect_leaks: LeakSanitizer
 # runs at every instrumented process's exit (tests/sanitizers/lsan.supp: third-party leaks).
 # GRAIL_CRASH_KILLS: the kill -9 tests kill 60 writers per mode here instead of 200 and 100
 # (an instrumented writer starts several times slower; the kill semantics are the same, and
@@ -67,4 +69,4 @@ OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} \
   LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/sanitizers/lsan.supp} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
   GRAIL_CRASH_KILLS=${GRAIL_CRASH_KILLS:-60} \
-  ctest --test-dir "$asan_dir" --output-on-failure -j"$jobs" --timeout 1500
+  ctest --test-dir "$asan_dir" --output-on-failure -j"$jobs" --timeout 1500 -LE long
