@@ -18,8 +18,10 @@ tails of its query, a ranking of it, new queries).
 Results: out/score_throughput/<graph>.ultra<label>.json, one object per configuration. A
 steady state (the cache warm, as on a server up for a while): --warmup 4000 --zipf 1.
 
-Graphs: fb_dense (FB15k-237 valid+test, 12k entities), wn18rr (WN18RR train, 41k). Family:
-ultra (ULTRA's released ultra_3g, imported; every relation scored).
+Graphs: fb_dense (FB15k-237 valid+test, 12k entities), wn18rr (WN18RR train, 41k), synth1m
+(grail-tools synth, 10^6 entities and 5*10^6 facts, made on first use). Family: ultra (ULTRA's
+released ultra_3g, imported; every relation scored). --server-flags adds grail-server flags,
+e.g. a score budget below the rankings' (--score-max-subgraph-nodes=8192).
 """
 
 import argparse
@@ -41,7 +43,17 @@ BIN = ROOT / "build" / "bin"
 GRAPHS = {
     "fb_dense": SHARED / "data" / "FB15k-237_validtest" / "graph.txt",
     "wn18rr": SHARED / "data" / "WN18RR" / "train.txt",
+    # grail-tools synth's 10^6-entity / 5*10^6-fact graph, shared with bench/million_ranking.py.
+    "synth1m": ROOT / "out" / "scale" / "data" / "synth1m" / "triples.txt",
 }
+
+
+def graph_file(name):
+    path = GRAPHS[name]
+    if name == "synth1m" and not path.exists():
+        subprocess.run([str(BIN / "grail-tools"), "synth", "--out", str(path.parent), "--entities",
+                        "1000000", "--facts", "5000000", "--seed", "1"], check=True)
+    return path
 
 
 def log(*args):
@@ -191,6 +203,9 @@ def main():
     parser.add_argument("--cache-bytes", default="0,268435456")
     parser.add_argument("--deadline-ms", type=int, default=120000)
     parser.add_argument("--label", default="", help="suffix of the result file's name")
+    parser.add_argument("--server-flags", default="",
+                        help="further grail-server flags, comma-separated (e.g. "
+                        "--score-max-subgraph-nodes=8192)")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "score_throughput")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -202,16 +217,17 @@ def main():
                        check=True)
     if args.probe:
         for graph_name in args.graphs.split(","):
-            probe(model, GRAPHS[graph_name], args.out)
+            probe(model, graph_file(graph_name), args.out)
         return
     rate = matmul_rate()
     log(f"float32 matrix products: {rate} GFLOP/s on 2 threads")
     for graph_name in args.graphs.split(","):
-        graph = GRAPHS[graph_name]
+        graph = graph_file(graph_name)
         entities = len({x for line in open(graph) for x in line.rstrip("\n").split("\t")[::2]})
         # An exact ULTRA pass: 6 layers of a [V, 128] x [128, 64] product, the messages aside.
         pass_gflop = 6 * 2 * entities * 128 * 64 / 1e9
         results = {"graph": graph_name, "entities": entities, "matmul_gflops": rate,
+                   "server_flags": args.server_flags,
                    "pass_gflop": round(pass_gflop, 3),
                    "limit_passes_per_second": round(rate / pass_gflop, 1) if rate else None,
                    "runs": []}
@@ -233,7 +249,8 @@ def main():
                 # A fresh server (the graph streams in in under a second): every configuration
                 # starts with a cold cache, and both cache settings see the same requests.
                 server = Server(model, args.out / f"{graph_name}.store",
-                                ["--pass-cache-bytes", cache])
+                                ["--pass-cache-bytes", cache,
+                                 *[f for f in args.server_flags.split(",") if f]])
                 try:
                     server.client("add", graph, "--chunk", 1000, timeout=3600)
                     writer = None
