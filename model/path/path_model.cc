@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "model/core/torch_util.h"
-#include "model/grail/grail_model.h"
 #include "model/ops/rspmm.h"
 #include "model/path/path_module.h"
 #include "model/path/ultra_module.h"
