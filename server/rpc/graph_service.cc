@@ -201,8 +201,7 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
     // call done: a client that waits for each answer before its next call never finds its
     // own finished calls still counted (an answer from the pass cache comes back well before
     // OnDone runs on a busy server).
-    service_->LeaveCaller(caller_);
-    caller_.clear();
+    service_->LeaveCaller(&caller_);
     Finish(final_status);
   }
   void Reply(const absl::Status& status) { Reply(ToGrpcStatus(status)); }
@@ -217,7 +216,7 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
   void OnCancel() override { control_->Cancel(); }
   void OnDone() override {
     service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    service_->LeaveCaller(caller_);  // "" once answered: only a call never answered is left
+    service_->LeaveCaller(&caller_);  // a call never answered; a no-op once answered
     delete this;
   }
 
@@ -393,7 +392,7 @@ class KnowledgeGraphService::ChunkStreamCall final
 
   void OnDone() override {
     service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    service_->LeaveCaller(caller_);
+    service_->LeaveCaller(&caller_);  // a stream never ended; a no-op once it was
     delete this;
   }
 
@@ -447,8 +446,7 @@ class KnowledgeGraphService::ChunkStreamCall final
     const grpc::Status final_status = WithDeadlineReason(status, *context_);
     service_->observer_->OnCall(Kind::kMethod, static_cast<int>(final_status.error_code()),
                                 std::chrono::duration<double>(Clock::now() - start_).count());
-    service_->LeaveCaller(caller_);  // free once answered, as for a unary call
-    caller_.clear();
+    service_->LeaveCaller(&caller_);  // free once answered, as for a unary call
     Finish(final_status);
   }
 
@@ -541,12 +539,13 @@ grpc::Status KnowledgeGraphService::Admit(UnaryCall* call, Scope needed,
   return status;
 }
 
-void KnowledgeGraphService::LeaveCaller(const std::string& caller) {
-  if (caller.empty()) return;
+void KnowledgeGraphService::LeaveCaller(std::string* caller) {
+  if (caller->empty()) return;
   absl::MutexLock lock(&callers_mu_);
   --admitted_calls_;
-  const auto it = calls_by_caller_.find(caller);
+  const auto it = calls_by_caller_.find(*caller);
   if (it != calls_by_caller_.end() && --it->second <= 0) calls_by_caller_.erase(it);
+  caller->clear();
 }
 
 grpc::ServerUnaryReactor* KnowledgeGraphService::ScoreTriplet(

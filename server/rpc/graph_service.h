@@ -171,8 +171,9 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
                      LinkPredictor** predictor, std::string* caller);
   // The same for a unary call, which then carries its caller (UnaryCall::Admitted).
   grpc::Status Admit(UnaryCall* call, Scope needed, LinkPredictor** predictor);
-  // A call of `caller` is done ("" if it was never admitted).
-  void LeaveCaller(const std::string& caller);
+  // A call of `*caller` has answered: its slot is freed and `*caller` cleared, so that a
+  // call's later calls here (from its OnDone) do nothing. "" (never admitted): nothing.
+  void LeaveCaller(std::string* caller);
   // Validates a ranking request and starts it; `call` is finished either way.
   void Rank(UnaryCall* call, RankQuery query, const kg::v1::RankOptions& options,
             uint64_t min_graph_sequence, kg::v1::RankResponse* response);
