@@ -649,6 +649,24 @@ class ServerSchedulingTest : public ::testing::Test {
 
   // The value of the first series of /metrics matching `series` (a regex), or -1.
   double Metric(const std::string& series) { return ScrapedMetric(server_.metrics_port(), series); }
+  // Scores `fact` `calls` times through `stub`, each call sent once the last one answered;
+  // returns how many failed, the last failure's message in `*error`.
+  static int FailedScoresInSequence(KnowledgeGraph::Stub& stub, const NamedTriple& fact, int calls,
+                                    std::string* error) {
+    int failed = 0;
+    for (int i = 0; i < calls; ++i) {
+      grpc::ClientContext context;
+      kg::v1::ScoreTripletRequest request;
+      *request.mutable_triple() = ToProto(fact);
+      kg::v1::ScoreTripletResponse score;
+      const grpc::Status status = stub.ScoreTriplet(&context, request, &score);
+      if (!status.ok()) {
+        ++failed;
+        *error = status.error_message();
+      }
+    }
+    return failed;
+  }
 
   static kg::v1::RankTailsRequest RankEveryTail(const std::string& head) {
     kg::v1::RankTailsRequest request;
@@ -768,19 +786,8 @@ TEST_F(ServerSchedulingTest, OneCallerFloodingCannotLockOutAnother) {
   auto victim = KnowledgeGraph::NewStub(
       grpc::CreateCustomChannel(server_.target(), grpc::InsecureChannelCredentials(), arguments));
   while (flood_refused.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  int victim_failed = 0;
   std::string victim_error;
-  for (int i = 0; i < 40; ++i) {
-    grpc::ClientContext context;
-    kg::v1::ScoreTripletRequest request;
-    *request.mutable_triple() = ToProto({"e2", "r0", "e3"});
-    kg::v1::ScoreTripletResponse score;
-    const grpc::Status status = victim->ScoreTriplet(&context, request, &score);
-    if (!status.ok()) {
-      ++victim_failed;
-      victim_error = status.error_message();
-    }
-  }
+  const int victim_failed = FailedScoresInSequence(*victim, {"e2", "r0", "e3"}, 40, &victim_error);
   stop.store(true);
   for (std::thread& t : flood) t.join();
   EXPECT_EQ(victim_failed, 0) << victim_error;
@@ -793,24 +800,12 @@ TEST_F(ServerSchedulingTest, OneCallerFloodingCannotLockOutAnother) {
 
 // A caller's slot is free once its answer arrives: with a share of one call, a client that
 // waits for each answer before asking again is never refused, even when the answers come
-// from the pass cache faster than gRPC reports the earlier calls done (14 of 40 such calls
-// were refused under load while the slot was held until then).
+// back faster than gRPC reports the earlier calls done (as the pass cache's do: 14 of 40 such
+// calls were refused under load while the slot was held until then).
 TEST_F(ServerSchedulingTest, AClientThatWaitsForEachAnswerIsNeverRefusedItsShare) {
   ASSERT_NO_FATAL_FAILURE(StartServer({"--max-calls-in-flight=4", "--max-caller-share=0.25"}));
-  int refused = 0;
   std::string error;
-  for (int i = 0; i < 300; ++i) {
-    grpc::ClientContext context;
-    kg::v1::ScoreTripletRequest request;
-    *request.mutable_triple() = ToProto({"e2", "r0", i % 2 == 0 ? "e3" : "e4"});
-    kg::v1::ScoreTripletResponse score;
-    const grpc::Status status = stub_->ScoreTriplet(&context, request, &score);
-    if (!status.ok()) {
-      ++refused;
-      error = status.error_message();
-    }
-  }
-  EXPECT_EQ(refused, 0) << error;
+  EXPECT_EQ(FailedScoresInSequence(*stub_, {"e2", "r0", "e3"}, 300, &error), 0) << error;
   EXPECT_LE(Metric("grail_rejected_calls_total\\{limit=\"max_caller_share\"\\}"), 0);
 }
 
