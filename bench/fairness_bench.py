@@ -15,42 +15,12 @@ p50/p99 of each and the loaded/idle p99 ratio for both.
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from server_process import ServerProcess
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("GRAIL_SHARED_DIR", ROOT.parent / "shared"))
-BIN = ROOT / "build" / "bin"
-GRAPHS = {
-    "fb_dense": SHARED / "data" / "FB15k-237_validtest" / "graph.txt",
-    "wn18rr": SHARED / "data" / "WN18RR" / "train.txt",
-}
-
-
-def log(*args):
-    print(*args, file=sys.stderr, flush=True)
-
-
-def client(target, *args, timeout=3600):
-    out = subprocess.run([str(BIN / "grail-client"), "--target", target, "--json",
-                          *[str(a) for a in args]], capture_output=True, text=True,
-                         timeout=timeout)
-    lines = out.stdout.strip().splitlines()
-    if not lines:
-        raise RuntimeError(out.stderr)
-    return json.loads(lines[-1])
-
-
-def summary(result):
-    latency = result["latency_ms"]
-    return {"requests": result["requests"], "errors": result["errors"],
-            "requests_per_second": round(result["requests_per_second"], 1),
-            "p50_ms": round(latency["p50"], 1), "p99_ms": round(latency["p99"], 1)}
+from score_throughput import (BIN, GRAPHS, ROOT, Server, graph_file, log, score_queries, summary,
+                              ultra_archive)
 
 
 def main():
@@ -64,43 +34,31 @@ def main():
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "fairness")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    model = Path(args.model)
-    if args.model == "ultra":
-        model = args.out / "ultra_3g.pt"
-        if not model.exists():
-            subprocess.run([str(BIN / "grail-tools"), "import-ultra", "--checkpoint",
-                            str(SHARED / "models" / "ultra" / "ultra_3g.pth"), "--out",
-                            str(model)], check=True)
-    graph = GRAPHS[args.graph]
-    queries = args.out / f"{args.graph}.queries.txt"
-    with open(graph) as src, open(queries, "w") as dst:
-        for line in src:
-            head, _, tail = line.rstrip("\n").split("\t")
-            if head != tail:  # a score needs two entities
-                dst.write(line)
-    store = args.out / f"{args.graph}.store"
-    subprocess.run(["rm", "-rf", str(store)], check=True)
+    model = ultra_archive(args.out) if args.model == "ultra" else Path(args.model)
+    graph = graph_file(args.graph)
+    queries = score_queries(graph, args.out / f"{args.graph}.queries.txt")
     # The pass cache off: every score pays for its pass, as a first call does, so the loaded
     # and idle runs cost the same whichever facts they draw.
-    server = ServerProcess(BIN, model, store, "--pass-cache-bytes", 0, log=f"{store}.log")
+    server = Server(model, args.out / f"{args.graph}.store", ["--pass-cache-bytes", 0])
     result = {"graph": args.graph, "model": str(args.model), "clients": args.clients,
               "rounds": []}
     try:
-        client(server.target, "add", graph, "--chunk", 1000)
+        server.client("add", graph, "--chunk", 1000, timeout=3600)
         for round_index in range(args.rounds):
             row = {}
             for connections in (1, args.clients):
                 score = ["load", "--triples", queries, "--method", "score", "--concurrency",
                          args.clients, "--connections", connections, "--requests",
                          args.requests, "--warmup", 100, "--seed", 2 + round_index]
-                idle = summary(client(server.target, *score))
+                idle = summary(server.client(*score, timeout=3600))
                 looper = subprocess.Popen(
-                    [str(BIN / "grail-client"), "--target", server.target, "load", "--triples",
-                     str(queries), "--method", "rank-tails", "--candidates-per-request", "0",
-                     "--top-k", "10", "--concurrency", "1", "--requests", "1000000"],
+                    [str(BIN / "grail-client"), "--target", f"127.0.0.1:{server.port}", "load",
+                     "--triples", str(queries), "--method", "rank-tails",
+                     "--candidates-per-request", "0", "--top-k", "10", "--concurrency", "1",
+                     "--requests", "1000000"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(2)
-                loaded = summary(client(server.target, *score))
+                loaded = summary(server.client(*score, timeout=3600))
                 looper.kill()
                 looper.wait()
                 row[f"connections_{connections}"] = {
@@ -110,7 +68,6 @@ def main():
             result["rounds"].append(row)
     finally:
         server.stop()
-        subprocess.run(["rm", "-rf", str(store)], check=True)
     (args.out / f"{args.graph}.{Path(args.model).stem}.json").write_text(
         json.dumps(result, indent=1))
 

@@ -18,26 +18,19 @@ Results: out/score_budget/results.jsonl, one object per split and budget.
 import argparse
 import concurrent.futures
 import json
-import os
 import random
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+from score_throughput import BIN, ROOT, SHARED, log, ultra_archive
 from server_process import ServerProcess
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "build" / "python"))
 from grail_kg import Client  # noqa: E402  (generated at build time)
 
-SHARED = Path(os.environ.get("GRAIL_SHARED_DIR", ROOT.parent / "shared"))
-BIN = ROOT / "build" / "bin"
 SPLITS = [f"{family}_v{v}" for family in ("WN18RR", "fb237") for v in range(1, 5)]
-
-
-def log(*args):
-    print(*args, file=sys.stderr, flush=True)
 
 
 def read(path):
@@ -81,11 +74,7 @@ def main():
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "score_budget")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    model = args.out / "ultra_3g.pt"
-    if not model.exists():
-        subprocess.run([str(BIN / "grail-tools"), "import-ultra", "--checkpoint",
-                        str(SHARED / "models" / "ultra" / "ultra_3g.pth"), "--out", str(model)],
-                       check=True)
+    model = ultra_archive(args.out)
     results = open(args.out / "results.jsonl", "a")
     for split in args.splits.split(","):
         data = SHARED / "data" / f"{split}_ind"

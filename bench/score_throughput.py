@@ -48,6 +48,26 @@ GRAPHS = {
 }
 
 
+def ultra_archive(out):
+    """ULTRA's released ultra_3g imported into `out` (once; reused after)."""
+    model = Path(out) / "ultra_3g.pt"
+    if not model.exists():
+        subprocess.run([str(BIN / "grail-tools"), "import-ultra", "--checkpoint",
+                        str(SHARED / "models" / "ultra" / "ultra_3g.pth"), "--out", str(model)],
+                       check=True)
+    return model
+
+
+def score_queries(graph, path):
+    """The graph's facts a ScoreTriplet can ask (two different entities), written to `path`."""
+    with open(graph) as src, open(path, "w") as dst:
+        for line in src:
+            head, _, tail = line.rstrip("\n").split("\t")
+            if head != tail:
+                dst.write(line)
+    return path
+
+
 def graph_file(name):
     path = GRAPHS[name]
     if name == "synth1m" and not path.exists():
@@ -210,11 +230,7 @@ def main():
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    model = args.out / "ultra_3g.pt"
-    if not model.exists():
-        subprocess.run([str(BIN / "grail-tools"), "import-ultra", "--checkpoint",
-                        str(SHARED / "models" / "ultra" / "ultra_3g.pth"), "--out", str(model)],
-                       check=True)
+    model = ultra_archive(args.out)
     if args.probe:
         for graph_name in args.graphs.split(","):
             probe(model, graph_file(graph_name), args.out)
@@ -231,12 +247,7 @@ def main():
                    "pass_gflop": round(pass_gflop, 3),
                    "limit_passes_per_second": round(rate / pass_gflop, 1) if rate else None,
                    "runs": []}
-        queries = args.out / f"{graph_name}.queries.txt"
-        with open(graph) as src, open(queries, "w") as dst:
-            for line in src:
-                h, r, t = line.rstrip("\n").split("\t")
-                if h != t:
-                    dst.write(line)
+        queries = score_queries(graph, args.out / f"{graph_name}.queries.txt")
         facts = [tuple(line.rstrip("\n").split("\t")) for line in open(queries)]
         configs = [(zipf, clients, None) for zipf in [float(z) for z in args.zipf.split(",")]
                    for clients in [int(c) for c in args.clients.split(",")]]
