@@ -1,5 +1,5 @@
 // libFuzzer target: an AddTriples or RemoveTriples chunk as the server receives it (raw bytes,
-// server/rpc/request_parsing.h), then applied to a real store (RocksDB in a temporary
+// server/wire/chunk_parsing.h), then applied to a real store (RocksDB in a temporary
 // directory). A chunk either fails to parse with INVALID_ARGUMENT, or is rejected whole with
 // INVALID_ARGUMENT naming a fact inside it and changing nothing, or is stored whole: every
 // fact of an applied AddTriples chunk is then in the graph, and none of an applied
@@ -17,7 +17,7 @@
 #include "fuzz/fuzz_check.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "kg/v1/knowledge_graph.pb.h"
-#include "server/rpc/request_parsing.h"
+#include "server/wire/chunk_parsing.h"
 #include "store/triple_store.h"
 
 namespace {

@@ -277,7 +277,7 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
       "grail_calls_in_flight",
       "KnowledgeGraph calls and streams in progress (--max-calls-in-flight).",
       [this]() -> std::optional<double> {
-        const KnowledgeGraphService* service = service_.load(std::memory_order_acquire);
+        const ServiceLoad* service = service_.load(std::memory_order_acquire);
         if (service == nullptr) return std::nullopt;
         return static_cast<double>(service->calls_in_flight());
       }));
@@ -420,7 +420,7 @@ void ServerMetrics::AttachReplication(const Replicator& replicator) {
   replicator_.store(&replicator, std::memory_order_release);
 }
 
-void ServerMetrics::Attach(const LinkPredictor& predictor, const KnowledgeGraphService& service) {
+void ServerMetrics::Attach(const LinkPredictor& predictor, const ServiceLoad& service) {
   predictor_.store(&predictor, std::memory_order_release);
   service_.store(&service, std::memory_order_release);
 }

@@ -53,8 +53,8 @@
 
 #include "absl/status/status.h"
 #include "server/engine/inference_engine.h"
+#include "server/metrics/service_observer.h"
 #include "server/replication/replication.h"
-#include "server/rpc/graph_service.h"
 #include "server/scoring/link_predictor.h"
 
 namespace grail {
@@ -74,7 +74,7 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   // From now on the graph gauges read `predictor`'s store, the load gauges its engine and
   // `service`, and the model info describes its model; both must outlive the metrics' HTTP
   // endpoint.
-  void Attach(const LinkPredictor& predictor, const KnowledgeGraphService& service);
+  void Attach(const LinkPredictor& predictor, const ServiceLoad& service);
 
   // The exposition text, as GET /metrics returns it.
   std::string Render() const;
@@ -113,7 +113,7 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   struct Instruments;
   std::unique_ptr<Instruments> instruments_;
   std::atomic<const LinkPredictor*> predictor_{nullptr};
-  std::atomic<const KnowledgeGraphService*> service_{nullptr};
+  std::atomic<const ServiceLoad*> service_{nullptr};
   std::atomic<const Replicator*> replicator_{nullptr};
 };
 

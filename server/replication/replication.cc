@@ -12,7 +12,7 @@
 #include "absl/strings/strip.h"
 #include "kg/v1/knowledge_graph.pb.h"
 #include "nats/nats.h"
-#include "server/rpc/request_parsing.h"
+#include "server/wire/chunk_parsing.h"
 
 namespace grail {
 namespace {

@@ -19,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "graph/vocabulary.h"
-#include "server/rpc/request_parsing.h"
+#include "server/wire/chunk_parsing.h"
 
 namespace grail {
 namespace {

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "server/metrics/service_observer.h"
 #include "server/replication/replication.h"
 #include "server/replication/sequence_gate.h"
 #include "server/rpc/access_tokens.h"
@@ -47,30 +48,6 @@ struct ServiceLimits {
   double max_caller_share = 0.5;
 };
 
-// What the service reports to metrics; called on gRPC threads, must be thread-safe.
-class ServiceObserver {
- public:
-  virtual ~ServiceObserver() = default;
-  // A finished call (for AddTriples: the stream) with its status code and duration.
-  virtual void OnCall(absl::string_view method, int grpc_code, double seconds) {}
-  // An acknowledged AddTriples chunk of `facts` facts and how long storing it took.
-  virtual void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {}
-  // Likewise for a RemoveTriples chunk.
-  virtual void OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) {}
-  // `count` scores returned (ScoreTriplet(s) results, RankTails/RankHeads entries), all
-  // produced by `scored_by`.
-  virtual void OnScoresReturned(ScoredBy scored_by, size_t count) {}
-  // A call answered from a propagation pruned to the budget (RankResponse.candidates_pruned,
-  // ScoreTripletResponse.pruned): an approximate answer.
-  virtual void OnPrunedAnswer() {}
-  // A call refused at once because `limit` (e.g. "max_calls_in_flight") was reached.
-  virtual void OnServiceLimit(absl::string_view limit) {}
-  // A call's credentials checked (only with access tokens): `outcome` is
-  // AccessDecision::outcome, `token_name` empty for an unknown or missing token.
-  virtual void OnAccess(absl::string_view method, absl::string_view outcome,
-                        absl::string_view token_name) {}
-};
-
 // Static facts about the server, for GetStats (the model's come from the predictor).
 struct ServedModelInfo {
   std::string version;  // the server's build version
@@ -79,7 +56,7 @@ struct ServedModelInfo {
 // The generated CallbackService, except that AddTriples and RemoveTriples take raw bytes: the
 // service parses each chunk itself, so that one that does not parse (a name that is not
 // valid UTF-8) is rejected naming its line rather than silently ending the stream
-// (server/rpc/request_parsing.h). A method added to the proto must be added here too.
+// (server/wire/chunk_parsing.h). A method added to the proto must be added here too.
 using KnowledgeGraphBase = kg::v1::KnowledgeGraph::WithCallbackMethod_ScoreTriplet<
     kg::v1::KnowledgeGraph::WithCallbackMethod_ScoreTriplets<
         kg::v1::KnowledgeGraph::WithCallbackMethod_RankTails<
@@ -91,7 +68,7 @@ using KnowledgeGraphBase = kg::v1::KnowledgeGraph::WithCallbackMethod_ScoreTripl
                                 kg::v1::KnowledgeGraph::WithCallbackMethod_CreateCheckpoint<
                                     kg::v1::KnowledgeGraph::Service>>>>>>>>>;
 
-class KnowledgeGraphService final : public KnowledgeGraphBase {
+class KnowledgeGraphService final : public KnowledgeGraphBase, public ServiceLoad {
  public:
   // `observer` may be null. With `tokens` (which must outlive the service) every
   // KnowledgeGraph call needs a bearer token: read for scoring, ranking and GetStats, write
@@ -128,7 +105,7 @@ class KnowledgeGraphService final : public KnowledgeGraphBase {
   void BeginDrain() { draining_.store(true); }
   bool ready() const { return predictor_.load(std::memory_order_acquire) != nullptr; }
   // KnowledgeGraph calls and AddTriples streams in progress.
-  int64_t calls_in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  int64_t calls_in_flight() const override { return in_flight_.load(std::memory_order_relaxed); }
 
   grpc::ServerUnaryReactor* ScoreTriplet(grpc::CallbackServerContext* context,
                                          const kg::v1::ScoreTripletRequest* request,

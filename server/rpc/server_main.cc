@@ -48,7 +48,7 @@
 #include "server/replication/sequence_gate.h"
 #include "server/rpc/access_tokens.h"
 #include "server/rpc/graph_service.h"
-#include "server/rpc/request_parsing.h"
+#include "server/rpc/malformed_requests.h"
 #include "server/rpc/server_config.h"
 #include "server/rpc/transport_security.h"
 #include "server/scoring/link_predictor.h"
@@ -166,7 +166,7 @@ std::unique_ptr<grpc::Server> StartGrpc(const ServerConfig& config, const Securi
   builder.SetMaxSendMessageSize(config.max_message_bytes);
   builder.RegisterService(&service);
   // Unary requests that do not parse get INVALID_ARGUMENT saying so
-  // (server/rpc/request_parsing.h), counted in grail_requests_total like every other call.
+  // (server/rpc/malformed_requests.h), counted in grail_requests_total like every other call.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>(
       [&metrics](absl::string_view method, int code, double seconds) {

@@ -1,5 +1,5 @@
 // Chunks whose bytes do not parse: UTF-8 validity and which name is at fault.
-#include "server/rpc/request_parsing.h"
+#include "server/wire/chunk_parsing.h"
 
 #include <string>
 
