@@ -7,10 +7,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "model/core/torch_util.h"
 #include "model/ops/rspmm.h"
 #include "model/path/path_module.h"
+#include "model/path/path_network.h"
 #include "model/path/ultra_module.h"
 #include "torch/csrc/jit/frontend/resolver.h"
 #include "torch/csrc/jit/frontend/sugared_value.h"
@@ -18,319 +18,6 @@
 
 namespace grail {
 namespace {
-
-// The network in TorchScript over the fused operator (model/ops/rspmm.h), one line per
-// equation of path_model.h. `$L` blocks are expanded per layer, `$REACH` is l (1-based):
-// the hops a path of this layer can have. States are [V, G * d]: V nodes of the batch's
-// graph, G columns (1 for a disjoint batch, B for a shared one; model/path/path_batch.h).
-constexpr char kFusedLayerHead[] = R"(
-def layer_$L(self, h: Tensor, boundary: Tensor, query: Tensor, node_dist: Tensor, ptr: Tensor,
-             edges: Tensor, order: Tensor, count: Tensor, coef: Tensor) -> Tensor:
-  d = self.dim
-  v = h.size(0)
-  b = query.size(0)
-  columns = h.size(1) // d
-)";
-// w_r(q) = W_r q + b_r for every query: [2R, B d] over shared columns, [B 2R, d] (one row per
-// query and relation) over a disjoint batch.
-constexpr char kFusedDependentRelation[] = R"(
-  relation = (torch.matmul(query, self.relation_w_$L) + self.relation_b_$L).view(b, self.num_message_relations, d)
-  if columns == b:
-    w = relation.transpose(0, 1).reshape(self.num_message_relations, columns * d)
-  else:
-    w = relation.reshape(b * self.num_message_relations, d)
-)";
-constexpr char kFusedFreeRelation[] = R"(
-  w = self.relation_$L.repeat(1, columns)
-)";
-constexpr char kFusedSumAggregation[] = R"(
-  update = ops.grail.rspmm(h, w, boundary, ptr, edges, order, "sum")[0]
-  out = torch.matmul(torch.cat([h.view(-1, d), update.view(-1, d)], 1), self.combine_w_$L) + self.combine_b_$L
-)";
-// The boundary takes part as every node's message to itself, as in the paper. The combine
-// step W [h, features, features * s, features / s] is one product of [features, h] with the
-// weights rearranged into three blocks of d columns (h only in the first), then a sum of the
-// blocks scaled per node: coef holds (1, s, 1 / s) for each node. grail::pna_combine
-// (model/ops/pna_combine.h) runs the product, the scaling and the sum over blocks of rows,
-// the [features, h] rows never materialised.
-constexpr char kFusedPnaAggregation[] = R"(
-  aggregate = ops.grail.rspmm(h, w, boundary, ptr, edges, order, "sum,sum_sq,max,min")
-  moments = ops.grail.pna_moments(aggregate[0], aggregate[1], count)
-  on_features = self.combine_w_$L[d:].view(3, 4 * d, d).permute(1, 0, 2).reshape(4 * d, 3 * d)
-  on_state = torch.cat([self.combine_w_$L[:d], torch.zeros([d, 2 * d], dtype=h.dtype, device=h.device)], 1)
-  weight = torch.cat([on_features, on_state], 0)
-  out = ops.grail.pna_combine([moments[0].view(-1, d), aggregate[2].view(-1, d), aggregate[3].view(-1, d), moments[1].view(-1, d), h.view(-1, d)], weight, coef.view(v, 3), self.combine_b_$L)
-)";
-constexpr char kFusedLayerNorm[] = R"(
-  out = torch.layer_norm(out, [d], self.norm_w_$L, self.norm_b_$L, 1e-5)
-)";
-constexpr char kFusedLayerTail[] = R"(
-  out = $ACTIVATION
-  return ($OUT).view(v, columns * d)
-)";
-constexpr char kFusedMaskedActivation[] =
-    "torch.relu(out) * (node_dist <= $REACH).to(out.dtype).view(-1, 1)";
-
-constexpr char kFusedForwardHead[] = R"(
-def mlp(self, x: Tensor) -> Tensor:
-  hidden = torch.relu(torch.matmul(x, self.mlp_w1) + self.mlp_b1)
-  return (torch.matmul(hidden, self.mlp_w2) + self.mlp_b2).squeeze(1)
-
-def forward(self, edge_src: Tensor, edge_dst: Tensor, edge_relation: Tensor, node_dist: Tensor,
-            cell_query: Tensor, source_cell: Tensor, query_relation: Tensor) -> Tuple[Tensor, Tensor]:
-  query = self.query_embedding.index_select(0, query_relation)
-  d = self.dim
-  b = query.size(0)
-  v = node_dist.size(0)
-  columns = node_dist.size(1)
-  boundary = torch.zeros([v * columns, d], dtype=query.dtype, device=query.device).index_copy(0, source_cell, query).view(v, columns * d)
-)";
-// Over a disjoint batch an edge's relation row is its query's: query * 2R + r.
-constexpr char kFusedDependentEdges[] = R"(
-  if columns == b:
-    rel = edge_relation
-  else:
-    rel = cell_query.view(-1).index_select(0, edge_src) * self.num_message_relations + edge_relation
-)";
-constexpr char kFusedFreeEdges[] = R"(
-  rel = edge_relation
-)";
-constexpr char kFusedGraph[] = R"(
-  graph = ops.grail.relational_graph(edge_src, rel, edge_dst, v)
-  ptr = graph[0]
-  edges = graph[1]
-  order = graph[2]
-  count = (ptr[0, 1:] - ptr[0, :-1]).to(query.dtype).unsqueeze(1) + 1.0
-  scale = (torch.log(count) / self.pna_delta).unsqueeze(2)
-  coef = torch.cat([torch.ones_like(scale), scale, 1.0 / scale.clamp(min=0.01)], 2).unsqueeze(3)
-  h0 = boundary
-)";
-constexpr char kFusedForwardLayer[] = R"(
-  h$N = self.layer_$L(h$L, boundary, query, node_dist, ptr, edges, order, count, coef)
-)";
-// The scoring MLP's first layer split: the state's product per cell, the query's per query.
-constexpr char kFusedForwardTail[] = R"(
-  cells = cell_query.view(-1)
-  hidden = torch.matmul(h$LAST.view(-1, d), self.mlp_w1[:d]) + torch.matmul(query, self.mlp_w1[d:2 * d]).index_select(0, cells) + self.mlp_b1
-)";
-constexpr char kFusedReachFeature[] = R"(
-  hidden = hidden + (node_dist <= $LAST).to(query.dtype).view(-1, 1) * self.mlp_w1[2 * d]
-)";
-constexpr char kFusedScores[] = R"(
-  node_score = (torch.matmul(torch.relu(hidden), self.mlp_w2) + self.mlp_b2).squeeze(1)
-  far_score = self.mlp(torch.cat([torch.zeros_like(query), query$FAR_REACH], 1))
-  return node_score, far_score
-)";
-
-// The network with a learned priority (path_model.h), over the fused operator. layer_$L
-// takes the gated states (h: x of the equations) of a graph's nodes and returns
-// ReLU(LayerNorm(W [x, a] + b)) for every node, its sum aggregation the fused network's; forward()
-// is the unpruned network, every edge out of a reached entity chosen, over either batch layout; the
-// pruned one is driven from C++ (PrioritizedForward), calling queries(), score(), layer_$L and
-// far() on the chosen subgraph of each layer.
-constexpr char kPriorityLayerHead[] = R"(
-def layer_$L(self, h: Tensor, boundary: Tensor, query: Tensor, ptr: Tensor, edges: Tensor,
-             order: Tensor) -> Tensor:
-  d = self.dim
-  v = h.size(0)
-  b = query.size(0)
-  columns = h.size(1) // d
-)";
-constexpr char kPriorityLayerTail[] = R"(
-  return torch.relu(out).view(v, columns * d)
-)";
-// What the C++ driver calls beside the layers; forward() begins as kFusedForwardHead.
-constexpr char kPriorityMethods[] = R"(
-def queries(self, query_relation: Tensor) -> Tensor:
-  return self.query_embedding.index_select(0, query_relation)
-
-def far(self, query: Tensor) -> Tensor:
-  return self.mlp(torch.cat([torch.zeros_like(query), query], 1))
-
-def score(self, h: Tensor, cells: Tensor, query: Tensor) -> Tensor:
-  d = self.dim
-  hidden = torch.matmul(h, self.mlp_w1[:d]) + torch.matmul(query, self.mlp_w1[d:2 * d]).index_select(0, cells) + self.mlp_b1
-  return (torch.matmul(torch.relu(hidden), self.mlp_w2) + self.mlp_b2).squeeze(1)
-)";
-// Which cells an edge from a reached cell enters: the operator over the reached indicator
-// (one value per cell) with every relation's weight 1.
-constexpr char kPriorityGraph[] = R"(
-  graph = ops.grail.relational_graph(edge_src, rel, edge_dst, v)
-  ptr = graph[0]
-  edges = graph[1]
-  order = graph[2]
-  cells = cell_query.view(-1)
-  ones = torch.ones([self.num_message_relations * b, columns], dtype=query.dtype, device=query.device)
-  nothing = torch.zeros([v, columns], dtype=query.dtype, device=query.device)
-  reached = (node_dist == 0).to(query.dtype).view(-1)
-  h = boundary.view(-1, d)
-  s = self.score(h, cells, query)
-)";
-constexpr char kPriorityForwardLayer[] = R"(
-  x = (h * (torch.sigmoid(s) * reached).unsqueeze(1)).view(v, columns * d)
-  out = self.layer_$L(x, boundary, query, ptr, edges, order).view(-1, d)
-  entered = (ops.grail.rspmm(reached.view(v, columns), ones, nothing, ptr, edges, order, "sum")[0].view(-1) > 0).to(query.dtype).unsqueeze(1)
-  h = $UPDATE
-  reached = torch.maximum(reached, entered.view(-1))
-  s = self.score(h, cells, query)
-)";
-constexpr char kPriorityForwardTail[] = R"(
-  return s, self.far(query)
-)";
-
-std::string PriorityModuleSource(const PathConfig& c) {
-  std::string source;
-  for (int l = 0; l < c.num_layers; ++l) {
-    absl::StrAppend(
-        &source,
-        absl::StrReplaceAll(absl::StrCat(kPriorityLayerHead,
-                                         c.dependent ? kFusedDependentRelation : kFusedFreeRelation,
-                                         kFusedSumAggregation, c.layer_norm ? kFusedLayerNorm : "",
-                                         kPriorityLayerTail),
-                            {{"$L", absl::StrCat(l)}}));
-  }
-  absl::StrAppend(&source, kPriorityMethods, kFusedForwardHead,
-                  c.dependent ? kFusedDependentEdges : kFusedFreeEdges, kPriorityGraph);
-  for (int l = 0; l < c.num_layers; ++l) {
-    absl::StrAppend(
-        &source,
-        absl::StrReplaceAll(kPriorityForwardLayer,
-                            {{"$L", absl::StrCat(l)},
-                             {"$UPDATE", c.short_cut ? "h + out * entered"
-                                                     : "out * entered + h * (1.0 - entered)"}}));
-  }
-  absl::StrAppend(&source, kPriorityForwardTail);
-  return source;
-}
-
-std::string FusedModuleSource(const PathConfig& c) {
-  std::string source;
-  for (int l = 0; l < c.num_layers; ++l) {
-    absl::StrAppend(
-        &source, kFusedLayerHead, c.dependent ? kFusedDependentRelation : kFusedFreeRelation,
-        c.pna ? kFusedPnaAggregation : kFusedSumAggregation, c.layer_norm ? kFusedLayerNorm : "",
-        absl::StrReplaceAll(kFusedLayerTail, {{"$ACTIVATION", c.reach_mask ? kFusedMaskedActivation
-                                                                           : "torch.relu(out)"}}));
-    source = absl::StrReplaceAll(source, {{"$L", absl::StrCat(l)},
-                                          {"$REACH", absl::StrCat(l + 1)},
-                                          {"$OUT", c.short_cut ? "out + h.view(-1, d)" : "out"}});
-  }
-  absl::StrAppend(&source, kFusedForwardHead, c.dependent ? kFusedDependentEdges : kFusedFreeEdges,
-                  kFusedGraph);
-  for (int l = 0; l < c.num_layers; ++l) {
-    absl::StrAppend(&source, absl::StrReplaceAll(kFusedForwardLayer, {{"$N", absl::StrCat(l + 1)},
-                                                                      {"$L", absl::StrCat(l)}}));
-  }
-  absl::StrAppend(&source, kFusedForwardTail, c.reach_feature ? kFusedReachFeature : "",
-                  absl::StrReplaceAll(
-                      kFusedScores,
-                      {{"$FAR_REACH", c.reach_feature ? ", torch.zeros_like(query[:, :1])" : ""}}));
-  // The tail's $LAST after the layers, the reach feature's too.
-  source = absl::StrReplaceAll(source, {{"$LAST", absl::StrCat(c.num_layers)}});
-  return source;
-}
-
-// The per-edge formulation (PathMessagePassing::kPerEdge): every message materialised, one
-// disjoint neighbourhood per query, as archives of format /1 computed. Kept as the reference
-// the fused one is tested and benchmarked against.
-constexpr char kLayerHead[] = R"(
-def layer_$L(self, h: Tensor, boundary: Tensor, query: Tensor, node_dist: Tensor, src: Tensor,
-             dst: Tensor, rel: Tensor, edge_query: Tensor, in_count: Tensor) -> Tensor:
-  d = h.size(1)
-)";
-// w_r(q) = W_r q + b_r for every query and message relation, gathered per edge.
-constexpr char kDependentRelation[] = R"(
-  relation = (torch.matmul(query, self.relation_w_$L) + self.relation_b_$L).view(-1, d)
-  w = relation.index_select(0, edge_query * self.num_message_relations + rel)
-)";
-constexpr char kFreeRelation[] = R"(
-  w = self.relation_$L.index_select(0, rel)
-)";
-constexpr char kSumAggregation[] = R"(
-  message = h.index_select(0, src) * w
-  update = torch.zeros_like(h).index_add_(0, dst, message) + boundary
-)";
-// The boundary takes part as every node's message to itself, as in the paper.
-constexpr char kPnaAggregation[] = R"(
-  message = h.index_select(0, src) * w
-  count = in_count.unsqueeze(1)
-  mean = (torch.zeros_like(h).index_add_(0, dst, message) + boundary) / count
-  square = (torch.zeros_like(h).index_add_(0, dst, message * message) + boundary * boundary) / count
-  index = dst.unsqueeze(1).expand(-1, d)
-  largest = boundary.scatter_reduce(0, index, message, "amax", include_self=True)
-  smallest = boundary.scatter_reduce(0, index, message, "amin", include_self=True)
-  std = (square - mean * mean).clamp(min=1e-6).sqrt()
-  features = torch.cat([mean, largest, smallest, std], 1)
-  scale = torch.log(count) / self.pna_delta
-  update = torch.cat([features, features * scale, features / scale.clamp(min=0.01)], 1)
-)";
-constexpr char kCombine[] = R"(
-  out = torch.matmul(torch.cat([h, update], 1), self.combine_w_$L) + self.combine_b_$L
-)";
-constexpr char kLayerNorm[] = R"(
-  out = torch.layer_norm(out, [d], self.norm_w_$L, self.norm_b_$L, 1e-5)
-)";
-constexpr char kLayerTail[] = R"(
-  out = $ACTIVATION
-  return $OUT
-)";
-constexpr char kMaskedActivation[] =
-    "torch.relu(out) * (node_dist <= $REACH).to(out.dtype).unsqueeze(1)";
-constexpr char kActivation[] = "torch.relu(out)";
-
-constexpr char kForwardHead[] = R"(
-def mlp(self, x: Tensor) -> Tensor:
-  hidden = torch.relu(torch.matmul(x, self.mlp_w1) + self.mlp_b1)
-  return (torch.matmul(hidden, self.mlp_w2) + self.mlp_b2).squeeze(1)
-
-def forward(self, node_query: Tensor, node_dist: Tensor, edge_src: Tensor, edge_dst: Tensor,
-            edge_relation: Tensor, source_index: Tensor, query_relation: Tensor) -> Tuple[Tensor, Tensor]:
-  query = self.query_embedding.index_select(0, query_relation)
-  n = node_query.size(0)
-  boundary = torch.zeros([n, query.size(1)], dtype=query.dtype, device=query.device).index_copy(0, source_index, query)
-  edge_query = node_query.index_select(0, edge_src)
-  in_count = torch.bincount(edge_dst, minlength=n).to(query.dtype) + 1.0
-  h0 = boundary
-)";
-constexpr char kForwardLayer[] = R"(
-  h$N = self.layer_$L(h$L, boundary, query, node_dist, edge_src, edge_dst, edge_relation, edge_query, in_count)
-)";
-constexpr char kForwardTail[] = R"(
-  node_score = self.mlp(torch.cat([h$LAST, query.index_select(0, node_query)], 1))
-  far_score = self.mlp(torch.cat([torch.zeros_like(query), query], 1))
-  return node_score, far_score
-)";
-// With the reach feature: 1[d(h, v) <= L] beside the state; 0 for every entity beyond.
-constexpr char kForwardTailWithReach[] = R"(
-  reached = (node_dist <= $LAST).to(query.dtype).unsqueeze(1)
-  node_score = self.mlp(torch.cat([h$LAST, query.index_select(0, node_query), reached], 1))
-  unreached = torch.zeros([query.size(0), 1], dtype=query.dtype, device=query.device)
-  far_score = self.mlp(torch.cat([torch.zeros_like(query), query, unreached], 1))
-  return node_score, far_score
-)";
-
-std::string PerEdgeModuleSource(const PathConfig& c) {
-  std::string source;
-  for (int l = 0; l < c.num_layers; ++l) {
-    absl::StrAppend(
-        &source, kLayerHead, c.dependent ? kDependentRelation : kFreeRelation,
-        c.pna ? kPnaAggregation : kSumAggregation, kCombine, c.layer_norm ? kLayerNorm : "",
-        absl::StrReplaceAll(kLayerTail,
-                            {{"$ACTIVATION", c.reach_mask ? kMaskedActivation : kActivation}}));
-    source = absl::StrReplaceAll(source, {{"$L", absl::StrCat(l)},
-                                          {"$REACH", absl::StrCat(l + 1)},
-                                          {"$OUT", c.short_cut ? "out + h" : "out"}});
-  }
-  absl::StrAppend(&source, kForwardHead);
-  for (int l = 0; l < c.num_layers; ++l) {
-    absl::StrAppend(&source, absl::StrReplaceAll(kForwardLayer, {{"$N", absl::StrCat(l + 1)},
-                                                                 {"$L", absl::StrCat(l)}}));
-  }
-  absl::StrAppend(&source,
-                  absl::StrReplaceAll(c.reach_feature ? kForwardTailWithReach : kForwardTail,
-                                      {{"$LAST", absl::StrCat(c.num_layers)}}));
-  return source;
-}
 
 // LibTorch 1.13 warns once per process that scatter_reduce (PNA's max and min in the per-edge
 // formulation) is in beta, on stderr and outside our log format. Spend that warning on a
@@ -398,33 +85,12 @@ absl::Status ValidateConfig(const PathConfig& c, size_t num_relations) {
 }
 
 void RegisterParameters(const PathConfig& c, int64_t num_relations, torch::jit::Module& m) {
-  auto add = [&m](const std::string& name, torch::Tensor t) {
-    m.register_parameter(name, t.set_requires_grad(true), /*is_buffer=*/false);
-  };
-  const int64_t d = c.dim;
   const int64_t message_relations = 2 * num_relations;
-  add("query_embedding", torch::randn({message_relations, d}));
-  const int64_t update = c.pna ? 12 * d : d;
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string s = absl::StrCat("_", l);
-    if (c.dependent) {
-      add("relation_w" + s, LinearInit({d, message_relations * d}, d));
-      add("relation_b" + s, LinearInit({message_relations * d}, d));
-    } else {
-      add("relation" + s, torch::randn({message_relations, d}));
-    }
-    add("combine_w" + s, LinearInit({d + update, d}, d + update));
-    add("combine_b" + s, LinearInit({d}, d + update));
-    if (c.layer_norm) {
-      add("norm_w" + s, torch::ones({d}));
-      add("norm_b" + s, torch::zeros({d}));
-    }
-  }
-  const int64_t mlp_in = 2 * d + (c.reach_feature ? 1 : 0);
-  add("mlp_w1", LinearInit({mlp_in, 2 * d}, mlp_in));
-  add("mlp_b1", LinearInit({2 * d}, 2 * d));
-  add("mlp_w2", LinearInit({2 * d, 1}, 2 * d));
-  add("mlp_b2", LinearInit({1}, 2 * d));
+  m.register_parameter("query_embedding",
+                       torch::randn({message_relations, c.dim}).set_requires_grad(true),
+                       /*is_buffer=*/false);
+  RegisterLayerParameters(PathNetworkLayer(c), c.num_layers, c.dim, message_relations, m);
+  RegisterScoringParameters(c.dim, c.reach_feature, m);
 }
 
 void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& relations,
@@ -508,16 +174,56 @@ absl::StatusOr<torch::jit::Module> BuildModule(const PathConfig& c,
     }
   }
   ops::LinkRelationalOps();
-  m.define(c.relation_graph                                  ? UltraModuleSource(c)
-           : c.priority                                      ? PriorityModuleSource(c)
-           : c.message_passing == PathMessagePassing::kFused ? FusedModuleSource(c)
-                                                             : PerEdgeModuleSource(c),
+  m.define(c.relation_graph ? UltraModuleSource(c) : PathNetworkSource(c),
            std::make_shared<OperatorResolver>());
   m.to(device);
   return m;
 }
 
 }  // namespace
+
+void RegisterLayerParameters(const RelationalLayer& layer, int layers, int64_t d, int64_t relations,
+                             torch::jit::Module& m) {
+  auto add = [&](const std::string& name, int l, torch::Tensor t) {
+    m.register_parameter(absl::StrCat(layer.prefix, name, "_", l), t.set_requires_grad(true),
+                         /*is_buffer=*/false);
+  };
+  const int64_t update = layer.aggregation == RelationalAggregation::kPna ? 12 * d : d;
+  for (int l = 0; l < layers; ++l) {
+    switch (layer.messages) {
+      case RelationalMessages::kQueryDependent:
+        add("relation_w", l, LinearInit({d, relations * d}, d));
+        add("relation_b", l, LinearInit({relations * d}, d));
+        break;
+      case RelationalMessages::kFree:
+        add("relation", l, torch::randn({relations, d}));
+        break;
+      case RelationalMessages::kProjected:
+        add("project_w1", l, LinearInit({d, d}, d));
+        add("project_b1", l, LinearInit({d}, d));
+        add("project_w2", l, LinearInit({d, d}, d));
+        add("project_b2", l, LinearInit({d}, d));
+        break;
+    }
+    add("combine_w", l, LinearInit({d + update, d}, d + update));
+    add("combine_b", l, LinearInit({d}, d + update));
+    if (layer.layer_norm) {
+      add("norm_w", l, torch::ones({d}));
+      add("norm_b", l, torch::zeros({d}));
+    }
+  }
+}
+
+void RegisterScoringParameters(int64_t d, bool reach_feature, torch::jit::Module& m) {
+  auto add = [&m](const std::string& name, torch::Tensor t) {
+    m.register_parameter(name, t.set_requires_grad(true), /*is_buffer=*/false);
+  };
+  const int64_t in = 2 * d + (reach_feature ? 1 : 0);
+  add("mlp_w1", LinearInit({in, 2 * d}, in));
+  add("mlp_b1", LinearInit({2 * d}, 2 * d));
+  add("mlp_w2", LinearInit({2 * d, 1}, 2 * d));
+  add("mlp_b2", LinearInit({1}, 2 * d));
+}
 
 bool PrunesByPriority(const PathModule& path, const PathBatch& batch) {
   if (!path.priority) return false;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/path/path_batch.h"
+#include "model/path/relational_layer.h"
 
 namespace grail {
 
@@ -36,6 +37,17 @@ struct PrioritizedStats {
   // Per node of the batch: 1 where reached.
   std::vector<uint8_t> node_reached;
 };
+
+// Registers the parameters of layers 0 .. layers - 1 of `layer` on `m`, freshly initialised, in
+// the order archives hold them: per layer the messages' (relation_w and relation_b; or
+// relation, one row per relation; or project_w1, b1, w2, b2), combine_w, combine_b, and the
+// layer norm's. `relations`: the relation vectors a layer has (for the first two kinds).
+void RegisterLayerParameters(const RelationalLayer& layer, int layers, int64_t d, int64_t relations,
+                             torch::jit::Module& m);
+
+// Registers the scoring MLP's parameters (relational_layer.h's ScoringMethods), freshly
+// initialised: mlp_w1, mlp_b1, mlp_w2, mlp_b2.
+void RegisterScoringParameters(int64_t d, bool reach_feature, torch::jit::Module& m);
 
 // forward() over a batch: the score of every node for its query, and every query's far score.
 // Autograd records the graph unless the caller disabled it.

@@ -8,61 +8,45 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "model/core/checkpoint_reader.h"
 #include "model/core/torch_util.h"
 #include "model/path/path_module.h"
 #include "model/path/relation_graph.h"
+#include "model/path/relational_layer.h"
 
 namespace grail {
 namespace {
 
-// A layer over the graph of relations: states [2R, B d], every query a column; one vector
-// per kind of relation-graph edge, the same for every query.
-constexpr char kRelationLayer[] = R"(
-def relation_layer_$L(self, x: Tensor, boundary: Tensor, ptr: Tensor, edges: Tensor, order: Tensor) -> Tensor:
-  d = self.dim
-  n = x.size(0)
-  columns = x.size(1) // d
-  w = self.rel_relation_$L.repeat(1, columns)
-  update = ops.grail.rspmm(x, w, boundary, ptr, edges, order, "sum")[0]
-  out = torch.matmul(torch.cat([x.view(-1, d), update.view(-1, d)], 1), self.rel_combine_w_$L) + self.rel_combine_b_$L
-$NORM(rel_norm_w_$L, rel_norm_b_$L)  out = torch.relu(out)
-  return ($OUT).view(n, columns * d)
-)";
+// The relation graph's network: states [2R, B d], every query a column; one vector per kind
+// of relation-graph edge, the same for every query.
+RelationalLayer RelationGraphLayer(const PathConfig& c) {
+  RelationalLayer layer;
+  layer.name = "relation_layer";
+  layer.prefix = "rel_";
+  layer.inputs = {"ptr", "edges", "order"};
+  layer.messages = RelationalMessages::kFree;
+  layer.layer_norm = c.layer_norm;
+  layer.short_cut = c.short_cut;
+  return layer;
+}
 
-// A layer over the entities: states [V, G d] as the path model's (model/path/path_batch.h); the
-// relation vectors are this layer's projection of the relation states, per query.
-constexpr char kEntityLayer[] = R"(
-def layer_$L(self, h: Tensor, boundary: Tensor, relations: Tensor, ptr: Tensor, edges: Tensor, order: Tensor) -> Tensor:
-  d = self.dim
-  v = h.size(0)
-  columns = h.size(1) // d
-  n = relations.size(0)
-  b = relations.size(1) // d
-  projected = torch.matmul(torch.relu(torch.matmul(relations.view(-1, d), self.project_w1_$L) + self.project_b1_$L), self.project_w2_$L) + self.project_b2_$L
-  if columns == b:
-    w = projected.view(n, b * d)
-  else:
-    w = projected.view(n, b, d).transpose(0, 1).reshape(b * n, d)
-  update = ops.grail.rspmm(h, w, boundary, ptr, edges, order, "sum")[0]
-  out = torch.matmul(torch.cat([h.view(-1, d), update.view(-1, d)], 1), self.combine_w_$L) + self.combine_b_$L
-$NORM(norm_w_$L, norm_b_$L)  out = torch.relu(out)
-  return ($OUT).view(v, columns * d)
-)";
-
-constexpr char kLayerNorm[] = "  out = torch.layer_norm(out, [d], self.$W, self.$B, 1e-5)\n";
+// The entity network: states [V, G d] as the path model's (model/path/path_batch.h); the
+// relation vectors are each layer's projection of the relation states, per query.
+RelationalLayer EntityLayer(const PathConfig& c) {
+  RelationalLayer layer = RelationGraphLayer(c);
+  layer.name = "layer";
+  layer.prefix = "";
+  layer.inputs = {"relations", "ptr", "edges", "order"};
+  layer.messages = RelationalMessages::kProjected;
+  return layer;
+}
 
 // The relation graph's boundary is all ones at the query's relation read forwards (r for
 // both r and its inverse r + R, as the released weights were trained); the query vector is
 // the relation graph's final state at the query relation itself. Entity messages carry
 // relation r + R along a fact h -r-> t from h to t (and r from t to h): the direction the
 // released weights were trained in, so the batch's relations are swapped.
-constexpr char kForwardHead[] = R"(
-def mlp(self, x: Tensor) -> Tensor:
-  hidden = torch.relu(torch.matmul(x, self.mlp_w1) + self.mlp_b1)
-  return (torch.matmul(hidden, self.mlp_w2) + self.mlp_b2).squeeze(1)
-
+constexpr char kForward[] = R"(
 def forward(self, edge_src: Tensor, edge_dst: Tensor, edge_relation: Tensor, node_dist: Tensor,
             cell_query: Tensor, source_cell: Tensor, query_relation: Tensor,
             relation_src: Tensor, relation_kind: Tensor, relation_dst: Tensor, num_relations: int) -> Tuple[Tensor, Tensor]:
@@ -72,116 +56,42 @@ def forward(self, edge_src: Tensor, edge_dst: Tensor, edge_relation: Tensor, nod
   ones = torch.ones([b, d], dtype=self.mlp_b1.dtype, device=self.mlp_b1.device)
   column = torch.arange(b, dtype=query_relation.dtype, device=query_relation.device)
   forward_relation = torch.where(query_relation >= num_relations, query_relation - num_relations, query_relation)
-  rgraph = ops.grail.relational_graph(relation_src, relation_kind, relation_dst, n)
-  rptr = rgraph[0]
-  redges = rgraph[1]
-  rorder = rgraph[2]
-  rboundary = torch.zeros([n * b, d], dtype=ones.dtype, device=ones.device).index_copy(0, forward_relation * b + column, ones).view(n, b * d)
-  x0 = rboundary
 )";
-constexpr char kForwardRelationLayer[] = R"(
-  x$N = self.relation_layer_$L(x$L, rboundary, rptr, redges, rorder)
-)";
-constexpr char kForwardEntities[] = R"(
-  relations = x$RLAST
+constexpr char kQueryVector[] = R"(
   query = relations.view(n * b, d).index_select(0, query_relation * b + column)
   v = node_dist.size(0)
   columns = node_dist.size(1)
-  boundary = torch.zeros([v * columns, d], dtype=query.dtype, device=query.device).index_copy(0, source_cell, query).view(v, columns * d)
-  swapped = torch.where(edge_relation >= num_relations, edge_relation - num_relations, edge_relation + num_relations)
-  if columns == b:
-    rel = swapped
-  else:
-    rel = cell_query.view(-1).index_select(0, edge_src) * n + swapped
-  graph = ops.grail.relational_graph(edge_src, rel, edge_dst, v)
-  ptr = graph[0]
-  edges = graph[1]
-  order = graph[2]
-  h0 = boundary
-)";
-constexpr char kForwardEntityLayer[] = R"(
-  h$N = self.layer_$L(h$L, boundary, relations, ptr, edges, order)
-)";
-constexpr char kForwardTail[] = R"(
   cells = cell_query.view(-1)
-  hidden = torch.matmul(h$LAST.view(-1, d), self.mlp_w1[:d]) + torch.matmul(query, self.mlp_w1[d:2 * d]).index_select(0, cells) + self.mlp_b1
-  node_score = (torch.matmul(torch.relu(hidden), self.mlp_w2) + self.mlp_b2).squeeze(1)
-  far_score = self.mlp(torch.cat([torch.zeros_like(query), query], 1))
-  return node_score, far_score
+  swapped = torch.where(edge_relation >= num_relations, edge_relation - num_relations, edge_relation + num_relations)
 )";
-
-std::string Layer(const char* text, const PathConfig& c, int l, const char* norm_w,
-                  const char* norm_b, const char* state) {
-  std::string norm;
-  if (c.layer_norm) norm = absl::StrReplaceAll(kLayerNorm, {{"$W", norm_w}, {"$B", norm_b}});
-  std::string source = text;
-  // "$NORM(w, b)" marks where the layer norm goes.
-  const size_t at = source.find("$NORM(");
-  source.replace(at, source.find(')', at) + 1 - at, norm);
-  return absl::StrReplaceAll(
-      source, {{"$L", absl::StrCat(l)},
-               {"$OUT", c.short_cut ? absl::StrCat("out + ", state, ".view(-1, d)") : "out"}});
-}
 
 }  // namespace
 
 std::string UltraModuleSource(const PathConfig& c) {
-  std::string source;
-  for (int l = 0; l < c.relation_layers; ++l) {
-    const std::string s = absl::StrCat(l);
-    source +=
-        Layer(kRelationLayer, c, l, ("rel_norm_w_" + s).c_str(), ("rel_norm_b_" + s).c_str(), "x");
-  }
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string s = absl::StrCat(l);
-    source += Layer(kEntityLayer, c, l, ("norm_w_" + s).c_str(), ("norm_b_" + s).c_str(), "h");
-  }
-  source += kForwardHead;
-  for (int l = 0; l < c.relation_layers; ++l) {
-    source += absl::StrReplaceAll(kForwardRelationLayer,
-                                  {{"$N", absl::StrCat(l + 1)}, {"$L", absl::StrCat(l)}});
-  }
-  source += absl::StrReplaceAll(kForwardEntities, {{"$RLAST", absl::StrCat(c.relation_layers)}});
-  for (int l = 0; l < c.num_layers; ++l) {
-    source += absl::StrReplaceAll(kForwardEntityLayer,
-                                  {{"$N", absl::StrCat(l + 1)}, {"$L", absl::StrCat(l)}});
-  }
-  source += absl::StrReplaceAll(kForwardTail, {{"$LAST", absl::StrCat(c.num_layers)}});
+  const RelationalLayer relation_layer = RelationGraphLayer(c), entity_layer = EntityLayer(c);
+  std::string source = LayerMethods(relation_layer, c.relation_layers);
+  source += LayerMethods(entity_layer, c.num_layers);
+  absl::StrAppend(
+      &source, ScoringMethods(/*reach_feature=*/false), kForward,
+      OperatorGraph("r", "relation_src", "relation_kind", "relation_dst", "n"),
+      Boundary("rboundary", "n", "b", "forward_relation * b + column", "ones"),
+      "  x0 = rboundary\n",
+      LayerCalls(relation_layer, c.relation_layers, "x", "rboundary, rptr, redges, rorder"),
+      "  relations = x", c.relation_layers, "\n");
+  absl::StrAppend(
+      &source, kQueryVector, Boundary("boundary", "v", "columns", "source_cell", "query"),
+      QueryRows("n", "swapped"), OperatorGraph("", "edge_src", "rel", "edge_dst", "v"),
+      "  h0 = boundary\n",
+      LayerCalls(entity_layer, c.num_layers, "h", "boundary, relations, ptr, edges, order"),
+      ScoringTail(/*reach_feature=*/false, "h", c.num_layers));
   return source;
 }
 
 void RegisterUltraParameters(const PathConfig& c, torch::jit::Module& m) {
-  auto add = [&m](const std::string& name, torch::Tensor t) {
-    m.register_parameter(name, t.set_requires_grad(true), /*is_buffer=*/false);
-  };
-  const int64_t d = c.dim;
-  for (int l = 0; l < c.relation_layers; ++l) {
-    const std::string s = absl::StrCat("_", l);
-    add("rel_relation" + s, torch::randn({4, d}));
-    add("rel_combine_w" + s, LinearInit({2 * d, d}, 2 * d));
-    add("rel_combine_b" + s, LinearInit({d}, 2 * d));
-    if (c.layer_norm) {
-      add("rel_norm_w" + s, torch::ones({d}));
-      add("rel_norm_b" + s, torch::zeros({d}));
-    }
-  }
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string s = absl::StrCat("_", l);
-    add("project_w1" + s, LinearInit({d, d}, d));
-    add("project_b1" + s, LinearInit({d}, d));
-    add("project_w2" + s, LinearInit({d, d}, d));
-    add("project_b2" + s, LinearInit({d}, d));
-    add("combine_w" + s, LinearInit({2 * d, d}, 2 * d));
-    add("combine_b" + s, LinearInit({d}, 2 * d));
-    if (c.layer_norm) {
-      add("norm_w" + s, torch::ones({d}));
-      add("norm_b" + s, torch::zeros({d}));
-    }
-  }
-  add("mlp_w1", LinearInit({2 * d, 2 * d}, 2 * d));
-  add("mlp_b1", LinearInit({2 * d}, 2 * d));
-  add("mlp_w2", LinearInit({2 * d, 1}, 2 * d));
-  add("mlp_b2", LinearInit({1}, 2 * d));
+  // A vector per kind of relation-graph edge (model/path/relation_graph.h).
+  RegisterLayerParameters(RelationGraphLayer(c), c.relation_layers, c.dim, /*relations=*/4, m);
+  RegisterLayerParameters(EntityLayer(c), c.num_layers, c.dim, /*relations=*/0, m);
+  RegisterScoringParameters(c.dim, /*reach_feature=*/false, m);
 }
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> UltraRelationGraph(
