@@ -152,6 +152,130 @@ std::string RunKey(const GrailTrainOptions& o, const IndexedTriples& train, size
   return key;
 }
 
+// GraIL's part of the training loop (train/training_run.h).
+class GrailFamily final : public TrainingFamily {
+ public:
+  GrailFamily(GrailModel& model, const StaticGraph& graph, const std::vector<Triple>& positives,
+              const std::vector<Triple>& valid_facts, const std::vector<int32_t>& feature_rows,
+              const GrailTrainOptions& options, TrainingRun& run)
+      : model_(model),
+        graph_(graph),
+        positives_(positives),
+        valid_facts_(valid_facts),
+        feature_rows_(feature_rows),
+        options_(options),
+        run_(run) {
+    scoring_.threads = options.threads;
+    scoring_.node_feature_rows = &feature_rows_;
+    // Fixed negatives come from their own generator, drawn again on a resume: they are the
+    // same every time.
+    if (options.fixed_negatives) {
+      SeededRandom draws(MixBits(options.seed ^ 0x6669786564ULL));
+      fixed_negatives_.reserve(positives.size());
+      for (const Triple& p : positives) {
+        fixed_negatives_.push_back(CorruptHeadOrTail(graph, p, draws));
+      }
+    }
+  }
+
+  size_t examples() const override { return positives_.size(); }
+
+  absl::StatusOr<std::unique_ptr<EpochSteps>> Epoch(int epoch, const std::vector<uint32_t>& order,
+                                                    int64_t next, int64_t run_steps) override;
+
+  // The same negatives at every validation (their own generator, seeded options.seed + 1:
+  // none of the run's), so validations compare on equal terms and touch nothing training
+  // reads.
+  absl::Status Validate(EpochReport& report, bool scheduled, int64_t step) override {
+    absl::StatusOr<ClassificationMetrics> metrics =
+        valid_facts_.empty()
+            ? absl::StatusOr<ClassificationMetrics>(ClassificationMetrics{})
+            : EvaluateClassification(model_, graph_, {}, valid_facts_, options_.seed + 1, scoring_);
+    if (!metrics.ok()) return metrics.status();
+    Validation v;
+    v.step = step;
+    v.auc_pr = metrics->auc_pr;
+    v.auc_roc = metrics->auc_roc;
+    v.best = run_.Offer(options_.select_metric == SelectMetric::kAucRoc ? v.auc_roc : v.auc_pr,
+                        scheduled);
+    report.best = report.best || v.best;
+    report.validations.push_back(v);
+    if (options_.dropout_off_after_eval) edge_dropout_ = false;
+    return absl::OkStatus();
+  }
+
+ private:
+  friend class GrailEpochSteps;
+
+  GrailModel& model_;
+  const StaticGraph& graph_;
+  const std::vector<Triple>& positives_;
+  const std::vector<Triple>& valid_facts_;
+  const std::vector<int32_t>& feature_rows_;
+  const GrailTrainOptions& options_;
+  TrainingRun& run_;
+  GrailScoringOptions scoring_;
+  std::vector<std::optional<Triple>> fixed_negatives_;
+  bool edge_dropout_ = true;
+};
+
+// An epoch's steps: a producer thread draws the negatives and extracts the subgraphs, a few
+// batches ahead of the steps.
+class GrailEpochSteps final : public EpochSteps {
+ public:
+  GrailEpochSteps(GrailFamily& family, const std::vector<uint32_t>& order)
+      : family_(family),
+        producer_(ProduceEpoch, std::cref(family.graph_), std::cref(family.positives_),
+                  std::cref(family.fixed_negatives_), std::cref(order), std::cref(family.options_),
+                  std::cref(family.feature_rows_), std::ref(family.run_.negative_random()),
+                  std::ref(queue_)) {}
+
+  ~GrailEpochSteps() override {
+    TrainingBatch rest;
+    while (queue_.Pop(&rest)) {
+    }  // drained, so that the producer can finish
+    producer_.join();
+  }
+
+  absl::StatusOr<std::optional<StepOutcome>> Next() override {
+    TrainingBatch batch;
+    if (!queue_.Pop(&batch)) {
+      if (absl::Status s = queue_.status(); !s.ok()) return s;
+      return std::nullopt;
+    }
+    const GrailTrainOptions& o = family_.options_;
+    GrailModule& grail = family_.model_.module();
+    torch::Tensor scores = Forward(grail, batch.subgraphs, /*training=*/family_.edge_dropout_);
+    torch::Tensor positive = scores.slice(0, 0, batch.positives);
+    torch::Tensor negative = scores.slice(0, batch.positives, 2 * batch.positives);
+    torch::Tensor loss = torch::clamp_min(negative - positive + o.margin, 0).sum();
+    torch::optim::Adam& optimizer = family_.run_.optimizer();
+    optimizer.zero_grad();
+    loss.backward();
+    if (o.clip_norm > 0) {
+      torch::nn::utils::clip_grad_norm_(family_.run_.parameters(), o.clip_norm);
+    }
+    optimizer.step();
+    StepOutcome outcome;
+    outcome.positives = batch.positives;
+    outcome.summed_loss = loss.item<double>();
+    outcome.loss = outcome.summed_loss / static_cast<double>(batch.positives);
+    return outcome;
+  }
+
+ private:
+  GrailFamily& family_;
+  BatchQueue queue_{/*capacity=*/8};
+  std::thread producer_;
+};
+
+absl::StatusOr<std::unique_ptr<EpochSteps>> GrailFamily::Epoch(int epoch,
+                                                               const std::vector<uint32_t>& order,
+                                                               int64_t next, int64_t run_steps) {
+  edge_dropout_ = true;  // every epoch starts in training mode
+  return std::make_unique<GrailEpochSteps>(*this, order);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
@@ -198,114 +322,12 @@ absl::StatusOr<std::unique_ptr<GrailModel>> TrainGrail(
   if (options.resume) {
     if (absl::Status s = run.Resume(); !s.ok()) return s;
   }
-  torch::optim::Adam& optimizer = run.optimizer();
-  std::vector<uint32_t> order(positives.size());
-  GrailScoringOptions scoring;
-  scoring.threads = options.threads;
-  scoring.node_feature_rows = &feature_rows;
-  // Fixed negatives come from their own generator, drawn again on a resume: they are the
-  // same every time.
-  std::vector<std::optional<Triple>> fixed_negatives;
-  if (options.fixed_negatives) {
-    SeededRandom draws(MixBits(options.seed ^ 0x6669786564ULL));
-    fixed_negatives.reserve(positives.size());
-    for (const Triple& p : positives) fixed_negatives.push_back(CorruptHeadOrTail(graph, p, draws));
-  }
-
-  // Validates the current parameters into `report` and offers them as the best; the same
-  // negatives at every validation (their own generator, seeded options.seed + 1: none of the
-  // run's), so validations compare on equal terms and touch nothing training reads.
-  auto validate = [&](bool scheduled, int64_t step, EpochReport& report) -> absl::Status {
-    absl::StatusOr<ClassificationMetrics> metrics =
-        valid_facts.empty()
-            ? absl::StatusOr<ClassificationMetrics>(ClassificationMetrics{})
-            : EvaluateClassification(*model, graph, {}, valid_facts, options.seed + 1, scoring);
-    if (!metrics.ok()) return metrics.status();
-    Validation v;
-    v.step = step;
-    v.auc_pr = metrics->auc_pr;
-    v.auc_roc = metrics->auc_roc;
-    v.best =
-        run.Offer(options.select_metric == SelectMetric::kAucRoc ? v.auc_roc : v.auc_pr, scheduled);
-    report.best = report.best || v.best;
-    report.validations.push_back(v);
-    return absl::OkStatus();
-  };
-
-  for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
-    const auto start = std::chrono::steady_clock::now();
-    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    run.order_random().Shuffle(order);
-
-    BatchQueue queue(/*capacity=*/8);
-    std::thread producer(ProduceEpoch, std::cref(graph), std::cref(positives),
-                         std::cref(fixed_negatives), std::cref(order), std::cref(options),
-                         std::cref(feature_rows), std::ref(run.negative_random()), std::ref(queue));
-    EpochReport report;
-    report.epoch = epoch;
-    double total_loss = 0;
-    int64_t seen = 0;
-    int64_t steps = 0;
-    bool edge_dropout = true;  // every epoch starts in training mode
-    TrainingBatch batch;
-    absl::Status step_error;
-    while (queue.Pop(&batch)) {
-      if (!step_error.ok()) continue;  // drain so the producer can finish
-      try {
-        torch::Tensor scores = Forward(grail, batch.subgraphs, /*training=*/edge_dropout);
-        torch::Tensor positive = scores.slice(0, 0, batch.positives);
-        torch::Tensor negative = scores.slice(0, batch.positives, 2 * batch.positives);
-        torch::Tensor loss = torch::clamp_min(negative - positive + options.margin, 0).sum();
-        optimizer.zero_grad();
-        loss.backward();
-        if (options.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, options.clip_norm);
-        optimizer.step();
-        const double step_loss = loss.item<double>();
-        total_loss += step_loss;
-        seen += batch.positives;
-        ++steps;
-        if (const int64_t run_steps = run.position().steps + steps;
-            options.eval_every_steps > 0 && run_steps % options.eval_every_steps == 0) {
-          step_error = validate(/*scheduled=*/true, run_steps, report);
-          if (options.dropout_off_after_eval) edge_dropout = false;
-        }
-        if (on_step) {
-          StepReport step;
-          step.epoch = epoch;
-          step.positives_done = seen;
-          step.positives_total = static_cast<int64_t>(positives.size());
-          step.steps_done = steps;
-          step.loss = step_loss / static_cast<double>(batch.positives);
-          step.seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          on_step(step);
-        }
-      } catch (const c10::Error& e) {
-        step_error =
-            absl::InternalError(absl::StrCat("training step failed: ", e.what_without_backtrace()));
-      }
-    }
-    producer.join();
-    if (!step_error.ok()) return step_error;
-    if (absl::Status s = queue.status(); !s.ok()) return s;
-
-    report.positives = seen;
-    // A step schedule validates within epochs only; otherwise every eval_every epochs and
-    // after the last.
-    TrainingRun::Validation end_of_epoch;
-    if (options.eval_every_steps == 0) {
-      const int64_t run_steps = run.position().steps + steps;
-      end_of_epoch = [&validate, run_steps](EpochReport& r, bool scheduled) {
-        return validate(scheduled, run_steps, r);
-      };
-    }
-    absl::StatusOr<EpochReport> ended =
-        run.EndEpoch(std::move(report), options.epochs, options.eval_every, steps, total_loss,
-                     end_of_epoch, start);
-    if (!ended.ok()) return ended.status();
-    if (on_epoch) on_epoch(*ended);
-  }
-  run.Finish();
+  GrailFamily family(*model, graph, positives, valid_facts, feature_rows, options, run);
+  TrainingSchedule schedule;
+  schedule.epochs = options.epochs;
+  schedule.eval_every = options.eval_every;
+  schedule.eval_every_steps = options.eval_every_steps;
+  if (absl::Status s = run.Train(family, schedule, on_epoch, on_step); !s.ok()) return s;
   return model;
 }
 

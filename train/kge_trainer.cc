@@ -82,6 +82,167 @@ void SetLearningRate(torch::optim::Adam& optimizer, double lr) {
   }
 }
 
+// The KGE models' part of the training loop (train/training_run.h).
+class KgeFamily final : public TrainingFamily {
+ public:
+  KgeFamily(KgeModel& model, const StaticGraph& graph, const std::vector<Triple>& facts,
+            const std::vector<float>& weights, const std::vector<Triple>& valid_facts,
+            const KgeTrainOptions& options, TrainingRun& run)
+      : model_(model),
+        graph_(graph),
+        facts_(facts),
+        weights_(weights),
+        valid_facts_(valid_facts),
+        options_(options),
+        run_(run),
+        entity_embedding_(model.module().module.attr("entity_embedding").toTensor()),
+        relation_embedding_(model.module().module.attr("relation_embedding").toTensor()) {
+    validation_.sampled = false;
+    validation_.full_ranking = true;
+  }
+
+  size_t examples() const override { return facts_.size(); }
+
+  absl::StatusOr<std::unique_ptr<EpochSteps>> Epoch(int epoch, const std::vector<uint32_t>& order,
+                                                    int64_t next, int64_t run_steps) override;
+
+  absl::Status Validate(EpochReport& report, bool scheduled, int64_t step) override {
+    return ValidateMrr(run_, report, scheduled, valid_facts_.size(),
+                       [&] { return EvaluateKge(model_, graph_, {}, valid_facts_, validation_); });
+  }
+
+  // The step over order[begin, end), the run's `step`-th; nothing when no fact of it has a
+  // negative.
+  std::optional<StepOutcome> Step(const std::vector<uint32_t>& order, size_t begin, size_t end,
+                                  int64_t step);
+
+ private:
+  KgeModel& model_;
+  const StaticGraph& graph_;
+  const std::vector<Triple>& facts_;
+  const std::vector<float>& weights_;
+  const std::vector<Triple>& valid_facts_;
+  const KgeTrainOptions& options_;
+  TrainingRun& run_;
+  const torch::Tensor entity_embedding_;
+  const torch::Tensor relation_embedding_;
+  KgeEvaluationOptions validation_;
+  std::vector<int64_t> heads_, relations_, tails_, negatives_;
+  std::vector<float> batch_weights_;
+};
+
+// An epoch's steps: batches of the order, one after another.
+class KgeEpochSteps final : public EpochSteps {
+ public:
+  KgeEpochSteps(KgeFamily& family, const std::vector<uint32_t>& order, int64_t next,
+                int64_t run_steps, size_t batch_size)
+      : family_(family),
+        order_(order),
+        begin_(static_cast<size_t>(next)),
+        step_(run_steps),
+        batch_size_(batch_size) {}
+
+  absl::StatusOr<std::optional<StepOutcome>> Next() override {
+    while (begin_ < order_.size()) {
+      const size_t end = std::min(order_.size(), begin_ + batch_size_);
+      std::optional<StepOutcome> outcome = family_.Step(order_, begin_, end, step_);
+      begin_ = end;
+      if (outcome) {
+        ++step_;
+        return outcome;
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  KgeFamily& family_;
+  const std::vector<uint32_t>& order_;
+  size_t begin_;
+  int64_t step_;  // over the whole run
+  const size_t batch_size_;
+};
+
+absl::StatusOr<std::unique_ptr<EpochSteps>> KgeFamily::Epoch(int epoch,
+                                                             const std::vector<uint32_t>& order,
+                                                             int64_t next, int64_t run_steps) {
+  const bool decayed = options_.lr_decay_epoch > 0 && epoch > options_.lr_decay_epoch;
+  SetLearningRate(run_.optimizer(), decayed ? options_.learning_rate / 10 : options_.learning_rate);
+  return std::make_unique<KgeEpochSteps>(*this, order, next, run_steps,
+                                         static_cast<size_t>(options_.batch_size));
+}
+
+std::optional<StepOutcome> KgeFamily::Step(const std::vector<uint32_t>& order, size_t begin,
+                                           size_t end, int64_t step) {
+  const bool corrupt_heads = step % 2 == 0;  // the RotatE code starts with heads
+  heads_.clear();
+  relations_.clear();
+  tails_.clear();
+  negatives_.clear();
+  batch_weights_.clear();
+  for (size_t i = begin; i < end; ++i) {
+    const Triple& f = facts_[order[i]];
+    std::vector<EntityId> drawn =
+        corrupt_heads ? SampleNonAnswers(graph_, f.tail, f.relation, true, f.head,
+                                         options_.negatives, run_.negative_random())
+                      : SampleNonAnswers(graph_, f.head, f.relation, false, f.tail,
+                                         options_.negatives, run_.negative_random());
+    if (drawn.empty()) continue;  // every entity answers: nothing to contrast
+    for (int k = 0; k < options_.negatives; ++k) negatives_.push_back(drawn[k % drawn.size()]);
+    heads_.push_back(f.head);
+    relations_.push_back(f.relation);
+    tails_.push_back(f.tail);
+    batch_weights_.push_back(options_.subsampling ? weights_[order[i]] : 1.0f);
+  }
+  if (heads_.empty()) return std::nullopt;
+  KgeModule& kge = model_.module();
+  const torch::Device device = kge.device;
+  const auto b = static_cast<int64_t>(heads_.size());
+  const torch::Tensor h = torch::tensor(heads_, torch::kInt64).to(device).view({b, 1});
+  const torch::Tensor r = torch::tensor(relations_, torch::kInt64).to(device);
+  const torch::Tensor t = torch::tensor(tails_, torch::kInt64).to(device).view({b, 1});
+  const torch::Tensor n =
+      torch::tensor(negatives_, torch::kInt64).to(device).view({b, options_.negatives});
+  const torch::Tensor w = torch::tensor(batch_weights_).to(device);
+  const double total_weight = w.sum().item<double>();
+  torch::optim::Adam& optimizer = run_.optimizer();
+  optimizer.zero_grad();
+  // The loss is a sum over facts, so the step runs in chunks whose gradients add up: a whole
+  // step of the recipe (512 facts x 1024 negatives x 1000 numbers) would hold several 2 GiB
+  // tensors at once.
+  const int64_t chunk = FactsPerChunk(options_.negatives, options_.model.entity_width());
+  double step_loss = 0;
+  for (int64_t c = 0; c < b; c += chunk) {
+    const int64_t e = std::min(b, c + chunk);
+    const torch::Tensor hc = h.slice(0, c, e), rc = r.slice(0, c, e), tc = t.slice(0, c, e);
+    const torch::Tensor nc = n.slice(0, c, e), wc = w.slice(0, c, e);
+    const torch::Tensor positive = torch::log_sigmoid(KgeForward(kge, hc, rc, tc).squeeze(1));
+    const torch::Tensor negative_scores =
+        corrupt_heads ? KgeForward(kge, nc, rc, tc) : KgeForward(kge, hc, rc, nc);
+    torch::Tensor negative;
+    if (options_.adversarial_alpha > 0) {
+      negative = (torch::softmax(negative_scores * options_.adversarial_alpha, 1).detach() *
+                  torch::log_sigmoid(-negative_scores))
+                     .sum(1);
+    } else {
+      negative = torch::log_sigmoid(-negative_scores).mean(1);
+    }
+    const torch::Tensor loss =
+        -((wc * positive).sum() + (wc * negative).sum()) / (2 * total_weight);
+    loss.backward();
+    step_loss += loss.item<double>();
+  }
+  if (options_.regularization > 0) {
+    const torch::Tensor penalty =
+        options_.regularization *
+        (entity_embedding_.abs().pow(3).sum() + relation_embedding_.abs().pow(3).sum());
+    penalty.backward();
+    step_loss += penalty.item<double>();
+  }
+  optimizer.step();
+  return StepOutcome::OfMean(b, step_loss, static_cast<int64_t>(end));
+}
+
 }  // namespace
 
 KgeTrainOptions RecipeFor(KgeKind kind) {
@@ -129,132 +290,19 @@ absl::StatusOr<std::unique_ptr<KgeModel>> TrainKge(
   const std::vector<float> weights = SubsamplingWeights(facts, num_relations);
 
   SetComputeThreads(options.threads);
-  KgeModule& kge = model->module();
-  const torch::Device device = kge.device;
   std::vector<torch::Tensor> parameters;
-  for (const torch::Tensor& p : kge.module.parameters()) parameters.push_back(p);
-  const torch::Tensor entity_embedding = kge.module.attr("entity_embedding").toTensor();
-  const torch::Tensor relation_embedding = kge.module.attr("relation_embedding").toTensor();
+  for (const torch::Tensor& p : model->module().module.parameters()) parameters.push_back(p);
   TrainingRun run(std::move(parameters), torch::optim::AdamOptions(options.learning_rate),
                   options.seed, 0x6b67656e65676174ULL, options.checkpoint_dir,
                   RunKey(options, TrainingDataFingerprint(train, valid_facts.size())));
   if (options.resume) {
     if (absl::Status s = run.Resume(); !s.ok()) return s;
   }
-  torch::optim::Adam& optimizer = run.optimizer();
-  SeededRandom& negative_random = run.negative_random();
-
-  KgeEvaluationOptions validation;
-  validation.sampled = false;
-  validation.full_ranking = true;
-  std::vector<uint32_t> order(facts.size());
-  for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
-    const auto start = std::chrono::steady_clock::now();
-    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    run.order_random().Shuffle(order);
-    const bool decayed = options.lr_decay_epoch > 0 && epoch > options.lr_decay_epoch;
-    SetLearningRate(optimizer, decayed ? options.learning_rate / 10 : options.learning_rate);
-    double total_loss = 0;
-    int64_t seen = 0, steps = 0;
-    std::vector<int64_t> heads, relations, tails, negatives;
-    std::vector<float> batch_weights;
-    for (size_t begin = 0; begin < order.size(); begin += options.batch_size) {
-      const size_t end = std::min(order.size(), begin + options.batch_size);
-      const int64_t step = run.position().steps + steps;  // over the whole run
-      const bool corrupt_heads = step % 2 == 0;           // the RotatE code starts with heads
-      heads.clear();
-      relations.clear();
-      tails.clear();
-      negatives.clear();
-      batch_weights.clear();
-      for (size_t i = begin; i < end; ++i) {
-        const Triple& f = facts[order[i]];
-        std::vector<EntityId> drawn =
-            corrupt_heads ? SampleNonAnswers(graph, f.tail, f.relation, true, f.head,
-                                             options.negatives, negative_random)
-                          : SampleNonAnswers(graph, f.head, f.relation, false, f.tail,
-                                             options.negatives, negative_random);
-        if (drawn.empty()) continue;  // every entity answers: nothing to contrast
-        for (int k = 0; k < options.negatives; ++k) negatives.push_back(drawn[k % drawn.size()]);
-        heads.push_back(f.head);
-        relations.push_back(f.relation);
-        tails.push_back(f.tail);
-        batch_weights.push_back(options.subsampling ? weights[order[i]] : 1.0f);
-      }
-      if (heads.empty()) continue;
-      const auto b = static_cast<int64_t>(heads.size());
-      try {
-        const torch::Tensor h = torch::tensor(heads, torch::kInt64).to(device).view({b, 1});
-        const torch::Tensor r = torch::tensor(relations, torch::kInt64).to(device);
-        const torch::Tensor t = torch::tensor(tails, torch::kInt64).to(device).view({b, 1});
-        const torch::Tensor n =
-            torch::tensor(negatives, torch::kInt64).to(device).view({b, options.negatives});
-        const torch::Tensor w = torch::tensor(batch_weights).to(device);
-        const double total_weight = w.sum().item<double>();
-        optimizer.zero_grad();
-        // The loss is a sum over facts, so the step runs in chunks whose gradients add up:
-        // a whole step of the recipe (512 facts x 1024 negatives x 1000 numbers) would hold
-        // several 2 GiB tensors at once.
-        const int64_t chunk = FactsPerChunk(options.negatives, options.model.entity_width());
-        double step_loss = 0;
-        for (int64_t c = 0; c < b; c += chunk) {
-          const int64_t e = std::min(b, c + chunk);
-          const torch::Tensor hc = h.slice(0, c, e), rc = r.slice(0, c, e), tc = t.slice(0, c, e);
-          const torch::Tensor nc = n.slice(0, c, e), wc = w.slice(0, c, e);
-          const torch::Tensor positive = torch::log_sigmoid(KgeForward(kge, hc, rc, tc).squeeze(1));
-          const torch::Tensor negative_scores =
-              corrupt_heads ? KgeForward(kge, nc, rc, tc) : KgeForward(kge, hc, rc, nc);
-          torch::Tensor negative;
-          if (options.adversarial_alpha > 0) {
-            negative = (torch::softmax(negative_scores * options.adversarial_alpha, 1).detach() *
-                        torch::log_sigmoid(-negative_scores))
-                           .sum(1);
-          } else {
-            negative = torch::log_sigmoid(-negative_scores).mean(1);
-          }
-          const torch::Tensor loss =
-              -((wc * positive).sum() + (wc * negative).sum()) / (2 * total_weight);
-          loss.backward();
-          step_loss += loss.item<double>();
-        }
-        if (options.regularization > 0) {
-          const torch::Tensor penalty =
-              options.regularization *
-              (entity_embedding.abs().pow(3).sum() + relation_embedding.abs().pow(3).sum());
-          penalty.backward();
-          step_loss += penalty.item<double>();
-        }
-        optimizer.step();
-        total_loss += step_loss * static_cast<double>(b);
-        seen += b;
-        ++steps;
-        if (on_step) {
-          StepReport report;
-          report.epoch = epoch;
-          report.positives_done = seen;
-          report.positives_total = static_cast<int64_t>(facts.size());
-          report.steps_done = steps;
-          report.loss = step_loss;
-          report.seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          on_step(report);
-        }
-      } catch (const std::exception& e) {
-        return absl::InternalError(absl::StrCat("training step failed: ", e.what()));
-      }
-    }
-    EpochReport ended;
-    ended.epoch = epoch;
-    ended.positives = seen;
-    absl::StatusOr<EpochReport> report = run.EndEpoch(
-        ended, options.epochs, options.eval_every, steps, total_loss,
-        MrrValidation(run, valid_facts.size(),
-                      [&] { return EvaluateKge(*model, graph, {}, valid_facts, validation); }),
-        start);
-    if (!report.ok()) return report.status();
-    if (on_epoch) on_epoch(*report);
-  }
-  run.Finish();
+  KgeFamily family(*model, graph, facts, weights, valid_facts, options, run);
+  TrainingSchedule schedule;
+  schedule.epochs = options.epochs;
+  schedule.eval_every = options.eval_every;
+  if (absl::Status s = run.Train(family, schedule, on_epoch, on_step); !s.ok()) return s;
   return model;
 }
 

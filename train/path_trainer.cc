@@ -79,6 +79,248 @@ std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprin
       o.init.empty() ? std::string() : absl::StrCat("|init=", o.init));
 }
 
+// A step's input, made on the host in two parts. Its queries and their negatives are drawn on
+// the training thread in step order, from the run's one generator, so the run is the same
+// however far ahead inputs are made. The batch and where each candidate's score lies among the
+// pass's outputs are built on builder threads, `input_threads` steps ahead, each with its own
+// builder, while the steps before run (on a GPU the host's building was most of a step:
+// docs/BENCHMARKS.md, "On a GPU").
+struct StepDraw {
+  std::vector<PathQuery> queries;
+  std::vector<std::vector<EntityId>> candidate_lists;  // per query: answer, then negatives
+};
+// One forward and backward pass of a step (PathTrainOptions::accumulate).
+struct Pass {
+  PathBatch batch;
+  std::vector<int64_t> gather;
+};
+struct StepInput {
+  absl::Status status;
+  std::vector<Pass> passes;
+};
+
+// The path family's part of the training loop (train/training_run.h).
+class PathFamily final : public TrainingFamily {
+ public:
+  PathFamily(PathModel& model, PathModule& path, const StaticGraph& message_graph,
+             const StaticGraph& graph, const std::vector<Triple>& positives,
+             const std::vector<Triple>& valid_facts, const PathTrainOptions& options,
+             const PathNeighbourhoodSpec& neighbourhood, bool candidates_only,
+             int32_t num_relations, TrainingRun& run)
+      : model_(model),
+        path_(path),
+        message_graph_(message_graph),
+        graph_(graph),
+        positives_(positives),
+        valid_facts_(valid_facts),
+        options_(options),
+        neighbourhood_(neighbourhood),
+        candidates_only_(candidates_only),
+        num_relations_(num_relations),
+        run_(run),
+        builders_(InputDepth(options, path.device)) {  // each keeps scratch sized to the graph
+    validation_.sampled = false;
+    validation_.full_ranking = true;
+    validation_.scoring.batch_queries = options.batch_size;
+  }
+
+  size_t examples() const override { return positives_.size(); }
+
+  absl::StatusOr<std::unique_ptr<EpochSteps>> Epoch(int epoch, const std::vector<uint32_t>& order,
+                                                    int64_t next, int64_t run_steps) override;
+
+  absl::Status Validate(EpochReport& report, bool scheduled, int64_t step) override {
+    return ValidateMrr(run_, report, scheduled, valid_facts_.size(),
+                       [&] { return EvaluatePath(model_, graph_, {}, valid_facts_, validation_); });
+  }
+
+ private:
+  friend class PathEpochSteps;
+
+  // The queries of order[begin, end) and their negatives, drawn from the run's generator.
+  StepDraw Draw(const std::vector<uint32_t>& order, size_t begin, size_t end);
+  // The step's queries in passes of batch_size, each leaving out what the whole step does.
+  StepInput Build(StepDraw d, PathBatchBuilder* builder) const;
+  // One step over `in`: its loss per query, or nothing when it has no query.
+  std::optional<StepOutcome> Step(const StepInput& in, size_t end);
+
+  PathModel& model_;
+  PathModule& path_;
+  const StaticGraph& message_graph_;
+  const StaticGraph& graph_;
+  const std::vector<Triple>& positives_;
+  const std::vector<Triple>& valid_facts_;
+  const PathTrainOptions& options_;
+  const PathNeighbourhoodSpec neighbourhood_;
+  const bool candidates_only_;
+  const int32_t num_relations_;
+  TrainingRun& run_;
+  std::vector<PathBatchBuilder> builders_;
+  PathEvaluationOptions validation_;
+};
+
+// An epoch's steps: `input_threads` inputs in flight, the oldest first, each with the
+// negatives' generator as it was before its draws (what a checkpoint taken after the step
+// before holds).
+class PathEpochSteps final : public EpochSteps {
+ public:
+  PathEpochSteps(PathFamily& family, const std::vector<uint32_t>& order, int64_t next)
+      : family_(family), order_(order), drawn_to_(static_cast<size_t>(next)) {
+    while (ahead_.size() < family_.builders_.size() && drawn_to_ < order_.size()) Dispatch();
+  }
+
+  absl::StatusOr<std::optional<StepOutcome>> Next() override {
+    while (!ahead_.empty()) {
+      StepInput in = ahead_.front().input.get();
+      const size_t end = ahead_.front().end;
+      ahead_.pop_front();
+      if (!in.status.ok()) return in.status;
+      // A builder is free again (the one this input used): keep `input_threads` in flight.
+      Dispatch();
+      std::optional<StepOutcome> outcome = family_.Step(in, end);
+      if (outcome) return outcome;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<SeededRandom> NegativesAfterLastStep() const override {
+    if (ahead_.empty()) return std::nullopt;
+    return ahead_.front().random_before;
+  }
+
+ private:
+  struct Pending {
+    SeededRandom random_before;
+    size_t end = 0;
+    std::future<StepInput> input;
+  };
+
+  void Dispatch() {
+    if (drawn_to_ >= order_.size()) return;
+    const size_t step_queries = static_cast<size_t>(family_.options_.batch_size) *
+                                static_cast<size_t>(family_.options_.accumulate);
+    Pending p{
+        family_.run_.negative_random(), std::min(order_.size(), drawn_to_ + step_queries), {}};
+    StepDraw d = family_.Draw(order_, drawn_to_, p.end);
+    drawn_to_ = p.end;
+    PathBatchBuilder* builder = &family_.builders_[dispatched_++ % family_.builders_.size()];
+    p.input = std::async(
+        std::launch::async,
+        [this, builder](StepDraw draw) { return family_.Build(std::move(draw), builder); },
+        std::move(d));
+    ahead_.push_back(std::move(p));
+  }
+
+  PathFamily& family_;
+  const std::vector<uint32_t>& order_;
+  std::deque<Pending> ahead_;
+  size_t drawn_to_;
+  int64_t dispatched_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<EpochSteps>> PathFamily::Epoch(int epoch,
+                                                              const std::vector<uint32_t>& order,
+                                                              int64_t next, int64_t run_steps) {
+  return std::make_unique<PathEpochSteps>(*this, order, next);
+}
+
+StepDraw PathFamily::Draw(const std::vector<uint32_t>& order, size_t begin, size_t end) {
+  StepDraw d;
+  const size_t tails = begin + (end - begin + 1) / 2;  // the first half asks for tails
+  for (size_t i = begin; i < end; ++i) {
+    const Triple& f = positives_[order[i]];
+    const bool tail = i < tails;
+    PathQuery query;
+    query.source = tail ? f.head : f.tail;
+    query.relation = tail ? f.relation : f.relation + num_relations_;
+    const EntityId answer = tail ? f.tail : f.head;
+    std::vector<EntityId> negatives = SampleNonAnswers(
+        message_graph_, query.source, f.relation, !tail, answer, options_.negatives,
+        run_.negative_random(),
+        options_.source_negatives ? SourceNegative::kUnlessAnswer : SourceNegative::kNever);
+    if (negatives.empty()) continue;  // every entity answers: nothing to contrast
+    for (size_t k = negatives.size(); k < static_cast<size_t>(options_.negatives); ++k) {
+      negatives.push_back(negatives[k % negatives.size()]);  // rare: few non-answers
+    }
+    std::vector<EntityId> candidates = {answer};
+    candidates.insert(candidates.end(), negatives.begin(), negatives.end());
+    if (options_.remove_one_hop) {
+      query.unlinked = negatives;
+      query.unlinked.push_back(answer);
+    } else {
+      query.hidden_fact = f;
+    }
+    if (candidates_only_) {
+      query.targets = negatives;
+      query.targets.push_back(answer);
+    }
+    d.queries.push_back(std::move(query));
+    d.candidate_lists.push_back(std::move(candidates));
+  }
+  return d;
+}
+
+StepInput PathFamily::Build(StepDraw d, PathBatchBuilder* builder) const {
+  const int64_t per_query = 1 + options_.negatives;  // the answer, then the negatives
+  StepInput in;
+  const absl::Span<const PathQuery> step = d.queries;
+  for (size_t begin = 0; begin < d.queries.size(); begin += options_.batch_size) {
+    const size_t n = std::min<size_t>(options_.batch_size, d.queries.size() - begin);
+    Pass& pass = in.passes.emplace_back();
+    in.status = builder->Build(neighbourhood_, step.subspan(begin, n), &pass.batch,
+                               options_.accumulate > 1 ? step : absl::Span<const PathQuery>());
+    if (!in.status.ok()) return in;
+    for (size_t q = 0; q < n; ++q) {
+      for (EntityId e : d.candidate_lists[begin + q]) {
+        pass.gather.push_back(pass.batch.NodeOf(static_cast<int64_t>(q), e));
+      }
+    }
+    // Entities beyond a query's neighbourhood read its far score, after all node scores.
+    for (size_t k = 0; k < pass.gather.size(); ++k) {
+      if (pass.gather[k] < 0) {
+        pass.gather[k] = pass.batch.num_nodes() + static_cast<int64_t>(k) / per_query;
+      }
+    }
+  }
+  return in;
+}
+
+std::optional<StepOutcome> PathFamily::Step(const StepInput& in, size_t end) {
+  const int64_t per_query = 1 + options_.negatives;
+  int64_t queries = 0;
+  for (const Pass& pass : in.passes) queries += pass.batch.num_queries();
+  if (queries == 0) return std::nullopt;
+  // The step's loss is the mean over its queries: each pass's mean weighted by its share.
+  torch::optim::Adam& optimizer = run_.optimizer();
+  optimizer.zero_grad();
+  double step_loss = 0;
+  for (const Pass& pass : in.passes) {
+    auto [node, far] = PathForward(path_, pass.batch);
+    torch::Tensor logits =
+        torch::cat({node, far})
+            .index_select(0, torch::tensor(pass.gather, torch::kInt64).to(node.device()))
+            .view({-1, per_query});
+    torch::Tensor target = torch::zeros_like(logits);
+    target.select(1, 0).fill_(1);
+    torch::Tensor loss =
+        torch::binary_cross_entropy_with_logits(logits, target, {}, {}, at::Reduction::None);
+    torch::Tensor weight = torch::ones_like(logits);
+    if (options_.adversarial_temperature > 0) {
+      weight.slice(1, 1).copy_(
+          torch::softmax(logits.slice(1, 1).detach() / options_.adversarial_temperature, 1));
+    } else {
+      weight.slice(1, 1).fill_(1.0 / options_.negatives);
+    }
+    const double share =
+        static_cast<double>(pass.batch.num_queries()) / static_cast<double>(queries);
+    loss = ((loss * weight).sum(1) / weight.sum(1)).mean() * share;
+    loss.backward();
+    step_loss += loss.item<double>();
+  }
+  optimizer.step();
+  return StepOutcome::OfMean(queries, step_loss, static_cast<int64_t>(end));
+}
+
 }  // namespace
 
 std::vector<Triple> DetachedWalkCopies(const StaticGraph& graph, int copies_per_relation,
@@ -187,13 +429,6 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   if (options.resume) {
     if (absl::Status s = run.Resume(); !s.ok()) return s;
   }
-  torch::optim::Adam& optimizer = run.optimizer();
-  SeededRandom& negative_random = run.negative_random();
-
-  PathEvaluationOptions validation;
-  validation.sampled = false;
-  validation.full_ranking = true;
-  validation.scoring.batch_queries = options.batch_size;
   // A step reads each query's answer and negatives only, so its pass may cover just what
   // their scores depend on (a query with targets, model/path/path_batch.h): the same loss and
   // gradients as over the source's whole neighbourhood, on far fewer entities where paths
@@ -217,217 +452,16 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
         1, static_cast<int64_t>(model->config().prune_node_ratio *
                                 static_cast<double>(message_graph.num_entities())));
   }
-  // One builder per input made ahead (each keeps scratch sized to the graph).
-  std::vector<PathBatchBuilder> builders(InputDepth(options, path.device));
-  StepTrace trace(options.trace, path.device.is_cuda());
-  int64_t steps_run = 0;  // by this call, over its epochs
-  std::vector<uint32_t> order(positives.size());
-  EpochProgress resumed = run.position().within;  // of the first epoch this call runs
-  for (int epoch = run.position().epoch + 1; epoch <= options.epochs; ++epoch) {
-    EpochProgress progress = std::exchange(resumed, EpochProgress{});
-    const auto start = std::chrono::steady_clock::now() -
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(progress.seconds));
-    const SeededRandom order_at_start = run.order_random();
-    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    run.order_random().Shuffle(order);
-    double step_loss = 0;
-    // A step's input, made on the host in two parts. Its queries and their negatives are drawn
-    // on this thread in step order, from the run's one generator, so the run is the same
-    // however far ahead inputs are made. The batch and where each candidate's score lies among
-    // the pass's outputs are built on builder threads, `input_threads` steps ahead, each with
-    // its own builder, while the steps before run (on a GPU the host's building was most of a
-    // step: docs/BENCHMARKS.md, "On a GPU").
-    struct StepDraw {
-      std::vector<PathQuery> queries;
-      std::vector<std::vector<EntityId>> candidate_lists;  // per query: answer, then negatives
-    };
-    // One forward and backward pass of a step (PathTrainOptions::accumulate).
-    struct Pass {
-      PathBatch batch;
-      std::vector<int64_t> gather;
-    };
-    struct StepInput {
-      absl::Status status;
-      std::vector<Pass> passes;
-    };
-    const int64_t per_query = 1 + options.negatives;  // the answer, then the negatives
-    const size_t step_queries = static_cast<size_t>(options.batch_size) * options.accumulate;
-    auto draw = [&](size_t begin, size_t end) {
-      StepDraw d;
-      const size_t tails = begin + (end - begin + 1) / 2;  // the first half asks for tails
-      for (size_t i = begin; i < end; ++i) {
-        const Triple& f = positives[order[i]];
-        const bool tail = i < tails;
-        PathQuery query;
-        query.source = tail ? f.head : f.tail;
-        query.relation = tail ? f.relation : f.relation + num_relations;
-        const EntityId answer = tail ? f.tail : f.head;
-        std::vector<EntityId> negatives = SampleNonAnswers(
-            message_graph, query.source, f.relation, !tail, answer, options.negatives,
-            negative_random,
-            options.source_negatives ? SourceNegative::kUnlessAnswer : SourceNegative::kNever);
-        if (negatives.empty()) continue;  // every entity answers: nothing to contrast
-        for (size_t k = negatives.size(); k < static_cast<size_t>(options.negatives); ++k) {
-          negatives.push_back(negatives[k % negatives.size()]);  // rare: few non-answers
-        }
-        std::vector<EntityId> candidates = {answer};
-        candidates.insert(candidates.end(), negatives.begin(), negatives.end());
-        if (options.remove_one_hop) {
-          query.unlinked = negatives;
-          query.unlinked.push_back(answer);
-        } else {
-          query.hidden_fact = f;
-        }
-        if (candidates_only) {
-          query.targets = negatives;
-          query.targets.push_back(answer);
-        }
-        d.queries.push_back(std::move(query));
-        d.candidate_lists.push_back(std::move(candidates));
-      }
-      return d;
-    };
-    // The step's queries in passes of batch_size, each leaving out what the whole step does.
-    auto build = [&](StepDraw d, PathBatchBuilder* builder) {
-      StepInput in;
-      const absl::Span<const PathQuery> step = d.queries;
-      for (size_t begin = 0; begin < d.queries.size(); begin += options.batch_size) {
-        const size_t n = std::min<size_t>(options.batch_size, d.queries.size() - begin);
-        Pass& pass = in.passes.emplace_back();
-        in.status = builder->Build(neighbourhood, step.subspan(begin, n), &pass.batch,
-                                   options.accumulate > 1 ? step : absl::Span<const PathQuery>());
-        if (!in.status.ok()) return in;
-        for (size_t q = 0; q < n; ++q) {
-          for (EntityId e : d.candidate_lists[begin + q]) {
-            pass.gather.push_back(pass.batch.NodeOf(static_cast<int64_t>(q), e));
-          }
-        }
-        // Entities beyond a query's neighbourhood read its far score, after all node scores.
-        for (size_t k = 0; k < pass.gather.size(); ++k) {
-          if (pass.gather[k] < 0) {
-            pass.gather[k] = pass.batch.num_nodes() + static_cast<int64_t>(k) / per_query;
-          }
-        }
-      }
-      return in;
-    };
-    // The steps drawn and dispatched, oldest first, each with the generator as it was before
-    // its draws (what a checkpoint taken after the step before holds).
-    struct Pending {
-      SeededRandom random_before;
-      size_t end = 0;
-      std::future<StepInput> input;
-    };
-    std::deque<Pending> ahead;
-    size_t drawn_to = static_cast<size_t>(progress.next);
-    int64_t dispatched = 0;
-    auto dispatch = [&] {
-      if (drawn_to >= order.size()) return;
-      Pending p{negative_random, std::min(order.size(), drawn_to + step_queries), {}};
-      StepDraw d = draw(drawn_to, p.end);
-      drawn_to = p.end;
-      p.input = std::async(std::launch::async, build, std::move(d),
-                           &builders[dispatched++ % builders.size()]);
-      ahead.push_back(std::move(p));
-    };
-    while (ahead.size() < builders.size() && drawn_to < order.size()) dispatch();
-    while (!ahead.empty()) {
-      StepInput in = ahead.front().input.get();
-      const size_t end = ahead.front().end;
-      ahead.pop_front();
-      if (!in.status.ok()) return in.status;
-      // A builder is free again (the one this input used): keep `input_threads` in flight.
-      dispatch();
-      int64_t queries = 0;
-      for (const Pass& pass : in.passes) queries += pass.batch.num_queries();
-      if (queries == 0) continue;
-      trace.BeforeStep(steps_run);
-      try {
-        // The step's loss is the mean over its queries: each pass's mean weighted by its share.
-        optimizer.zero_grad();
-        step_loss = 0;
-        for (const Pass& pass : in.passes) {
-          auto [node, far] = PathForward(path, pass.batch);
-          torch::Tensor logits =
-              torch::cat({node, far})
-                  .index_select(0, torch::tensor(pass.gather, torch::kInt64).to(node.device()))
-                  .view({-1, per_query});
-          torch::Tensor target = torch::zeros_like(logits);
-          target.select(1, 0).fill_(1);
-          torch::Tensor loss =
-              torch::binary_cross_entropy_with_logits(logits, target, {}, {}, at::Reduction::None);
-          torch::Tensor weight = torch::ones_like(logits);
-          if (options.adversarial_temperature > 0) {
-            weight.slice(1, 1).copy_(
-                torch::softmax(logits.slice(1, 1).detach() / options.adversarial_temperature, 1));
-          } else {
-            weight.slice(1, 1).fill_(1.0 / options.negatives);
-          }
-          const double share =
-              static_cast<double>(pass.batch.num_queries()) / static_cast<double>(queries);
-          loss = ((loss * weight).sum(1) / weight.sum(1)).mean() * share;
-          loss.backward();
-          step_loss += loss.item<double>();
-        }
-        optimizer.step();
-        progress.loss += step_loss * static_cast<double>(queries);
-        progress.seen += queries;
-        ++progress.steps;
-        progress.next = static_cast<int64_t>(end);
-        ++steps_run;
-      } catch (const c10::Error& e) {
-        return absl::InternalError(
-            absl::StrCat("training step failed: ", e.what_without_backtrace()));
-      } catch (const std::exception& e) {  // the TorchScript interpreter's errors
-        return absl::InternalError(absl::StrCat("training step failed: ", e.what()));
-      }
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (options.checkpoint_every_steps > 0 && end < order.size() &&
-          progress.steps % options.checkpoint_every_steps == 0) {
-        progress.seconds = seconds;
-        // The generator as this step left it: before the draws of the steps made ahead.
-        const SeededRandom drawn = std::exchange(negative_random, ahead.front().random_before);
-        const absl::Status s = run.CheckpointWithin(progress, order_at_start);
-        negative_random = drawn;
-        if (!s.ok()) return s;
-      }
-      if (absl::Status s = trace.AfterStep(steps_run); !s.ok()) return s;
-      if ((options.max_steps > 0 && progress.steps >= options.max_steps) || trace.finished()) {
-        if (on_epoch) {
-          EpochReport report;
-          report.epoch = epoch;
-          report.positives = progress.seen;
-          report.loss = progress.loss / static_cast<double>(std::max<int64_t>(1, progress.seen));
-          report.seconds = seconds;
-          on_epoch(report);
-        }
-        return model;
-      }
-      if (on_step) {
-        StepReport step;
-        step.epoch = epoch;
-        step.positives_done = progress.seen;
-        step.positives_total = static_cast<int64_t>(positives.size());
-        step.steps_done = progress.steps;
-        step.loss = step_loss;
-        step.seconds = seconds;
-        on_step(step);
-      }
-    }
-    EpochReport ended;
-    ended.epoch = epoch;
-    ended.positives = progress.seen;
-    absl::StatusOr<EpochReport> report = run.EndEpoch(
-        ended, options.epochs, options.eval_every, progress.steps, progress.loss,
-        MrrValidation(run, valid_facts.size(),
-                      [&] { return EvaluatePath(*model, graph, {}, valid_facts, validation); }),
-        start);
-    if (!report.ok()) return report.status();
-    if (on_epoch) on_epoch(*report);
-  }
-  run.Finish();
+  PathFamily family(*model, path, message_graph, graph, positives, valid_facts, options,
+                    neighbourhood, candidates_only, num_relations, run);
+  TrainingSchedule schedule;
+  schedule.epochs = options.epochs;
+  schedule.eval_every = options.eval_every;
+  schedule.checkpoint_every_steps = options.checkpoint_every_steps;
+  schedule.max_steps = options.max_steps;
+  schedule.trace = options.trace;
+  schedule.cuda = path.device.is_cuda();
+  if (absl::Status s = run.Train(family, schedule, on_epoch, on_step); !s.ok()) return s;
   return model;
 }
 

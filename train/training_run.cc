@@ -1,6 +1,9 @@
 #include "train/training_run.h"
 
+#include <algorithm>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace grail {
 
@@ -33,14 +36,109 @@ absl::Status TrainingRun::CheckpointWithin(const EpochProgress& progress,
                            negative_random_);
 }
 
-absl::StatusOr<EpochReport> TrainingRun::EndEpoch(EpochReport report, int epochs, int eval_every,
-                                                  int64_t steps, double total_loss,
-                                                  const Validation& validate,
+absl::Status TrainingRun::Train(TrainingFamily& family, const TrainingSchedule& schedule,
+                                const std::function<void(const EpochReport&)>& on_epoch,
+                                const std::function<void(const StepReport&)>& on_step) {
+  StepTrace trace(schedule.trace, schedule.cuda);
+  int64_t steps_run = 0;  // by this call, over its epochs
+  std::vector<uint32_t> order(family.examples());
+  EpochProgress resumed = done_.within;  // of the first epoch this call runs
+  for (int epoch = done_.epoch + 1; epoch <= schedule.epochs; ++epoch) {
+    EpochProgress progress = std::exchange(resumed, EpochProgress{});
+    const auto start = std::chrono::steady_clock::now() -
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(progress.seconds));
+    const SeededRandom order_at_start = order_random_;
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    order_random_.Shuffle(order);
+    absl::StatusOr<std::unique_ptr<EpochSteps>> steps =
+        family.Epoch(epoch, order, progress.next, done_.steps);
+    if (!steps.ok()) return steps.status();
+    EpochReport report;
+    report.epoch = epoch;
+    while (true) {
+      trace.BeforeStep(steps_run);
+      absl::StatusOr<std::optional<StepOutcome>> outcome;
+      try {
+        outcome = (*steps)->Next();
+      } catch (const c10::Error& e) {
+        return absl::InternalError(
+            absl::StrCat("training step failed: ", e.what_without_backtrace()));
+      } catch (const std::exception& e) {  // the TorchScript interpreter's errors
+        return absl::InternalError(absl::StrCat("training step failed: ", e.what()));
+      }
+      if (!outcome.ok()) return outcome.status();
+      if (!outcome->has_value()) break;
+      const StepOutcome& step = **outcome;
+      progress.loss += step.summed_loss;
+      progress.seen += step.positives;
+      ++progress.steps;
+      progress.next = step.end;
+      ++steps_run;
+      const int64_t run_steps = done_.steps + progress.steps;
+      if (schedule.eval_every_steps > 0 && run_steps % schedule.eval_every_steps == 0) {
+        if (absl::Status s = family.Validate(report, /*scheduled=*/true, run_steps); !s.ok()) {
+          return s;
+        }
+      }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (schedule.checkpoint_every_steps > 0 && step.end < static_cast<int64_t>(order.size()) &&
+          progress.steps % schedule.checkpoint_every_steps == 0) {
+        progress.seconds = seconds;
+        std::optional<SeededRandom> after = (*steps)->NegativesAfterLastStep();
+        const SeededRandom drawn = negative_random_;
+        if (after) negative_random_ = *after;
+        const absl::Status s = CheckpointWithin(progress, order_at_start);
+        negative_random_ = drawn;
+        if (!s.ok()) return s;
+      }
+      if (absl::Status s = trace.AfterStep(steps_run); !s.ok()) return s;
+      if ((schedule.max_steps > 0 && progress.steps >= schedule.max_steps) || trace.finished()) {
+        if (on_epoch) {
+          report.positives = progress.seen;
+          report.loss = progress.loss / static_cast<double>(std::max<int64_t>(1, progress.seen));
+          report.seconds = seconds;
+          on_epoch(report);
+        }
+        return absl::OkStatus();
+      }
+      if (on_step) {
+        StepReport r;
+        r.epoch = epoch;
+        r.positives_done = progress.seen;
+        r.positives_total = static_cast<int64_t>(order.size());
+        r.steps_done = progress.steps;
+        r.loss = step.loss;
+        r.seconds = seconds;
+        on_step(r);
+      }
+    }
+    steps->reset();  // a family's threads for the epoch end before it does
+    report.positives = progress.seen;
+    absl::StatusOr<EpochReport> ended =
+        EndEpoch(std::move(report), schedule, family, progress.steps, progress.loss, start);
+    if (!ended.ok()) return ended.status();
+    if (on_epoch) on_epoch(*ended);
+  }
+  best_.Apply(parameters_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EpochReport> TrainingRun::EndEpoch(EpochReport report,
+                                                  const TrainingSchedule& schedule,
+                                                  TrainingFamily& family, int64_t steps,
+                                                  double total_loss,
                                                   std::chrono::steady_clock::time_point start) {
   const int epoch = report.epoch;
   report.loss = report.positives > 0 ? total_loss / static_cast<double>(report.positives) : 0;
-  if (validate && (epoch % eval_every == 0 || epoch == epochs)) {
-    if (absl::Status s = validate(report, epoch % eval_every == 0); !s.ok()) return s;
+  if (schedule.eval_every_steps == 0 &&
+      (epoch % schedule.eval_every == 0 || epoch == schedule.epochs)) {
+    if (absl::Status s =
+            family.Validate(report, epoch % schedule.eval_every == 0, done_.steps + steps);
+        !s.ok()) {
+      return s;
+    }
   }
   done_ = {epoch, done_.steps + steps, {}};
   if (!checkpoint_.dir().empty()) {
@@ -54,20 +152,17 @@ absl::StatusOr<EpochReport> TrainingRun::EndEpoch(EpochReport report, int epochs
   return report;
 }
 
-TrainingRun::Validation MrrValidation(TrainingRun& run, size_t valid_facts,
-                                      std::function<absl::StatusOr<EvaluationResult>()> evaluate) {
-  return [&run, valid_facts, evaluate = std::move(evaluate)](EpochReport& report,
-                                                             bool scheduled) -> absl::Status {
-    double metric = 0;
-    if (valid_facts > 0) {
-      absl::StatusOr<EvaluationResult> result = evaluate();
-      if (!result.ok()) return result.status();
-      metric = result->full->mrr;
-    }
-    report.valid_mrr = metric;
-    report.best = run.Offer(metric, scheduled);
-    return absl::OkStatus();
-  };
+absl::Status ValidateMrr(TrainingRun& run, EpochReport& report, bool scheduled, size_t valid_facts,
+                         const std::function<absl::StatusOr<EvaluationResult>()>& evaluate) {
+  double metric = 0;
+  if (valid_facts > 0) {
+    absl::StatusOr<EvaluationResult> result = evaluate();
+    if (!result.ok()) return result.status();
+    metric = result->full->mrr;
+  }
+  report.valid_mrr = metric;
+  report.best = run.Offer(metric, scheduled);
+  return absl::OkStatus();
 }
 
 }  // namespace grail

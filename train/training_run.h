@@ -1,9 +1,11 @@
-// One training driver for every family: Adam over the parameters, the best model on
-// validation, the generators of the epochs' order and of the negatives, and a checkpoint after
-// every epoch (and within one, when the family asks), so that a run resumed wherever it stopped
-// gives the model the uninterrupted run gives. The family supplies its steps (its loop over
-// the epoch's order) and its validation; validations draw from generators of their own, never
-// from the run's.
+// One training loop for every family: Adam over the parameters, the best model on
+// validation, the generators of the epochs' order and of the negatives, the epochs and their
+// steps, validation on a schedule of epochs or steps, a checkpoint after every epoch (and
+// every N steps within one), a profiled window of steps, and the reports — so that a run
+// resumed wherever it stopped gives the model the uninterrupted run gives. A family supplies
+// what differs (TrainingFamily): an epoch's steps over the order the loop draws, each a batch,
+// a forward, a backward and the optimizer's step; and its validation, which draws from
+// generators of its own, never from the run's.
 #ifndef GRAIL_TRAIN_TRAINING_RUN_H_
 #define GRAIL_TRAIN_TRAINING_RUN_H_
 
@@ -13,6 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,10 +24,70 @@
 #include "absl/status/statusor.h"
 #include "common/seeded_random.h"
 #include "eval/evaluation.h"
+#include "train/step_trace.h"
 #include "train/training_checkpoint.h"
 #include "train/training_report.h"
 
 namespace grail {
+
+// What one training step did, as its family reports it to the loop.
+struct StepOutcome {
+  int64_t positives = 0;   // what it trained on: facts (GraIL, KGE) or queries (path)
+  double summed_loss = 0;  // its loss summed over them (an epoch reports the mean per positive)
+  double loss = 0;         // its loss per positive, as StepReport gives it
+  int64_t end = 0;         // how far into the epoch's order its examples came from
+
+  // A step of `positives` whose loss per positive was `loss`.
+  static StepOutcome OfMean(int64_t positives, double loss, int64_t end) {
+    return {positives, loss * static_cast<double>(positives), loss, end};
+  }
+};
+
+// One epoch's steps, made by a family over the epoch's order.
+class EpochSteps {
+ public:
+  virtual ~EpochSteps() = default;
+  // Runs the next step (its batch, forward, backward and the run's optimizer step) and says
+  // what it did; nullopt once the order is done. LibTorch's errors may be thrown.
+  virtual absl::StatusOr<std::optional<StepOutcome>> Next() = 0;
+  // Where the family draws negatives ahead of the steps it has run: the negatives' generator
+  // as those steps left it, which a checkpoint within the epoch holds (nullopt: the run's
+  // generator is as they left it).
+  virtual std::optional<SeededRandom> NegativesAfterLastStep() const { return std::nullopt; }
+};
+
+// What a family supplies to the loop (TrainingRun::Train).
+class TrainingFamily {
+ public:
+  virtual ~TrainingFamily() = default;
+  // How many examples (positives) an epoch's order permutes.
+  virtual size_t examples() const = 0;
+  // Epoch `epoch`'s steps over `order`, starting at position `next` (not 0 only after a
+  // checkpoint within the epoch); `run_steps`: the steps the run made before this epoch.
+  virtual absl::StatusOr<std::unique_ptr<EpochSteps>> Epoch(int epoch,
+                                                            const std::vector<uint32_t>& order,
+                                                            int64_t next, int64_t run_steps) = 0;
+  // Validates the parameters as they are into `report` and offers them to the best model
+  // (TrainingRun::Offer) with `scheduled`; `step`: the run's steps so far.
+  virtual absl::Status Validate(EpochReport& report, bool scheduled, int64_t step) = 0;
+};
+
+// The loop's schedule.
+struct TrainingSchedule {
+  int epochs = 1;
+  int eval_every = 1;  // validate after every eval_every-th epoch and after the last
+  // > 0: validate after every eval_every_steps-th step of the run instead (counted across
+  // epochs), and not at the end of an epoch.
+  int64_t eval_every_steps = 0;
+  // > 0: a checkpoint within each epoch after every N of its steps (a family that draws
+  // ahead says how far through NegativesAfterLastStep).
+  int64_t checkpoint_every_steps = 0;
+  // > 0: stop after that many steps of an epoch, reporting it unvalidated, and return the
+  // parameters as they are (a benchmark's run); the profiled window stops the run likewise.
+  int64_t max_steps = 0;
+  StepTraceOptions trace;
+  bool cuda = false;  // the trace profiles the GPU's kernels too
+};
 
 class TrainingRun {
  public:
@@ -47,27 +111,29 @@ class TrainingRun {
   // (`scheduled`: see BestModel); returns whether they are the best so far.
   bool Offer(double metric, bool scheduled) { return best_.Offer(metric, scheduled, parameters_); }
 
-  // A family's validation at the end of an epoch: fills the report with its figures and offers
-  // the parameters (Offer) with `scheduled` (whether the epoch is on the schedule).
-  using Validation = std::function<absl::Status(EpochReport& report, bool scheduled)>;
-
-  // Ends epoch `report.epoch` of `epochs` (`report` holds what the family filled during it:
-  // positives, any validations), which took `steps` steps with a summed loss of `total_loss`:
-  // after every `eval_every` epochs and after the last, `validate` (when set); then the
-  // checkpoint. Returns the report with its loss and its time since `start`.
-  absl::StatusOr<EpochReport> EndEpoch(EpochReport report, int epochs, int eval_every,
-                                       int64_t steps, double total_loss, const Validation& validate,
-                                       std::chrono::steady_clock::time_point start);
-
-  // Leaves the model the run returns (the best) in the parameters.
-  void Finish() { best_.Apply(parameters_); }
+  // Trains `family` from the run's position (Resume) to `schedule.epochs`: each epoch draws
+  // its order, runs the family's steps, validates on the schedule, checkpoints and reports
+  // (`on_epoch`, `on_step`; either may be empty). At the end the parameters are the best
+  // model's; a run stopped by max_steps or the trace leaves them as they are.
+  absl::Status Train(TrainingFamily& family, const TrainingSchedule& schedule,
+                     const std::function<void(const EpochReport&)>& on_epoch,
+                     const std::function<void(const StepReport&)>& on_step);
 
   torch::optim::Adam& optimizer() { return optimizer_; }
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
   SeededRandom& order_random() { return order_random_; }
   SeededRandom& negative_random() { return negative_random_; }
   const TrainingPosition& position() const { return done_; }
 
  private:
+  // Ends epoch `report.epoch` (`report` holds what happened during it: positives, any
+  // validations), which took `steps` steps with a summed loss of `total_loss`: validation on
+  // the schedule, then the checkpoint. Returns the report with its loss and its time since
+  // `start`.
+  absl::StatusOr<EpochReport> EndEpoch(EpochReport report, const TrainingSchedule& schedule,
+                                       TrainingFamily& family, int64_t steps, double total_loss,
+                                       std::chrono::steady_clock::time_point start);
+
   // TorchScript's executor runs a module's first call as written (autograd's backward) and
   // later calls as an optimised graph whose backward is its own formulas: their gradients
   // differ in the last bits, so a resumed run, whose first step is a first call where the
@@ -87,9 +153,9 @@ class TrainingRun {
 
 // The validation of the families that keep the best model on filtered MRR (path, KGE): the
 // MRR of `evaluate` (0 without validation facts, when it is not called) as the epoch's
-// valid_mrr and the best model's metric.
-TrainingRun::Validation MrrValidation(TrainingRun& run, size_t valid_facts,
-                                      std::function<absl::StatusOr<EvaluationResult>()> evaluate);
+// valid_mrr, offered as the best model's metric.
+absl::Status ValidateMrr(TrainingRun& run, EpochReport& report, bool scheduled, size_t valid_facts,
+                         const std::function<absl::StatusOr<EvaluationResult>()>& evaluate);
 
 }  // namespace grail
 
