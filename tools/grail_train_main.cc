@@ -1,6 +1,7 @@
 // grail-train: trains GraIL on a triple file and exports the TorchScript model.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -151,6 +152,243 @@ ABSL_FLAG(bool, progress, true,
           "on a terminal, a progress bar with steps/s and ETA within each epoch (plain epoch "
           "lines when stderr is not a terminal)");
 
+namespace {
+
+// What a family is trained with when a flag is left at 0.
+struct FamilyDefaults {
+  int epochs;
+  int batch_size;
+  int layers;
+  int eval_every;
+  double learning_rate;
+  double adversarial_temperature;
+};
+
+// The families grail-train trains. ULTRA is fine-tuned from an archive (grail-tools
+// import-ultra) with the path family's trainer and its own recipe; --init starts either
+// path-based family from an archive.
+struct TrainFamily {
+  const char* name;
+  bool path_based;
+  FamilyDefaults defaults;
+};
+constexpr TrainFamily kFamilies[] = {
+    {"grail", false, {50, 16, 3, 3, 0.01, 0.0}},
+    {"path", true, {20, 32, 6, 1, 5e-3, 0.0}},
+    {"ultra", true, {1, 16, 6, 1, 5e-4, 1.0}},
+};
+
+// A flag only some families take, and whether the command line set it.
+struct FamilyFlag {
+  const char* name;
+  bool path_based;  // taken by the path-based families (path, ultra), else by GraIL only
+  std::function<bool()> set;
+};
+const std::vector<FamilyFlag>& FamilyFlags() {
+  static const auto* const flags = new std::vector<FamilyFlag>{
+      {"--eval-every-steps", false, [] { return absl::GetFlag(FLAGS_eval_every_steps) != 0; }},
+      {"--select-metric", false, [] { return absl::GetFlag(FLAGS_select_metric) != "auc_pr"; }},
+      {"--dropout-off-after-eval", false,
+       [] { return absl::GetFlag(FLAGS_dropout_off_after_eval); }},
+      {"--fixed-negatives", false, [] { return absl::GetFlag(FLAGS_fixed_negatives); }},
+      {"--node-features", false, [] { return !absl::GetFlag(FLAGS_node_features).empty(); }},
+      {"--init", true, [] { return !absl::GetFlag(FLAGS_init).empty(); }},
+      {"--checkpoint-every-steps", true,
+       [] { return absl::GetFlag(FLAGS_checkpoint_every_steps) != 0; }},
+      {"--max-steps", true, [] { return absl::GetFlag(FLAGS_max_steps) != 0; }},
+      {"--message-passing", true, [] { return absl::GetFlag(FLAGS_message_passing) != "fused"; }},
+      {"--input-threads", true, [] { return absl::GetFlag(FLAGS_input_threads) != 0; }},
+      {"--batch-layout", true, [] { return absl::GetFlag(FLAGS_batch_layout) != "cheaper"; }},
+      {"--accumulate", true, [] { return absl::GetFlag(FLAGS_accumulate) != 1; }},
+      {"--trace", true, [] { return !absl::GetFlag(FLAGS_trace).empty(); }},
+  };
+  return *flags;
+}
+
+// The family --family names, or a usage error: an unknown family, a flag of another family,
+// a value out of its choices.
+absl::StatusOr<const TrainFamily*> ChosenFamily() {
+  const std::string name = absl::GetFlag(FLAGS_family);
+  const TrainFamily* family = nullptr;
+  for (const TrainFamily& f : kFamilies) {
+    if (name == f.name) family = &f;
+  }
+  if (family == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--family must be grail, path or ultra, got '", name, "'"));
+  }
+  if (name == "ultra" && absl::GetFlag(FLAGS_init).empty()) {
+    return absl::InvalidArgumentError(
+        "--family ultra fine-tunes an archive: pass --init MODEL.pt (grail-tools import-ultra "
+        "makes one from a released checkpoint)");
+  }
+  for (const FamilyFlag& flag : FamilyFlags()) {
+    if (flag.path_based != family->path_based && flag.set()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag.name, " is one of the options of the ",
+                       flag.path_based ? "path family (--family path or ultra)" : "GraIL family",
+                       ", not of --family ", name));
+    }
+  }
+  struct Choice {
+    const char* flag;
+    std::string value;
+    std::vector<std::string> allowed;
+  };
+  for (const Choice& c : std::vector<Choice>{
+           {"--select-metric", absl::GetFlag(FLAGS_select_metric), {"auc_pr", "auc_roc"}},
+           {"--batch-layout", absl::GetFlag(FLAGS_batch_layout), {"cheaper", "shared", "disjoint"}},
+           {"--message-passing", absl::GetFlag(FLAGS_message_passing), {"fused", "per-edge"}}}) {
+    if (std::find(c.allowed.begin(), c.allowed.end(), c.value) == c.allowed.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          c.flag, " must be ", absl::StrJoin(c.allowed.begin(), c.allowed.end() - 1, ", "), " or ",
+          c.allowed.back(), ", got '", c.value, "'"));
+    }
+  }
+  if (absl::GetFlag(FLAGS_trace_after) < 0 || absl::GetFlag(FLAGS_trace_steps) < 1) {
+    return absl::InvalidArgumentError("--trace-after must be >= 0 and --trace-steps >= 1");
+  }
+  return family;
+}
+
+// A flag left at 0 takes the family's default.
+template <typename T>
+T Or(T value, T family_default) {
+  return value != 0 ? value : family_default;
+}
+
+grail::PathTrainOptions PathOptions(const TrainFamily& family, bool remove_one_hop_given) {
+  const FamilyDefaults& d = family.defaults;
+  const bool ultra = std::string(family.name) == "ultra";
+  grail::PathTrainOptions options;
+  options.model.num_layers = Or(absl::GetFlag(FLAGS_layers), d.layers);
+  options.model.dim = absl::GetFlag(FLAGS_dim);
+  options.model.pna = absl::GetFlag(FLAGS_pna);
+  options.model.dependent = !absl::GetFlag(FLAGS_free_relations);
+  options.model.reach_mask = absl::GetFlag(FLAGS_reach_mask);
+  options.model.reach_feature = absl::GetFlag(FLAGS_reach_feature);
+  options.model.priority = absl::GetFlag(FLAGS_prune_node_ratio) != 0;
+  if (options.model.priority) {
+    options.model.prune_node_ratio = absl::GetFlag(FLAGS_prune_node_ratio);
+    options.model.prune_degree_ratio = absl::GetFlag(FLAGS_prune_degree_ratio);
+  }
+  options.model.message_passing = absl::GetFlag(FLAGS_message_passing) == "fused"
+                                      ? grail::PathMessagePassing::kFused
+                                      : grail::PathMessagePassing::kPerEdge;
+  options.epochs = Or(absl::GetFlag(FLAGS_epochs), d.epochs);
+  options.batch_size = Or(absl::GetFlag(FLAGS_batch_size), d.batch_size);
+  options.accumulate = absl::GetFlag(FLAGS_accumulate);
+  options.negatives = absl::GetFlag(FLAGS_negatives);
+  options.learning_rate = Or(absl::GetFlag(FLAGS_lr), d.learning_rate);
+  options.adversarial_temperature =
+      Or(absl::GetFlag(FLAGS_adversarial_temperature), d.adversarial_temperature);
+  // ULTRA's trainer leaves out only the predicted fact, not every fact of its two entities.
+  options.remove_one_hop =
+      ultra && !remove_one_hop_given ? false : absl::GetFlag(FLAGS_remove_one_hop);
+  options.init = absl::GetFlag(FLAGS_init);
+  options.detached_walks = absl::GetFlag(FLAGS_detached_walks);
+  options.source_negatives = absl::GetFlag(FLAGS_source_negatives);
+  options.eval_every = Or(absl::GetFlag(FLAGS_eval_every), d.eval_every);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.device = absl::GetFlag(FLAGS_device);
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.resume = absl::GetFlag(FLAGS_resume);
+  options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  options.max_steps = absl::GetFlag(FLAGS_max_steps);
+  options.input_threads = absl::GetFlag(FLAGS_input_threads);
+  const std::string layout = absl::GetFlag(FLAGS_batch_layout);
+  options.layout = layout == "shared"     ? grail::PathLayout::kShared
+                   : layout == "disjoint" ? grail::PathLayout::kDisjoint
+                                          : grail::PathLayout::kCheaper;
+  options.trace = {absl::GetFlag(FLAGS_trace), absl::GetFlag(FLAGS_trace_after),
+                   absl::GetFlag(FLAGS_trace_steps)};
+  return options;
+}
+
+// GraIL's options; with --node-features, the KGE archive's entity embeddings read.
+absl::StatusOr<grail::GrailTrainOptions> GrailOptions(const TrainFamily& family) {
+  const FamilyDefaults& d = family.defaults;
+  grail::GrailTrainOptions options;
+  options.model.hops = absl::GetFlag(FLAGS_hops);
+  options.model.max_nodes_per_hop = absl::GetFlag(FLAGS_max_nodes_per_hop);
+  options.model.enclosing = !absl::GetFlag(FLAGS_no_enclosing);
+  options.model.node_labels = !absl::GetFlag(FLAGS_no_labels);
+  options.model.attention = !absl::GetFlag(FLAGS_no_attention);
+  options.model.num_layers = Or(absl::GetFlag(FLAGS_layers), d.layers);
+  options.model.dim = absl::GetFlag(FLAGS_dim);
+  options.model.num_bases = absl::GetFlag(FLAGS_bases);
+  options.model.edge_dropout = absl::GetFlag(FLAGS_edge_dropout);
+  options.model.zero_without_in_edges = absl::GetFlag(FLAGS_zero_without_in_edges);
+  options.epochs = Or(absl::GetFlag(FLAGS_epochs), d.epochs);
+  options.batch_size = Or(absl::GetFlag(FLAGS_batch_size), d.batch_size);
+  options.learning_rate = Or(absl::GetFlag(FLAGS_lr), d.learning_rate);
+  options.l2 = absl::GetFlag(FLAGS_l2);
+  options.margin = absl::GetFlag(FLAGS_margin);
+  options.clip_norm = absl::GetFlag(FLAGS_clip);
+  options.eval_every = Or(absl::GetFlag(FLAGS_eval_every), d.eval_every);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.exclude_target_edge = absl::GetFlag(FLAGS_exclude_target_edge);
+  options.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
+  options.select_metric = absl::GetFlag(FLAGS_select_metric) == "auc_roc"
+                              ? grail::SelectMetric::kAucRoc
+                              : grail::SelectMetric::kAucPr;
+  options.dropout_off_after_eval = absl::GetFlag(FLAGS_dropout_off_after_eval);
+  options.fixed_negatives = absl::GetFlag(FLAGS_fixed_negatives);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.device = absl::GetFlag(FLAGS_device);
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.resume = absl::GetFlag(FLAGS_resume);
+  if (const std::string path = absl::GetFlag(FLAGS_node_features); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<grail::KgeModel>> kge = grail::KgeModel::Load(path);
+    if (!kge.ok()) return kge.status();
+    auto features = std::make_shared<grail::NodeFeatures>();
+    features->entities = (*kge)->entities();
+    features->dim = (*kge)->config().entity_width();
+    features->values.reserve(features->entities.size() * features->dim);
+    for (grail::EntityId e = 0; e < (*kge)->num_entities(); ++e) {
+      const std::vector<float> row = (*kge)->EntityEmbedding(e);
+      features->values.insert(features->values.end(), row.begin(), row.end());
+    }
+    options.model.node_feature_dim = features->dim;
+    options.node_features = std::move(features);
+    std::fprintf(stderr, "grail-train: node features from %s: %zu entities, %d numbers each\n",
+                 path.c_str(), options.node_features->entities.size(),
+                 options.model.node_feature_dim);
+  }
+  return options;
+}
+
+// Trains `family` on `indexed` and saves the model, with the training facts' fingerprint, to
+// `out`; its parameter count in `parameters`.
+absl::Status TrainAndSave(const TrainFamily& family, bool remove_one_hop_given,
+                          const grail::IndexedTriples& indexed,
+                          const std::vector<grail::NamedTriple>& train,
+                          const std::vector<grail::NamedTriple>& valid, const std::string& out,
+                          const std::function<void(const grail::EpochReport&)>& report,
+                          const std::function<void(const grail::StepReport&)>& step,
+                          int64_t* parameters) {
+  auto save = [&](auto& model) {
+    model.set_training_fingerprint(grail::FingerprintFacts(train));
+    *parameters = model.num_parameters();
+    return model.Save(out);
+  };
+  if (family.path_based) {
+    absl::StatusOr<std::unique_ptr<grail::PathModel>> model =
+        grail::TrainPath(indexed, valid, PathOptions(family, remove_one_hop_given), report, step);
+    if (!model.ok()) return model.status();
+    return save(**model);
+  }
+  absl::StatusOr<grail::GrailTrainOptions> options = GrailOptions(family);
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<grail::GrailModel>> model =
+      grail::TrainGrail(indexed, valid, *options, report, step);
+  if (!model.ok()) return model.status();
+  return save(**model);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
   static const std::string usage = absl::StrCat(
@@ -209,6 +447,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(usable.message()).c_str());
     return 2;
   }
+  absl::StatusOr<const TrainFamily*> family = ChosenFamily();
+  if (!family.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(family.status().message()).c_str());
+    return 2;
+  }
+  if (!absl::GetFlag(FLAGS_plot).empty()) {
+    if (absl::Status s = grail::CheckPlotter(); !s.ok()) {  // before hours of training
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
   absl::StatusOr<std::vector<grail::NamedTriple>> train = grail::ReadTripleFile(train_path);
   if (!train.ok()) {
     std::fprintf(stderr, "%s\n", train.status().ToString().c_str());
@@ -225,48 +474,14 @@ int main(int argc, char** argv) {
   }
   grail::IndexedTriples indexed;
   grail::IndexTriples(*train, &indexed);
-
-  const std::string family = absl::GetFlag(FLAGS_family);
-  if (family != "grail" && family != "path" && family != "ultra") {
-    std::fprintf(stderr, "--family must be grail, path or ultra, got '%s'\n", family.c_str());
-    return 2;
-  }
-  // ULTRA is fine-tuned from an archive (grail-tools import-ultra), with the path family's
-  // trainer; --init starts either path-based family from an archive.
-  const bool ultra = family == "ultra";
-  const bool path_family = family == "path" || ultra;
-  const std::string init = absl::GetFlag(FLAGS_init);
-  if (ultra && init.empty()) {
-    std::fprintf(stderr,
-                 "--family ultra fine-tunes an archive: pass --init MODEL.pt (grail-tools "
-                 "import-ultra makes one from a released checkpoint)\n");
-    return 2;
-  }
-  if (!init.empty() && !path_family) {
-    std::fprintf(stderr, "--init is an option of the path and ultra families\n");
-    return 2;
-  }
-  // A flag left at 0 takes its family's default (ULTRA's: its fine-tuning recipe).
-  auto or_default = [path_family, ultra](auto value, auto grail, auto path,
-                                         decltype(value) ultra_default = 0) {
-    return value != 0                    ? value
-           : ultra && ultra_default != 0 ? ultra_default
-           : path_family                 ? path
-                                         : grail;
-  };
-  const int epochs = or_default(absl::GetFlag(FLAGS_epochs), 50, 20, 1);
-  if (!absl::GetFlag(FLAGS_plot).empty()) {
-    if (absl::Status s = grail::CheckPlotter(); !s.ok()) {  // before hours of training
-      std::fprintf(stderr, "%s\n", s.ToString().c_str());
-      return 2;
-    }
-  }
   std::fprintf(stderr,
                "grail-train: %s family; %u entities, %u relations, %zu facts; %zu valid facts; "
                "seed %llu\n",
-               family.c_str(), indexed.entities.size(), indexed.relations.size(),
+               (*family)->name, indexed.entities.size(), indexed.relations.size(),
                indexed.triples.size(), valid.size(),
                static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)));
+
+  const int epochs = Or(absl::GetFlag(FLAGS_epochs), (*family)->defaults.epochs);
   const bool bar = absl::GetFlag(FLAGS_progress) && isatty(fileno(stderr));
   grail::ProgressBar progress(stderr, epochs);
   std::vector<grail::EpochReport> history;
@@ -277,160 +492,10 @@ int main(int argc, char** argv) {
   };
   std::function<void(const grail::StepReport&)> step;
   if (bar) step = [&progress](const grail::StepReport& s) { progress.Step(s); };
-
-  // Either family's trained model gets the training facts' fingerprint and is saved.
   int64_t parameters = 0;
-  auto fingerprint_and_save = [&](auto& model) {
-    model.set_training_fingerprint(grail::FingerprintFacts(*train));
-    parameters = model.num_parameters();
-    return model.Save(out);
-  };
-  auto fail = [](const absl::Status& status) {
-    std::fprintf(stderr, "%s\n", status.ToString().c_str());
-    return 1;
-  };
-  const std::string select_metric = absl::GetFlag(FLAGS_select_metric);
-  if (select_metric != "auc_pr" && select_metric != "auc_roc") {
-    std::fprintf(stderr, "--select-metric must be auc_pr or auc_roc, got '%s'\n",
-                 select_metric.c_str());
-    return 2;
-  }
-  if (path_family &&
-      (absl::GetFlag(FLAGS_eval_every_steps) != 0 || select_metric != "auc_pr" ||
-       absl::GetFlag(FLAGS_dropout_off_after_eval) || absl::GetFlag(FLAGS_fixed_negatives) ||
-       !absl::GetFlag(FLAGS_node_features).empty())) {
-    std::fprintf(stderr,
-                 "--eval-every-steps, --select-metric, --dropout-off-after-eval, "
-                 "--fixed-negatives and --node-features are options of the GraIL family\n");
-    return 2;
-  }
-  if (!path_family &&
-      (absl::GetFlag(FLAGS_checkpoint_every_steps) != 0 || absl::GetFlag(FLAGS_max_steps) != 0 ||
-       absl::GetFlag(FLAGS_message_passing) != "fused" || !absl::GetFlag(FLAGS_trace).empty() ||
-       absl::GetFlag(FLAGS_input_threads) != 0 || absl::GetFlag(FLAGS_batch_layout) != "cheaper" ||
-       absl::GetFlag(FLAGS_accumulate) != 1)) {
-    std::fprintf(stderr,
-                 "--checkpoint-every-steps, --max-steps, --message-passing, --input-threads, "
-                 "--batch-layout, --accumulate and --trace are options of the path family\n");
-    return 2;
-  }
-  absl::Status saved;
-  if (path_family) {
-    grail::PathTrainOptions options;
-    options.model.num_layers = or_default(absl::GetFlag(FLAGS_layers), 3, 6);
-    options.model.dim = absl::GetFlag(FLAGS_dim);
-    options.model.pna = absl::GetFlag(FLAGS_pna);
-    options.model.dependent = !absl::GetFlag(FLAGS_free_relations);
-    options.model.reach_mask = absl::GetFlag(FLAGS_reach_mask);
-    options.model.reach_feature = absl::GetFlag(FLAGS_reach_feature);
-    options.model.priority = absl::GetFlag(FLAGS_prune_node_ratio) != 0;
-    if (options.model.priority) {
-      options.model.prune_node_ratio = absl::GetFlag(FLAGS_prune_node_ratio);
-      options.model.prune_degree_ratio = absl::GetFlag(FLAGS_prune_degree_ratio);
-    }
-    options.epochs = epochs;
-    options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32, 16);
-    options.accumulate = absl::GetFlag(FLAGS_accumulate);
-    options.negatives = absl::GetFlag(FLAGS_negatives);
-    options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3, 5e-4);
-    options.adversarial_temperature =
-        or_default(absl::GetFlag(FLAGS_adversarial_temperature), 0.0, 0.0, 1.0);
-    // ULTRA's trainer leaves out only the predicted fact, not every fact of its two entities.
-    options.remove_one_hop =
-        ultra && !remove_one_hop_given ? false : absl::GetFlag(FLAGS_remove_one_hop);
-    options.init = init;
-    options.detached_walks = absl::GetFlag(FLAGS_detached_walks);
-    options.source_negatives = absl::GetFlag(FLAGS_source_negatives);
-    options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
-    options.seed = absl::GetFlag(FLAGS_seed);
-    options.threads = absl::GetFlag(FLAGS_threads);
-    options.device = absl::GetFlag(FLAGS_device);
-    options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-    options.resume = absl::GetFlag(FLAGS_resume);
-    options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
-    options.max_steps = absl::GetFlag(FLAGS_max_steps);
-    options.input_threads = absl::GetFlag(FLAGS_input_threads);
-    const std::string layout = absl::GetFlag(FLAGS_batch_layout);
-    if (layout != "cheaper" && layout != "shared" && layout != "disjoint") {
-      std::fprintf(stderr, "--batch-layout must be cheaper, shared or disjoint, got '%s'\n",
-                   layout.c_str());
-      return 2;
-    }
-    options.layout = layout == "shared"     ? grail::PathLayout::kShared
-                     : layout == "disjoint" ? grail::PathLayout::kDisjoint
-                                            : grail::PathLayout::kCheaper;
-    options.trace = {absl::GetFlag(FLAGS_trace), absl::GetFlag(FLAGS_trace_after),
-                     absl::GetFlag(FLAGS_trace_steps)};
-    if (options.trace.after < 0 || options.trace.steps < 1) {
-      std::fprintf(stderr, "--trace-after must be >= 0 and --trace-steps >= 1\n");
-      return 2;
-    }
-    const std::string message_passing = absl::GetFlag(FLAGS_message_passing);
-    if (message_passing != "fused" && message_passing != "per-edge") {
-      std::fprintf(stderr, "--message-passing must be fused or per-edge, got '%s'\n",
-                   message_passing.c_str());
-      return 2;
-    }
-    options.model.message_passing = message_passing == "fused"
-                                        ? grail::PathMessagePassing::kFused
-                                        : grail::PathMessagePassing::kPerEdge;
-    absl::StatusOr<std::unique_ptr<grail::PathModel>> model =
-        grail::TrainPath(indexed, valid, options, report, step);
-    if (!model.ok()) return fail(model.status());
-    saved = fingerprint_and_save(**model);
-  } else {
-    grail::GrailTrainOptions options;
-    options.model.hops = absl::GetFlag(FLAGS_hops);
-    options.model.max_nodes_per_hop = absl::GetFlag(FLAGS_max_nodes_per_hop);
-    options.model.enclosing = !absl::GetFlag(FLAGS_no_enclosing);
-    options.model.node_labels = !absl::GetFlag(FLAGS_no_labels);
-    options.model.attention = !absl::GetFlag(FLAGS_no_attention);
-    options.model.num_layers = or_default(absl::GetFlag(FLAGS_layers), 3, 6);
-    options.model.dim = absl::GetFlag(FLAGS_dim);
-    options.model.num_bases = absl::GetFlag(FLAGS_bases);
-    options.model.edge_dropout = absl::GetFlag(FLAGS_edge_dropout);
-    options.model.zero_without_in_edges = absl::GetFlag(FLAGS_zero_without_in_edges);
-    options.epochs = epochs;
-    options.batch_size = or_default(absl::GetFlag(FLAGS_batch_size), 16, 32);
-    options.learning_rate = or_default(absl::GetFlag(FLAGS_lr), 0.01, 5e-3);
-    options.l2 = absl::GetFlag(FLAGS_l2);
-    options.margin = absl::GetFlag(FLAGS_margin);
-    options.clip_norm = absl::GetFlag(FLAGS_clip);
-    options.eval_every = or_default(absl::GetFlag(FLAGS_eval_every), 3, 1);
-    options.seed = absl::GetFlag(FLAGS_seed);
-    options.exclude_target_edge = absl::GetFlag(FLAGS_exclude_target_edge);
-    options.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
-    options.select_metric =
-        select_metric == "auc_roc" ? grail::SelectMetric::kAucRoc : grail::SelectMetric::kAucPr;
-    options.dropout_off_after_eval = absl::GetFlag(FLAGS_dropout_off_after_eval);
-    options.fixed_negatives = absl::GetFlag(FLAGS_fixed_negatives);
-    options.threads = absl::GetFlag(FLAGS_threads);
-    options.device = absl::GetFlag(FLAGS_device);
-    options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-    options.resume = absl::GetFlag(FLAGS_resume);
-    if (const std::string path = absl::GetFlag(FLAGS_node_features); !path.empty()) {
-      absl::StatusOr<std::unique_ptr<grail::KgeModel>> kge = grail::KgeModel::Load(path);
-      if (!kge.ok()) return fail(kge.status());
-      auto features = std::make_shared<grail::NodeFeatures>();
-      features->entities = (*kge)->entities();
-      features->dim = (*kge)->config().entity_width();
-      features->values.reserve(features->entities.size() * features->dim);
-      for (grail::EntityId e = 0; e < (*kge)->num_entities(); ++e) {
-        const std::vector<float> row = (*kge)->EntityEmbedding(e);
-        features->values.insert(features->values.end(), row.begin(), row.end());
-      }
-      options.model.node_feature_dim = features->dim;
-      options.node_features = std::move(features);
-      std::fprintf(stderr, "grail-train: node features from %s: %zu entities, %d numbers each\n",
-                   path.c_str(), options.node_features->entities.size(),
-                   options.model.node_feature_dim);
-    }
-    absl::StatusOr<std::unique_ptr<grail::GrailModel>> model =
-        grail::TrainGrail(indexed, valid, options, report, step);
-    if (!model.ok()) return fail(model.status());
-    saved = fingerprint_and_save(**model);
-  }
-  if (!saved.ok()) {
+  if (absl::Status saved = TrainAndSave(**family, remove_one_hop_given, indexed, *train, valid, out,
+                                        report, step, &parameters);
+      !saved.ok()) {
     std::fprintf(stderr, "%s\n", saved.ToString().c_str());
     return 1;
   }
