@@ -139,8 +139,8 @@ struct ServerMetrics::Instruments {
   std::array<prometheus::Counter*, 2> dropped_calls{};
   std::optional<Labelled<prometheus::Counter>> rejected;
   std::optional<Labelled<prometheus::Counter>> auth;
-  std::array<prometheus::Counter*, 2> token_reloads{};  // error, ok
-  std::array<prometheus::Counter*, 3> scores{};         // by ScoredBy
+  std::array<prometheus::Counter*, 2> token_reloads{};      // error, ok
+  std::array<prometheus::Counter*, kScorerCount> scores{};  // by ScoredBy
   prometheus::Counter* pruned_answers = nullptr;
   prometheus::Gauge* tokens = nullptr;
   std::unique_ptr<MetricsHttpServer> http;
@@ -244,10 +244,8 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
       "that produced them: grail, path, or fused (a fused archive's classifier over GraIL's and "
       "its KGE models' scores; its facts without embeddings count as grail).",
       {"scored_by"});
-  for (const auto& [scorer, label] :
-       {std::pair{ScoredBy::kGrail, "grail"}, std::pair{ScoredBy::kPath, "path"},
-        std::pair{ScoredBy::kFused, "fused"}}) {
-    m.scores[static_cast<int>(scorer)] = &scores.Add({label});
+  for (ScoredBy scorer : kScorers) {
+    m.scores[static_cast<size_t>(scorer)] = &scores.Add({std::string(ScorerName(scorer))});
   }
   m.pruned_answers = &Counter(
       r, "grail_pruned_answers_total",
@@ -469,7 +467,7 @@ void ServerMetrics::OnCallRejected(absl::string_view limit) {
 void ServerMetrics::OnServiceLimit(absl::string_view limit) { OnCallRejected(limit); }
 
 void ServerMetrics::OnScoresReturned(ScoredBy scored_by, size_t count) {
-  instruments_->scores[static_cast<int>(scored_by)]->Increment(static_cast<double>(count));
+  instruments_->scores[static_cast<size_t>(scored_by)]->Increment(static_cast<double>(count));
 }
 
 void ServerMetrics::OnPrunedAnswer() { instruments_->pruned_answers->Increment(); }

@@ -1,6 +1,7 @@
 #include "server/rpc/graph_service.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -22,6 +24,21 @@
 #include "server/wire/chunk_parsing.h"
 
 namespace grail {
+
+kg::v1::ScoredBy ScoredByToProto(ScoredBy scored_by) {
+  static const auto* const values = [] {
+    auto* v = new std::array<kg::v1::ScoredBy, kScorerCount>();
+    for (ScoredBy scorer : kScorers) {
+      kg::v1::ScoredBy value = kg::v1::SCORED_BY_UNSPECIFIED;
+      kg::v1::ScoredBy_Parse(absl::StrCat("SCORED_BY_", absl::AsciiStrToUpper(ScorerName(scorer))),
+                             &value);
+      (*v)[static_cast<size_t>(scorer)] = value;
+    }
+    return v;
+  }();
+  return (*values)[static_cast<size_t>(scored_by)];
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -73,18 +90,6 @@ grpc::Status ValidateTriple(const kg::v1::Triple& t, absl::string_view where, ui
   return status;
 }
 
-kg::v1::ScoredBy ToProto(ScoredBy scored_by) {
-  switch (scored_by) {
-    case ScoredBy::kGrail:
-      return kg::v1::SCORED_BY_GRAIL;
-    case ScoredBy::kPath:
-      return kg::v1::SCORED_BY_PATH;
-    case ScoredBy::kFused:
-      return kg::v1::SCORED_BY_FUSED;
-  }
-  return kg::v1::SCORED_BY_UNSPECIFIED;
-}
-
 void FillScore(const FactScore& s, ScoredBy scored_by, uint64_t sequence,
                const std::string& model_version, kg::v1::ScoreTripletResponse* out) {
   out->set_score(s.score);
@@ -95,7 +100,7 @@ void FillScore(const FactScore& s, ScoredBy scored_by, uint64_t sequence,
   // A path-family score says its pass's version (an earlier one where the call accepted it).
   out->set_graph_sequence(s.graph_sequence != 0 ? s.graph_sequence : sequence);
   out->set_model_version(model_version);
-  out->set_scored_by(ToProto(scored_by));
+  out->set_scored_by(ScoredByToProto(scored_by));
   out->set_pruned(s.pruned);
 }
 
@@ -680,19 +685,19 @@ void KnowledgeGraphService::Rank(UnaryCall* call, RankQuery query,
             [this, call, response](absl::StatusOr<Ranking> ranking) {
               if (!ranking.ok()) return call->Reply(ranking.status());
               response->mutable_ranked()->Reserve(static_cast<int>(ranking->ranked.size()));
-              size_t by[3] = {0, 0, 0};  // entries per ScoredBy
+              std::array<size_t, kScorerCount> by{};  // entries per scorer
               for (RankedEntity& r : ranking->ranked) {
                 kg::v1::RankedEntity* out = response->add_ranked();
                 out->set_entity(std::move(r.entity));
                 out->set_score(r.score);
                 out->set_rank(r.rank);
                 out->set_known_fact(r.known_fact);
-                out->set_scored_by(ToProto(r.scored_by));
+                out->set_scored_by(ScoredByToProto(r.scored_by));
                 out->set_pruned(r.pruned);
-                ++by[static_cast<int>(r.scored_by)];
+                ++by[static_cast<size_t>(r.scored_by)];
               }
-              for (ScoredBy scorer : {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFused}) {
-                const size_t count = by[static_cast<int>(scorer)];
+              for (ScoredBy scorer : kScorers) {
+                const size_t count = by[static_cast<size_t>(scorer)];
                 if (count > 0) observer_->OnScoresReturned(scorer, count);
               }
               response->set_candidates_scored(ranking->candidates_scored);

@@ -48,6 +48,10 @@ struct ServiceLimits {
   double max_caller_share = 0.5;
 };
 
+// The API's value for `scored_by`: SCORED_BY_ and its ScorerName upper-cased
+// (SCORED_BY_UNSPECIFIED where the API has none).
+kg::v1::ScoredBy ScoredByToProto(ScoredBy scored_by);
+
 // Static facts about the server, for GetStats (the model's come from the predictor).
 struct ServedModelInfo {
   std::string version;  // the server's build version

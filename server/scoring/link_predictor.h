@@ -75,6 +75,18 @@ struct NamedPath {
 // path-based scorer, or a fused archive's classifier over GraIL's and the KGE models' scores.
 enum class ScoredBy { kGrail, kPath, kFused };
 
+// Every scorer, in the enum's order; a family added adds one here and in the API's
+// kg.v1.ScoredBy, and nothing in rpc/ or metrics/, which go through these.
+inline constexpr ScoredBy kScorers[] = {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFused};
+inline constexpr size_t kScorerCount = sizeof(kScorers) / sizeof(kScorers[0]);
+
+// A scorer's name: the label of its scores in grail_scores_total{scored_by} and, upper-cased
+// after "SCORED_BY_", its value in the API's kg.v1.ScoredBy.
+inline absl::string_view ScorerName(ScoredBy scored_by) {
+  static constexpr absl::string_view kNames[kScorerCount] = {"grail", "path", "fused"};
+  return kNames[static_cast<size_t>(scored_by)];
+}
+
 struct ScoredFacts {
   std::vector<FactScore> scores;    // one per input fact, in order
   std::vector<ScoredBy> scored_by;  // one per input fact, in order

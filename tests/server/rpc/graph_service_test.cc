@@ -5,9 +5,12 @@
 #include "server/rpc/graph_service.h"
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -23,6 +26,21 @@
 
 namespace grail {
 namespace {
+
+// rpc and the metrics know scorers only through kScorers and ScorerName: each scorer has the
+// API value named after it, and every API value is a scorer's.
+TEST(ScoredByTest, EveryScorerHasTheApiValueNamedAfterItAndEveryValueIsAScorers) {
+  std::set<int> values;
+  for (ScoredBy scorer : kScorers) {
+    const kg::v1::ScoredBy value = ScoredByToProto(scorer);
+    EXPECT_EQ(kg::v1::ScoredBy_Name(value),
+              absl::StrCat("SCORED_BY_", absl::AsciiStrToUpper(ScorerName(scorer))));
+    EXPECT_TRUE(values.insert(value).second) << ScorerName(scorer);
+  }
+  EXPECT_EQ(values.count(kg::v1::SCORED_BY_UNSPECIFIED), 0u);
+  EXPECT_EQ(static_cast<int>(values.size()),
+            kg::v1::ScoredBy_descriptor()->value_count() - 1);  // all but UNSPECIFIED
+}
 
 using ::testing::HasSubstr;
 
