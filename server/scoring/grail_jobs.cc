@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/grail/explanation.h"
+#include "model/grail/subgraph_batch.h"
 #include "server/scoring/grail_work.h"
 #include "server/scoring/ranking.h"
 #include "server/scoring/scoring_jobs.h"
@@ -20,11 +21,38 @@ std::function<absl::string_view(EntityId)> EntityNames(const GraphSnapshot& grap
   return [&graph](EntityId e) -> absl::string_view { return graph.EntityName(e); };
 }
 
+// GraIL as the server serves it (scoring_jobs.h), a fused archive's GraIL model included.
+class GrailServing final : public ServedFamily {
+ public:
+  GrailServing(std::shared_ptr<const GrailModel> model, std::shared_ptr<const FusedModel> fused)
+      : model_(std::move(model)), fused_(std::move(fused)), runner_(*model_) {}
+
+  const GrailModel& model() const { return *model_; }
+  const FusedModel* fused() const { return fused_.get(); }  // null: a GraIL archive
+  const GrailRunner& runner() const { return runner_; }
+
+  const std::vector<std::string>& relations() const override { return model_->relations(); }
+  ModelSummary Summary() const override;
+  absl::Status CheckExplanations(int explain_paths) const override { return absl::OkStatus(); }
+  SubmittedJob FactJob(FactJobSetup setup, int explain_paths,
+                       LinkPredictor::ScoreCallback done) const override;
+  SubmittedJob RankingJob(RankingSetup setup, LinkPredictor::RankCallback done) const override;
+  absl::StatusOr<int> WarmUp(const ServedModel& served, const WarmupInput& input,
+                             const WarmupOptions& options) const override;
+
+ private:
+  const std::shared_ptr<const GrailModel> model_;
+  const std::shared_ptr<const FusedModel> fused_;
+  const GrailRunner runner_;
+};
+
 // Scores a list of facts given by id: ScoreTriplet(s).
 class GrailFactJob final : public GrailJob {
  public:
-  GrailFactJob(FactJobSetup setup, int explain_paths, LinkPredictor::ScoreCallback done)
-      : GrailJob(setup.model->grail_runner()),
+  GrailFactJob(const GrailServing& family, FactJobSetup setup, int explain_paths,
+               LinkPredictor::ScoreCallback done)
+      : GrailJob(family.runner()),
+        fused_(family.fused()),
         model_(std::move(setup.model)),
         graph_(std::move(setup.graph)),
         relations_(std::move(setup.relations)),
@@ -36,15 +64,14 @@ class GrailFactJob final : public GrailJob {
 
   // A fused archive: the KGE models' scores of every fact they all know, by name.
   absl::Status Prepare() override {
-    const FusedModel* fused = model_->fused();
-    if (fused == nullptr) return absl::OkStatus();
+    if (fused_ == nullptr) return absl::OkStatus();
     std::vector<FactNames> names;
     names.reserve(facts_.size());
     for (const FactToScore& f : facts_) {
       names.push_back({graph_->EntityName(f.head), model_->relations()[f.model_relation],
                        graph_->EntityName(f.tail)});
     }
-    absl::StatusOr<std::vector<std::vector<double>>> kge = fused->KgeScores(names);
+    absl::StatusOr<std::vector<std::vector<double>>> kge = fused_->KgeScores(names);
     if (!kge.ok()) return kge.status();
     kge_ = *std::move(kge);
     return absl::OkStatus();
@@ -69,7 +96,7 @@ class GrailFactJob final : public GrailJob {
   const RelationMap& relations() const override { return *relations_; }
   void Accept(size_t i, const FactScore& score) override {
     results_[i] = score;
-    if (const FusedModel* fused = model_->fused()) {
+    if (const FusedModel* fused = fused_) {
       results_[i].score = fused->Combine(score.score, kge_[i]);
       if (!kge_[i].empty()) scored_by_[i] = ScoredBy::kFused;
     }
@@ -122,6 +149,7 @@ class GrailFactJob final : public GrailJob {
     return named;
   }
 
+  const FusedModel* const fused_;  // a fused archive, or null
   const std::shared_ptr<const ServedModel> model_;
   const std::shared_ptr<const GraphSnapshot> graph_;
   const std::shared_ptr<const RelationMap> relations_;
@@ -141,10 +169,10 @@ class GrailFactJob final : public GrailJob {
 // so the far ones share the score of one of them, the representative (the last item).
 class GrailRankingJob final : public GrailJob {
  public:
-  GrailRankingJob(RankingSetup setup, LinkPredictor::RankCallback done)
-      : GrailJob(setup.model->grail_runner()),
-        extraction_(setup.model->grail().config().extraction()),
-        fused_(setup.model->fused()),
+  GrailRankingJob(const GrailServing& family, RankingSetup setup, LinkPredictor::RankCallback done)
+      : GrailJob(family.runner()),
+        extraction_(family.model().config().extraction()),
+        fused_(family.fused()),
         r_(std::move(setup)),
         done_(std::move(done)) {}
 
@@ -417,16 +445,104 @@ class GrailRankingJob final : public GrailJob {
   LinkPredictor::RankCallback done_;
 };
 
-}  // namespace
-
-std::shared_ptr<ScoringJob> MakeGrailFactJob(FactJobSetup setup, int explain_paths,
-                                             LinkPredictor::ScoreCallback done) {
-  return std::make_shared<GrailFactJob>(std::move(setup), explain_paths, std::move(done));
+ModelSummary GrailServing::Summary() const {
+  ModelSummary summary;
+  summary.format = fused_ ? kFusedModelFormat : kModelFormat;
+  summary.hops = model_->config().hops;
+  summary.layers = model_->config().num_layers;
+  summary.dim = model_->config().dim;
+  summary.parameters = model_->num_parameters();
+  summary.training_fingerprint = model_->training_fingerprint();
+  summary.device = model_->device();
+  if (fused_) {
+    for (size_t m = 0; m < fused_->kge().size(); ++m) {
+      const KgeModel& member = *fused_->kge()[m];
+      summary.kge_members.push_back({KgeKindName(member.config().kind), member.config().dim,
+                                     member.num_entities(), member.num_relations(),
+                                     fused_->fused_classifier().weights[1 + m]});
+    }
+  }
+  return summary;
 }
 
-std::shared_ptr<ScoringJob> MakeGrailRankingJob(RankingSetup setup,
-                                                LinkPredictor::RankCallback done) {
-  return std::make_shared<GrailRankingJob>(std::move(setup), std::move(done));
+SubmittedJob GrailServing::FactJob(FactJobSetup setup, int explain_paths,
+                                   LinkPredictor::ScoreCallback done) const {
+  const size_t size = setup.facts.size();
+  return {std::make_shared<GrailFactJob>(*this, std::move(setup), explain_paths, std::move(done)),
+          size};
+}
+
+SubmittedJob GrailServing::RankingJob(RankingSetup setup, LinkPredictor::RankCallback done) const {
+  // An explicit list's size is known now (an upper bound: duplicates and the fixed entity
+  // drop out); a ranking over every entity learns its size in Prepare().
+  const size_t known_size = setup.candidates.size();
+  return {std::make_shared<GrailRankingJob>(*this, std::move(setup), std::move(done)), known_size};
+}
+
+// Forwards over enclosing subgraphs of the facts, then, for a fused archive, each KGE model
+// with a fact and a ranking of every entity (the two shapes serving asks of them).
+absl::StatusOr<int> GrailServing::WarmUp(const ServedModel& served, const WarmupInput& input,
+                                         const WarmupOptions& options) const {
+  const GrailModel& model = *model_;
+  const std::vector<WarmupFact>& facts = input.facts;
+  const size_t per_batch = static_cast<size_t>(std::max(1, options.batch_size));
+  SubgraphExtractor extractor(model.config().extraction());
+  EnclosingSubgraph subgraph;
+  SubgraphBatch batch;
+  size_t next = 0;
+  int forwards = 0;
+  for (int b = 0; b < options.batches; ++b) {
+    if (options.stop && options.stop()) return StoppedWarmUp();
+    batch.Clear();
+    int64_t nodes = 0, edges = 0;
+    // Facts are reused when there are few; a subgraph that alone exceeds a forward's
+    // limits (a hub's) is skipped, as the engine would run it alone.
+    // Odd forwards hold one subgraph, the shape of a single ScoreTriplet.
+    const int64_t size = b % 2 == 1 ? 1 : static_cast<int64_t>(per_batch);
+    for (size_t tried = 0; tried < 4 * facts.size() && batch.num_graphs() < size; ++tried) {
+      const WarmupFact& f = facts[next++ % facts.size()];
+      absl::Status extracted =
+          extractor.Extract(*input.graph, f.fact.head, f.fact.relation, f.fact.tail,
+                            /*hide_target_fact=*/false, &subgraph);
+      if (!extracted.ok()) return extracted;
+      // Early fusion: stored entities by name; the synthetic ring's have no features.
+      AttachNodeFeatures(model, input.entity_name, &subgraph);
+      if (nodes + subgraph.num_nodes() > options.max_batch_nodes ||
+          edges + subgraph.num_edges() > options.max_batch_edges) {
+        if (batch.num_graphs() > 0) break;
+        continue;
+      }
+      nodes += subgraph.num_nodes();
+      edges += subgraph.num_edges();
+      batch.Add(subgraph, f.model_relation, *input.relations);
+    }
+    if (batch.num_graphs() == 0) continue;
+    absl::StatusOr<std::vector<float>> scores = model.Score(batch);
+    if (!scores.ok()) {
+      return absl::Status(scores.status().code(), absl::StrCat("warming up model ", served.path(),
+                                                               ": ", scores.status().message()));
+    }
+    ++forwards;
+  }
+  if (fused_ == nullptr) return forwards;
+  for (const std::unique_ptr<KgeModel>& member : fused_->kge()) {
+    const Triple fact{0, 0, member->num_entities() > 1 ? 1u : 0u};
+    absl::Status status = member->ScoreGrailFacts({fact}).status();
+    if (status.ok()) status = member->ScoreAll({KgeQuery{0, 0, false}}).status();
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("warming up the KGE models of ",
+                                                      served.path(), ": ", status.message()));
+    }
+    forwards += 2;
+  }
+  return forwards;
+}
+
+}  // namespace
+
+std::unique_ptr<const ServedFamily> ServeGrail(std::shared_ptr<const GrailModel> model,
+                                               std::shared_ptr<const FusedModel> fused) {
+  return std::make_unique<GrailServing>(std::move(model), std::move(fused));
 }
 
 }  // namespace grail

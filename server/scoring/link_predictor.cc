@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/vocabulary.h"
-#include "model/families.h"
 #include "server/scoring/scoring_jobs.h"
 
 namespace grail {
@@ -68,19 +67,12 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
   FactJobSetup setup{
       view.model,     view.snapshot, view.relations, std::move(scoring), limits_.ScoreBudget(),
       limits_.budget, passes_.get(), staleness};
-  if (view.model->family() == ModelFamily::kPath) {
-    if (explain_paths > 0) {
-      return done(absl::InvalidArgumentError(
-          "explanations are the paths of GraIL's enclosing subgraphs; the served model is a "
-          "path-family model, which has none"));
-    }
-    std::shared_ptr<ScoringJob> job = MakePathFactJob(std::move(setup), std::move(done));
-    const size_t queries = job->size();
-    return engine_.Submit(std::move(job), std::move(control), queries);
+  const ServedFamily& family = view.model->family();
+  if (absl::Status explainable = family.CheckExplanations(explain_paths); !explainable.ok()) {
+    return done(explainable);
   }
-  const size_t size = setup.facts.size();
-  engine_.Submit(MakeGrailFactJob(std::move(setup), explain_paths, std::move(done)),
-                 std::move(control), size);
+  SubmittedJob job = family.FactJob(std::move(setup), explain_paths, std::move(done));
+  engine_.Submit(std::move(job.job), std::move(control), job.size);
 }
 
 absl::StatusOr<PathBudget> LinkPredictor::CallBudget(const PathBudget& asked) const {
@@ -131,16 +123,8 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   setup.budget = *budget;
   setup.cap = limits_.budget;
   setup.passes = passes_.get();
-  if (view.model->family() == ModelFamily::kPath) {
-    // One query, whatever the candidates.
-    return engine_.Submit(MakePathRankingJob(std::move(setup), std::move(done)), std::move(control),
-                          1);
-  }
-  // An explicit list's size is known now (an upper bound: duplicates and the fixed entity
-  // drop out); a ranking over every entity learns its size in Prepare().
-  const size_t known_size = setup.candidates.size();
-  engine_.Submit(MakeGrailRankingJob(std::move(setup), std::move(done)), std::move(control),
-                 known_size);
+  SubmittedJob job = view.model->family().RankingJob(std::move(setup), std::move(done));
+  engine_.Submit(std::move(job.job), std::move(control), job.size);
 }
 
 }  // namespace grail

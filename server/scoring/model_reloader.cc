@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/core/archive_loading.h"
-#include "model/families.h"
+#include "server/scoring/scoring_jobs.h"
 
 namespace grail {
 namespace {
@@ -25,13 +25,8 @@ absl::Status WarmUpServingPath(const LinkPredictor& predictor, int calls, int ba
   const std::shared_ptr<const GraphSnapshot> graph = predictor.store().Snapshot();
   std::vector<NamedTriple> facts;
   const ServedModel& served = *predictor.served_model();
-  size_t count = static_cast<size_t>(std::max(1, batch_size));
-  // A path model without the reach mask (ULTRA's included) reads a scored fact's whole L-hop
-  // ball, on a connected graph nearly a pass over the graph: a few facts exercise the path
-  // as well as a batch of them (256 took 30 s on WordNet's 112k entities).
-  if (served.family() == ModelFamily::kPath && served.path_model().config().radius() < 0) {
-    count = std::min<size_t>(count, 4);
-  }
+  const size_t count =
+      served.family().ServingWarmUpFacts(static_cast<size_t>(std::max(1, batch_size)));
   for (const Triple& t : SampleStoredFacts(served, *graph, count, /*seed=*/2)) {
     facts.push_back(
         {graph->EntityName(t.head), graph->RelationName(t.relation), graph->EntityName(t.tail)});

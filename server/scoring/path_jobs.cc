@@ -33,12 +33,46 @@ PassKey KeyOf(const PathModel& model, const PathRunner& runner, EntityId source,
                  std::move(targets)};
 }
 
+// The path family as the server serves it (scoring_jobs.h), ULTRA's included.
+class PathServing final : public ServedFamily {
+ public:
+  explicit PathServing(std::shared_ptr<const PathModel> model)
+      : model_(std::move(model)), runner_(*model_) {}
+
+  const PathRunner& runner() const { return runner_; }
+
+  const std::vector<std::string>& relations() const override { return model_->relations(); }
+  bool open_vocabulary() const override { return model_->open_vocabulary(); }
+  ModelSummary Summary() const override;
+  absl::Status CheckExplanations(int explain_paths) const override {
+    if (explain_paths == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "explanations are the paths of GraIL's enclosing subgraphs; the served model is a "
+        "path-family model, which has none");
+  }
+  SubmittedJob FactJob(FactJobSetup setup, int explain_paths,
+                       LinkPredictor::ScoreCallback done) const override;
+  SubmittedJob RankingJob(RankingSetup setup, LinkPredictor::RankCallback done) const override;
+  absl::StatusOr<int> WarmUp(const ServedModel& served, const WarmupInput& input,
+                             const WarmupOptions& options) const override;
+  // A model without the reach mask (ULTRA's included) reads a scored fact's whole L-hop ball,
+  // on a connected graph nearly a pass over the graph: a few facts exercise the serving path
+  // as well as a batch of them (256 took 30 s on WordNet's 112k entities).
+  size_t ServingWarmUpFacts(size_t asked) const override {
+    return model_->config().radius() < 0 ? std::min<size_t>(asked, 4) : asked;
+  }
+
+ private:
+  const std::shared_ptr<const PathModel> model_;
+  const PathRunner runner_;
+};
+
 // Scores a list of facts given by id (ScoreTriplet(s)): the facts that share a head and a
 // relation share one query, whose single pass scores all their tails.
 class PathFactJob final : public PathJob {
  public:
-  PathFactJob(FactJobSetup setup, LinkPredictor::ScoreCallback done)
-      : PathJob(setup.model->path_runner(),
+  PathFactJob(const PathServing& family, FactJobSetup setup, LinkPredictor::ScoreCallback done)
+      : PathJob(family.runner(),
                 PassLookup{setup.passes, setup.graph->sequence(), setup.staleness}),
         model_(std::move(setup.model)),
         graph_(std::move(setup.graph)),
@@ -65,8 +99,8 @@ class PathFactJob final : public PathJob {
 
   size_t size() const override { return queries_.size(); }
   PassKey KeyOf(size_t i) const override {
-    return grail::KeyOf(model(), model_->path_runner(), queries_[i].head, queries_[i].relation,
-                        budget_, cap_, queries_[i].tails);
+    return grail::KeyOf(model(), path_runner(), queries_[i].head, queries_[i].relation, budget_,
+                        cap_, queries_[i].tails);
   }
   absl::Status ExtractQuery(size_t i, PathBatchBuilder& builder, int64_t max_nodes,
                             PathBatch* out) override {
@@ -136,8 +170,8 @@ class PathFactJob final : public PathJob {
 // neighbourhood share its far score.
 class PathRankingJob final : public PathJob {
  public:
-  PathRankingJob(RankingSetup setup, LinkPredictor::RankCallback done)
-      : PathJob(setup.model->path_runner(), PassLookup{setup.passes, setup.graph->sequence(), {}}),
+  PathRankingJob(const PathServing& family, RankingSetup setup, LinkPredictor::RankCallback done)
+      : PathJob(family.runner(), PassLookup{setup.passes, setup.graph->sequence(), {}}),
         r_(std::move(setup)),
         done_(std::move(done)) {}
 
@@ -156,8 +190,7 @@ class PathRankingJob final : public PathJob {
 
   PassKey KeyOf(size_t) const override {
     const RankingSetup& s = r_.setup();
-    return grail::KeyOf(model(), s.model->path_runner(), s.fixed, QueryRelation(), s.budget, s.cap,
-                        {});
+    return grail::KeyOf(model(), path_runner(), s.fixed, QueryRelation(), s.budget, s.cap, {});
   }
 
   bool TargetsKeepWholeQuery(size_t, PathBatchBuilder&, int64_t) override { return true; }
@@ -256,15 +289,72 @@ class PathRankingJob final : public PathJob {
   LinkPredictor::RankCallback done_;
 };
 
-}  // namespace
-
-std::shared_ptr<ScoringJob> MakePathFactJob(FactJobSetup setup, LinkPredictor::ScoreCallback done) {
-  return std::make_shared<PathFactJob>(std::move(setup), std::move(done));
+ModelSummary PathServing::Summary() const {
+  ModelSummary summary;
+  summary.format = model_->open_vocabulary() ? kUltraModelFormat : kPathModelFormat;
+  summary.hops = std::max(0, model_->config().radius());  // 0: the whole graph
+  summary.layers = model_->config().num_layers;
+  summary.dim = model_->config().dim;
+  summary.parameters = model_->num_parameters();
+  summary.training_fingerprint = model_->training_fingerprint();
+  summary.device = model_->device();
+  return summary;
 }
 
-std::shared_ptr<ScoringJob> MakePathRankingJob(RankingSetup setup,
-                                               LinkPredictor::RankCallback done) {
-  return std::make_shared<PathRankingJob>(std::move(setup), std::move(done));
+SubmittedJob PathServing::FactJob(FactJobSetup setup, int explain_paths,
+                                  LinkPredictor::ScoreCallback done) const {
+  auto job = std::make_shared<PathFactJob>(*this, std::move(setup), std::move(done));
+  const size_t queries = job->size();
+  return {std::move(job), queries};
+}
+
+SubmittedJob PathServing::RankingJob(RankingSetup setup, LinkPredictor::RankCallback done) const {
+  // One query, whatever the candidates.
+  return {std::make_shared<PathRankingJob>(*this, std::move(setup), std::move(done)), 1};
+}
+
+// Each forward runs the queries (head, relation, ?) of facts, up to the batch limits (a
+// neighbourhood that alone exceeds them runs alone).
+absl::StatusOr<int> PathServing::WarmUp(const ServedModel& served, const WarmupInput& input,
+                                        const WarmupOptions& options) const {
+  const PathModel& model = *model_;
+  const std::vector<WarmupFact>& facts = input.facts;
+  const PathNeighbourhoodSpec spec = model.Neighbourhood(input.graph, input.relations, 0);
+  PathBatchBuilder builder;
+  PathBatch batch, one;
+  size_t next = 0;
+  int forwards = 0;
+  for (int b = 0; b < options.batches; ++b) {
+    if (options.stop && options.stop()) return StoppedWarmUp();
+    batch.Clear();
+    const int64_t size = b % 2 == 1 ? 1 : std::max(1, options.batch_size);
+    for (size_t tried = 0; tried < 4 * facts.size() && batch.num_queries() < size; ++tried) {
+      const WarmupFact& f = facts[next++ % facts.size()];
+      one.Clear();
+      absl::Status built = builder.Add(spec, {f.fact.head, f.model_relation, {}, {}}, &one);
+      if (!built.ok()) return built;
+      if (batch.num_queries() > 0 &&
+          (batch.num_nodes() + one.num_nodes() > options.max_batch_nodes ||
+           batch.num_edges() + one.num_edges() > options.max_batch_edges)) {
+        break;
+      }
+      batch.Append(one);
+    }
+    if (batch.num_queries() == 0) continue;
+    absl::StatusOr<PathScores> scores = model.Score(batch);
+    if (!scores.ok()) {
+      return absl::Status(scores.status().code(), absl::StrCat("warming up model ", served.path(),
+                                                               ": ", scores.status().message()));
+    }
+    ++forwards;
+  }
+  return forwards;
+}
+
+}  // namespace
+
+std::unique_ptr<const ServedFamily> ServePath(std::shared_ptr<const PathModel> model) {
+  return std::make_unique<PathServing>(std::move(model));
 }
 
 }  // namespace grail

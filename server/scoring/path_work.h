@@ -73,6 +73,7 @@ class PathJob : public ScoringJob {
                                                     int64_t max_nodes) final;
   const BatchRunner& runner() const final { return runner_; }
   const PathModel& model() const { return runner_.model(); }
+  const PathRunner& path_runner() const { return runner_; }
   const PassLookup& lookup() const { return lookup_; }
 
  private:

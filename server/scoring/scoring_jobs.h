@@ -1,7 +1,9 @@
-// The jobs LinkPredictor hands the engine: for each family, one that scores a list of facts
-// and one that ranks the candidates of (fixed, r, ?) or (?, r, fixed). Each family's jobs live
-// in its own file (grail_jobs.cc, path_jobs.cc) and run on its runner (grail_work.h,
-// path_work.h); what a ranking does whatever the family is in ranking.h.
+// What a family is to the server (ServedFamily): the jobs LinkPredictor hands the engine — one
+// that scores a list of facts and one that ranks the candidates of (fixed, r, ?) or
+// (?, r, fixed) — its summary and its warm-up. Each family's served form and jobs live in its
+// own file (grail_jobs.cc, path_jobs.cc) and run on its runner (grail_work.h, path_work.h);
+// what a ranking does whatever the family is in ranking.h. Nothing outside those files asks
+// which family a model is.
 #ifndef GRAIL_SERVER_SCORING_SCORING_JOBS_H_
 #define GRAIL_SERVER_SCORING_SCORING_JOBS_H_
 
@@ -66,21 +68,45 @@ struct RankingSetup {
   PassCache* passes = nullptr;  // the path family's pass cache (null: none); exact passes only
 };
 
-// GraIL (and a fused archive, served as its GraIL model): each fact on its own enclosing
-// subgraph; with explain_paths > 0, each fact's strongest paths too.
-std::shared_ptr<ScoringJob> MakeGrailFactJob(FactJobSetup setup, int explain_paths,
-                                             LinkPredictor::ScoreCallback done);
-// The facts that share a head and a relation share one query, whose pass scores their tails;
-// a query whose pass is cached (FactJobSetup::passes) costs a lookup.
-std::shared_ptr<ScoringJob> MakePathFactJob(FactJobSetup setup, LinkPredictor::ScoreCallback done);
+// A job for the engine and the work it admits the call for (InferenceEngine::Submit).
+struct SubmittedJob {
+  std::shared_ptr<ScoringJob> job;
+  size_t size = 0;
+};
 
-// GraIL: candidates within k + 1 hops on their own subgraphs, the others sharing one score.
-std::shared_ptr<ScoringJob> MakeGrailRankingJob(RankingSetup setup,
-                                                LinkPredictor::RankCallback done);
-// The path family: one query, (fixed, r, ?) or its inverse (fixed, r^-1, ?), whose pass
-// scores every candidate; entities beyond its neighbourhood share its far score.
-std::shared_ptr<ScoringJob> MakePathRankingJob(RankingSetup setup,
-                                               LinkPredictor::RankCallback done);
+// One model family as the server serves it, made once per served model (ServedModel).
+class ServedFamily {
+ public:
+  virtual ~ServedFamily() = default;
+  // The relation vocabulary in the model's id order (a model of any relation: empty).
+  virtual const std::vector<std::string>& relations() const = 0;
+  // Whether the model scores any relation, its ids the graph's (ULTRA's).
+  virtual bool open_vocabulary() const { return false; }
+  virtual ModelSummary Summary() const = 0;
+  // Whether a ScoreTriplet call may ask for `explain_paths` paths per fact: INVALID_ARGUMENT
+  // saying why not where the family has none.
+  virtual absl::Status CheckExplanations(int explain_paths) const = 0;
+  virtual SubmittedJob FactJob(FactJobSetup setup, int explain_paths,
+                               LinkPredictor::ScoreCallback done) const = 0;
+  virtual SubmittedJob RankingJob(RankingSetup setup, LinkPredictor::RankCallback done) const = 0;
+  // The warm-up's forwards over `input` (served_model.h's WarmUp): how many ran. `served`
+  // names the model in errors.
+  virtual absl::StatusOr<int> WarmUp(const ServedModel& served, const WarmupInput& input,
+                                     const WarmupOptions& options) const = 0;
+  // Of `asked` stored facts, how many a warm-up of the whole serving path scores.
+  virtual size_t ServingWarmUpFacts(size_t asked) const { return asked; }
+};
+
+// GraIL (and a fused archive, `fused` when set, served as its GraIL model `model`): each fact
+// on its own enclosing subgraph, with its strongest paths when asked; a ranking scores the
+// candidates within k + 1 hops on their own subgraphs, the others sharing one score.
+std::unique_ptr<const ServedFamily> ServeGrail(std::shared_ptr<const GrailModel> model,
+                                               std::shared_ptr<const FusedModel> fused);
+// The path family (ULTRA's included): facts that share a head and a relation share one query,
+// whose pass scores their tails, and a ranking is one query, (fixed, r, ?) or its inverse
+// (fixed, r^-1, ?), whose pass scores every candidate; entities beyond its neighbourhood share
+// its far score. A query whose pass is cached (FactJobSetup::passes) costs a lookup.
+std::unique_ptr<const ServedFamily> ServePath(std::shared_ptr<const PathModel> model);
 
 // Entity `name` of `graph`, or NOT_FOUND naming it.
 absl::StatusOr<EntityId> FindEntity(const GraphSnapshot& graph, const std::string& name);

@@ -23,16 +23,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/families.h"
+#include "graph/relation_map.h"
 #include "model/fusion/fused_model.h"
 #include "model/grail/grail_model.h"
-#include "model/grail/subgraph_batch.h"
 #include "model/path/path_model.h"
-#include "server/scoring/grail_work.h"
-#include "server/scoring/path_work.h"
 #include "store/live_graph.h"
 
 namespace grail {
+
+class ServedFamily;  // server/scoring/scoring_jobs.h
 
 // A fused archive's KGE member, as GetStats describes it.
 struct KgeMemberSummary {
@@ -59,31 +58,27 @@ struct ModelSummary {
 
 class ServedModel {
  public:
+  // A model of a family the server knows (the registry: each constructor names the family's
+  // served form, made by its jobs' file).
   ServedModel(std::shared_ptr<const GrailModel> model, std::string path, std::string sha256,
               uint64_t generation);
   ServedModel(std::shared_ptr<const PathModel> model, std::string path, std::string sha256,
               uint64_t generation);
   // A fused archive: served as its GraIL model, whose scores its classifiers then combine
-  // with the KGE models' (see fused()).
+  // with the KGE models'.
   ServedModel(std::shared_ptr<const FusedModel> model, std::string path, std::string sha256,
               uint64_t generation);
+  // Any family's served form (ServedFamily), e.g. one the tests define.
+  ServedModel(std::unique_ptr<const ServedFamily> family, std::string path, std::string sha256,
+              uint64_t generation);
+  ~ServedModel();
   ServedModel(const ServedModel&) = delete;
   ServedModel& operator=(const ServedModel&) = delete;
 
-  ModelFamily family() const {
-    return path_model_ ? ModelFamily::kPath : fused_ ? ModelFamily::kFused : ModelFamily::kGrail;
-  }
-  // The GraIL network; for family() kGrail, and kFused (the archive's GraIL model).
-  const GrailModel& grail() const { return *model_; }
-  // The fused archive, or null for the other families.
-  const FusedModel* fused() const { return fused_.get(); }
-  // The path-based scorer; only for family() == kPath.
-  const PathModel& path_model() const { return *path_model_; }
-  // The engine's runner of the GraIL network (family() kGrail or kFused) or of the path model.
-  const GrailRunner& grail_runner() const { return *grail_runner_; }
-  const PathRunner& path_runner() const { return *path_runner_; }
+  // The family's jobs, runner, summary and warm-up.
+  const ServedFamily& family() const { return *family_; }
   // The relation vocabulary in the model's id order.
-  const std::vector<std::string>& relations() const { return *relations_; }
+  const std::vector<std::string>& relations() const;
   ModelSummary Summary() const;
   const std::string& path() const { return path_; }
   // Hex SHA-256 of the archive's bytes.
@@ -95,7 +90,7 @@ class ServedModel {
   double loaded_at_unix_seconds() const { return loaded_at_unix_seconds_; }
 
   // Whether the model scores any relation (ULTRA's): its relation ids are the graph's.
-  bool open_vocabulary() const { return path_model_ && path_model_->open_vocabulary(); }
+  bool open_vocabulary() const;
   // The model's id of relation `name` on `graph`, or INVALID_ARGUMENT naming it: not in the
   // model's vocabulary, or for a model of any relation, not in the graph.
   absl::StatusOr<int32_t> RelationId(absl::string_view name, const GraphSnapshot& graph) const;
@@ -105,18 +100,7 @@ class ServedModel {
   std::shared_ptr<const RelationMap> RelationsOf(const GraphSnapshot& graph) const;
 
  private:
-  // One of the families: `grail` or `path_model`, and with `grail`, optionally the fused
-  // archive it belongs to; `relations` is the vocabulary.
-  ServedModel(std::shared_ptr<const GrailModel> grail, std::shared_ptr<const PathModel> path_model,
-              std::shared_ptr<const FusedModel> fused, const std::vector<std::string>* relations,
-              std::string path, std::string sha256, uint64_t generation);
-
-  const std::shared_ptr<const GrailModel> model_;
-  const std::shared_ptr<const PathModel> path_model_;
-  const std::shared_ptr<const FusedModel> fused_;
-  const std::vector<std::string>* const relations_;
-  const std::unique_ptr<const GrailRunner> grail_runner_;  // with model_
-  const std::unique_ptr<const PathRunner> path_runner_;    // with path_model_
+  const std::unique_ptr<const ServedFamily> family_;
   const std::string path_;
   const std::string sha256_;
   const std::string version_;
@@ -153,6 +137,24 @@ std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphS
 // other models and for 0 (no bound).
 absl::Status CheckRelationGraphFits(const ServedModel& model, const GraphSnapshot& graph,
                                     uint64_t max_relation_side_pairs);
+
+// A fact to warm up with, given by the graph's ids, and the model id of its relation.
+struct WarmupFact {
+  Triple fact;
+  int32_t model_relation = 0;
+};
+
+// What a family's warm-up forwards run over (ServedFamily::WarmUp): facts of `graph`, the
+// map from its relations to the model's, and each entity's name (empty for a synthetic one).
+struct WarmupInput {
+  const GraphView* graph = nullptr;
+  const RelationMap* relations = nullptr;
+  std::vector<WarmupFact> facts;  // never empty
+  std::function<absl::string_view(EntityId)> entity_name;
+};
+
+// What a warm-up whose stop() became true ends with.
+absl::Status StoppedWarmUp();
 
 struct WarmupOptions {
   int batches = 3;      // forwards to run; 0: none
