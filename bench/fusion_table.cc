@@ -1,7 +1,7 @@
 // The GraIL paper's late-fusion tables (Section 5.2, Tables 3-5, and the appendix's Hits@10):
 // each member alone and every pair of members — GraIL and KGE models, or two KGE models —
 // fused by a logistic regression fitted on the validation facts against one negative each
-// (as grail-fuse fits it: model/fusion/fused_model.h), then evaluated on the test facts with the
+// (as grail-fuse fits it: model/fusion/fusion_model.h), then evaluated on the test facts with the
 // GraIL protocol (AUC-PR against one negative per fact, Hits@10 among 49 + 49 negatives; the
 // negatives grail-eval draws for the same seed). Every member scores each fact once: the
 // pairs reuse the scores.
@@ -32,7 +32,7 @@
 #include "graph/model_graph.h"
 #include "graph/triple_file.h"
 #include "model/core/runtime.h"
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 #include "model/fusion/linear_fusion.h"
 #include "train/fusion_trainer.h"
 
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   const std::vector<grail::Triple> valid = indexed.NewFacts(*valid_facts);
   const std::vector<grail::Triple> test = indexed.NewFacts(*test_facts);
   const size_t columns = 1 + members.size();
-  absl::StatusOr<std::unique_ptr<grail::FusedModel>> fused = grail::FusedModel::Create(
+  absl::StatusOr<std::unique_ptr<grail::FusionModel>> fused = grail::FusionModel::Create(
       *std::move(grail_model), std::move(members),
       grail::LinearFusion{std::vector<double>(columns, 0.0), 0}, grail::LinearFusion{{0.0}, 0});
   if (!fused.ok()) return Fail(fused.status());

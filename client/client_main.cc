@@ -124,7 +124,7 @@ commands:
   score H R T [--explain [--paths K]]
       Scores one fact. Prints the score; --json: an object with head, relation, tail,
       score, probability, known_fact, subgraph_nodes, subgraph_edges, graph_sequence,
-      scored_by (grail, path, or fused: a fused archive's classifier over GraIL and KGE).
+      scored_by (grail, path, or fused: a fusion archive's classifier over GraIL and KGE).
       --explain: then the K (default 3) strongest paths from H to T behind the score, one
       per line: weight<TAB>rule body<TAB>the entities it runs through (--json: "paths").
   score-file FILE [--batch N]

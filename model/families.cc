@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "model/core/torch_util.h"
+#include "model/core/model_archive.h"
 #include "model/grail/grail_module.h"
 #include "model/kge/kge_module.h"
 #include "model/path/path_module.h"
@@ -15,7 +15,7 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
   if (!opened.ok()) return opened.status();
   const std::string format = ArchiveFormat(opened->module);
   AnyModel any;
-  if (format == kModelFormat) {
+  if (format == kGrailModelFormat) {
     absl::StatusOr<std::unique_ptr<GrailModel>> model =
         ModelFromArchive<GrailModel, GrailModule>(*std::move(opened), path, device_name);
     if (!model.ok()) return model.status();
@@ -31,16 +31,16 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
         ModelFromArchive<KgeModel, KgeModule>(*std::move(opened), path, device_name);
     if (!model.ok()) return model.status();
     any.kge = *std::move(model);
-  } else if (format == kFusedModelFormat) {
+  } else if (format == kFusionModelFormat) {
     // Its members load as their families do.
-    absl::StatusOr<std::unique_ptr<FusedModel>> model =
-        FusedModel::FromArchive(*opened, path, device_name);
+    absl::StatusOr<std::unique_ptr<FusionModel>> model =
+        FusionModel::FromArchive(*opened, path, device_name);
     if (!model.ok()) return model.status();
-    any.fused = *std::move(model);
+    any.fusion = *std::move(model);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, " is not a ", kModelFormat, ", ", kPathModelFormat, ", ", kUltraModelFormat, ", ",
-        kKgeModelFormat, " or ", kFusedModelFormat, " archive"));
+        path, " is not a ", kGrailModelFormat, ", ", kPathModelFormat, ", ", kUltraModelFormat,
+        ", ", kKgeModelFormat, " or ", kFusionModelFormat, " archive"));
   }
   return any;
 }

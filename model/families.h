@@ -12,27 +12,27 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 #include "model/grail/grail_model.h"
 #include "model/kge/kge_model.h"
 #include "model/path/path_model.h"
 
 namespace grail {
 
-enum class ModelFamily { kGrail, kPath, kKge, kFused };
+enum class ModelFamily { kGrail, kPath, kKge, kFusion };
 
 // A model archive of any family: exactly one of the four is set (ULTRA's are path models).
 struct AnyModel {
   std::unique_ptr<GrailModel> grail;
   std::unique_ptr<PathModel> path;
   std::unique_ptr<KgeModel> kge;
-  std::unique_ptr<FusedModel> fused;
+  std::unique_ptr<FusionModel> fusion;
 
   ModelFamily family() const {
-    return path    ? ModelFamily::kPath
-           : kge   ? ModelFamily::kKge
-           : fused ? ModelFamily::kFused
-                   : ModelFamily::kGrail;
+    return path     ? ModelFamily::kPath
+           : kge    ? ModelFamily::kKge
+           : fusion ? ModelFamily::kFusion
+                    : ModelFamily::kGrail;
   }
 };
 

@@ -18,11 +18,11 @@
 #include "eval/path_evaluation.h"
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
-#include "model/core/archive_loading.h"
+#include "model/core/archive_probe.h"
 #include "model/core/blas_kernels.h"
 #include "model/core/runtime.h"
 #include "model/families.h"
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 #include "model/grail/fact_scoring.h"
 #include "model/grail/grail_model.h"
 #include "model/path/path_model.h"
@@ -54,7 +54,7 @@ ABSL_FLAG(bool, score_only, false,
 ABSL_FLAG(std::string, scores_out, "",
           "with --score-only: also write every scored test fact with its score, "
           "head<TAB>relation<TAB>tail<TAB>score per line (to compare devices or builds); a "
-          "fused archive adds a fifth column, fused or grail (the scorer, as grail-server's "
+          "fusion archive adds a fifth column, fused or grail (the scorer, as grail-server's "
           "scored_by)");
 
 namespace {
@@ -64,7 +64,7 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// --score-only: scores `test` with `score` (GraIL's or a fused archive's; `fused` empty for
+// --score-only: scores `test` with `score` (GraIL's or a fusion archive's; `fused` empty for
 // GraIL), prints the throughput as JSON and, with --scores-out, writes each fact with its score.
 int ScoreOnly(const grail::IndexedTriples& indexed, const std::vector<grail::Triple>& test,
               const std::function<absl::StatusOr<grail::FusedScores>()>& score) {
@@ -124,11 +124,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<grail::GrailModel> grail_model = std::move(loaded->grail);
   std::unique_ptr<grail::PathModel> path_model = std::move(loaded->path);
   std::unique_ptr<grail::KgeModel> kge_model = std::move(loaded->kge);
-  std::unique_ptr<grail::FusedModel> fused_model = std::move(loaded->fused);
-  const std::vector<std::string>& model_relations = path_model    ? path_model->relations()
-                                                    : kge_model   ? kge_model->relations()
-                                                    : fused_model ? fused_model->grail().relations()
-                                                                  : grail_model->relations();
+  std::unique_ptr<grail::FusionModel> fusion_model = std::move(loaded->fusion);
+  const std::vector<std::string>& model_relations = path_model  ? path_model->relations()
+                                                    : kge_model ? kge_model->relations()
+                                                    : fusion_model
+                                                        ? fusion_model->grail().relations()
+                                                        : grail_model->relations();
   absl::StatusOr<std::vector<grail::NamedTriple>> graph_facts = grail::ReadTripleFile(graph_path);
   if (!graph_facts.ok()) return Fail(graph_facts.status());
   absl::StatusOr<std::vector<grail::NamedTriple>> test_facts = grail::ReadTripleFile(test_path);
@@ -172,7 +173,8 @@ int main(int argc, char** argv) {
                test.size(), unknown_entity, unknown_relation, in_graph);
 
   // Early fusion: a GraIL model with node features reads each graph entity's row.
-  const grail::GrailModel* grail_network = fused_model ? &fused_model->grail() : grail_model.get();
+  const grail::GrailModel* grail_network =
+      fusion_model ? &fusion_model->grail() : grail_model.get();
   const std::vector<int32_t> feature_rows =
       grail_network != nullptr ? grail_network->NodeFeatureRows(indexed.entities.names())
                                : std::vector<int32_t>();
@@ -238,11 +240,11 @@ int main(int argc, char** argv) {
     std::printf("%s\n", mean.ToJson().c_str());
     return 0;
   }
-  if (fused_model) {
+  if (fusion_model) {
     // Late fusion: the GraIL protocol on the same negatives, each fact scored by the fused
     // classifier where every KGE member knows it, by GraIL's alone otherwise.
     const grail::FusionVocabulary vocabulary =
-        fused_model->MapVocabulary(indexed.entities.names(), indexed.relations.names());
+        fusion_model->MapVocabulary(indexed.entities.names(), indexed.relations.names());
     grail::EvaluationOptions options;
     options.negatives = absl::GetFlag(FLAGS_negatives);
     options.scoring.threads = absl::GetFlag(FLAGS_threads);
@@ -251,7 +253,7 @@ int main(int argc, char** argv) {
     grail::SetComputeThreads(1);
     if (absl::GetFlag(FLAGS_score_only)) {
       return ScoreOnly(indexed, test, [&] {
-        return fused_model->Score(graph, relations, vocabulary, test, options.scoring);
+        return fusion_model->Score(graph, relations, vocabulary, test, options.scoring);
       });
     }
     int64_t fused_scores = 0, scores = 0;
@@ -263,7 +265,7 @@ int main(int argc, char** argv) {
               graph, test, run,
               [&](absl::Span<const grail::Triple> facts) -> absl::StatusOr<std::vector<float>> {
                 absl::StatusOr<grail::FusedScores> scored =
-                    fused_model->Score(graph, relations, vocabulary, facts, run.scoring);
+                    fusion_model->Score(graph, relations, vocabulary, facts, run.scoring);
                 if (!scored.ok()) return scored.status();
                 for (uint8_t f : scored->fused) fused_scores += f;
                 scores += static_cast<int64_t>(scored->fused.size());

@@ -13,7 +13,7 @@
 #include "graph/model_graph.h"
 #include "graph/triple_file.h"
 #include "model/core/runtime.h"
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 #include "train/fusion_trainer.h"
 
 ABSL_FLAG(std::string, grail, "", "the GraIL model (grail-train's archive)");
@@ -22,7 +22,7 @@ ABSL_FLAG(std::string, kge, "",
           "commas for several");
 ABSL_FLAG(std::string, graph, "", "the graph GraIL reasons over (triple file)");
 ABSL_FLAG(std::string, valid, "", "validation facts (triple file), not in --graph");
-ABSL_FLAG(std::string, out, "", "where to write the fused archive (.pt)");
+ABSL_FLAG(std::string, out, "", "where to write the fusion archive (.pt)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the validation facts' negatives");
 ABSL_FLAG(int, threads, 2, "GraIL's scoring workers");
 
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   const size_t count = members.size();
   grail::LinearFusion unfitted_fused{std::vector<double>(1 + count, 0.0), 0};
   grail::LinearFusion unfitted_grail{{0.0}, 0};
-  absl::StatusOr<std::unique_ptr<grail::FusedModel>> fused = grail::FusedModel::Create(
+  absl::StatusOr<std::unique_ptr<grail::FusionModel>> fused = grail::FusionModel::Create(
       *std::move(grail_model), std::move(members), unfitted_fused, unfitted_grail);
   if (!fused.ok()) return Fail(fused.status());
   const grail::FusionVocabulary vocabulary =

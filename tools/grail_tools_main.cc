@@ -6,7 +6,7 @@
 
 #include "absl/flags/usage.h"
 #include "common/command_line.h"
-#include "model/core/archive_loading.h"
+#include "model/core/archive_probe.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {

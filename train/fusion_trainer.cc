@@ -10,7 +10,7 @@
 
 namespace grail {
 
-absl::StatusOr<FusionRows> ValidationRows(const FusedModel& model, const GraphView& graph,
+absl::StatusOr<FusionRows> ValidationRows(const FusionModel& model, const GraphView& graph,
                                           const RelationMap& relations,
                                           const FusionVocabulary& vocabulary,
                                           absl::Span<const Triple> valid, uint64_t seed,
@@ -50,7 +50,7 @@ FusionRows FusionRows::Restricted(absl::Span<const size_t> columns) const {
   return out;
 }
 
-absl::StatusOr<FusionFit> FitFusion(const FusedModel& model, const GraphView& graph,
+absl::StatusOr<FusionFit> FitFusion(const FusionModel& model, const GraphView& graph,
                                     const RelationMap& relations,
                                     const FusionVocabulary& vocabulary,
                                     absl::Span<const Triple> valid, uint64_t seed,

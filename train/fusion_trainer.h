@@ -10,14 +10,14 @@
 #include "absl/types/span.h"
 #include "graph/graph_view.h"
 #include "graph/relation_map.h"
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 #include "model/fusion/linear_fusion.h"
 
 namespace grail {
 
 // Late fusion's training data: every validation fact (ids of the graph, not facts of it) with
 // one negative (head or tail replaced, drawn from the seed as the evaluation draws them), each
-// a row of the members' scores (FusedModel::MemberScores: GraIL's first, NaN where a member
+// a row of the members' scores (FusionModel::MemberScores: GraIL's first, NaN where a member
 // does not know the fact).
 struct FusionRows {
   std::vector<std::vector<double>> scores;  // fact, its negative, fact, its negative, ...
@@ -29,7 +29,7 @@ struct FusionRows {
 };
 
 // Errors: INVALID_ARGUMENT if no validation fact has a negative; scoring errors.
-absl::StatusOr<FusionRows> ValidationRows(const FusedModel& model, const GraphView& graph,
+absl::StatusOr<FusionRows> ValidationRows(const FusionModel& model, const GraphView& graph,
                                           const RelationMap& relations,
                                           const FusionVocabulary& vocabulary,
                                           absl::Span<const Triple> valid, uint64_t seed,
@@ -51,7 +51,7 @@ struct FusionFit {
 // from their negatives (ValidationRows), over every member's score where every member knows
 // both the fact and its negative, and over GraIL's alone on all of them. Errors: INVALID_ARGUMENT
 // if no validation fact can be used, or the members know none of them; scoring errors.
-absl::StatusOr<FusionFit> FitFusion(const FusedModel& model, const GraphView& graph,
+absl::StatusOr<FusionFit> FitFusion(const FusionModel& model, const GraphView& graph,
                                     const RelationMap& relations,
                                     const FusionVocabulary& vocabulary,
                                     absl::Span<const Triple> valid, uint64_t seed,

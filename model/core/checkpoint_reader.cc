@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/core/archive_check.h"
-#include "model/core/archive_loading.h"
+#include "model/core/archive_probe.h"
 #include "model/core/pickle.h"
 
 namespace grail {

@@ -21,7 +21,7 @@ namespace grail {
 // float tensors of their saved shape. Errors: INVALID_ARGUMENT naming what the file holds
 // that is not data (a global other than the known ones), an opcode this reader does not know,
 // or a tensor whose storage record is shorter than its shape needs.
-// The file is read and probed as model/core/archive_loading.h says (regular, bounded, in a child
+// The file is read and probed as model/core/archive_probe.h says (regular, bounded, in a child
 // process first where the program isolates loads).
 absl::StatusOr<std::map<std::string, torch::Tensor>> ReadCheckpointTensors(const std::string& path);
 // The same from the file's bytes, in this process.

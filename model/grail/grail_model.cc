@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "model/core/model_archive.h"
 #include "model/core/torch_util.h"
 #include "model/grail/grail_module.h"
 
@@ -203,7 +204,7 @@ void RegisterParameters(const GrailConfig& c, int64_t num_relations, torch::jit:
 
 void RegisterAttributes(const GrailConfig& c, const std::vector<std::string>& relations,
                         const std::string& fingerprint, torch::jit::Module& m) {
-  m.register_attribute("format", c10::StringType::get(), std::string(kModelFormat));
+  m.register_attribute("format", c10::StringType::get(), std::string(kGrailModelFormat));
   m.register_attribute("hops", c10::IntType::get(), static_cast<int64_t>(c.hops));
   m.register_attribute("max_nodes_per_hop", c10::IntType::get(),
                        static_cast<int64_t>(c.max_nodes_per_hop));
@@ -316,9 +317,9 @@ absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::Load(const std::string& 
 absl::StatusOr<std::unique_ptr<GrailModel>> GrailModel::FromModule(
     std::unique_ptr<GrailModule> module, const std::string& path, absl::string_view device_name) {
   torch::jit::Module& m = module->module;
-  if (ArchiveFormat(m) != kModelFormat) {
+  if (ArchiveFormat(m) != kGrailModelFormat) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a ", kModelFormat, " archive (no or another 'format')"));
+        absl::StrCat(path, " is not a ", kGrailModelFormat, " archive (no or another 'format')"));
   }
   try {
     GrailConfig c;

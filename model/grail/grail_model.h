@@ -29,7 +29,7 @@
 namespace grail {
 
 // Written into every archive; Load() refuses archives of another format.
-inline constexpr char kModelFormat[] = "grail-kg-model/1";
+inline constexpr char kGrailModelFormat[] = "grail-kg-model/1";
 
 struct GrailConfig {
   // Subgraphs.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "model/core/model_archive.h"
 #include "model/core/torch_util.h"
 #include "model/kge/kge_module.h"
 

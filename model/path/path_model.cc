@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "model/core/model_archive.h"
 #include "model/core/torch_util.h"
 #include "model/ops/rspmm.h"
 #include "model/path/path_module.h"

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/core/checkpoint_reader.h"
+#include "model/core/model_archive.h"
 #include "model/core/torch_util.h"
 #include "model/path/path_module.h"
 #include "model/path/relation_graph.h"

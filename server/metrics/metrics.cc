@@ -12,10 +12,10 @@
 namespace grail {
 namespace {
 
-// What every family needs: a valid name, help the text format can carry unescaped, valid
+// What every metric family needs: a valid name, help the text format can carry unescaped, valid
 // distinct label names.
-absl::Status ValidateFamily(absl::string_view name, absl::string_view help,
-                            const std::vector<std::string>& label_names) {
+absl::Status ValidateMetricFamily(absl::string_view name, absl::string_view help,
+                                  const std::vector<std::string>& label_names) {
   if (!prometheus::CheckMetricName(std::string(name))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "metric name \"", name, "\" is not valid: it must match [a-zA-Z_:][a-zA-Z0-9_:]*"));
@@ -41,7 +41,7 @@ absl::Status ValidateFamily(absl::string_view name, absl::string_view help,
   return absl::OkStatus();
 }
 
-// A labelless family from a function of one value.
+// A labelless metric family from a function of one value.
 std::function<std::vector<ScrapedSample>()> OneSample(std::function<std::optional<double>()> read) {
   return [read = std::move(read)]() -> std::vector<ScrapedSample> {
     const std::optional<double> value = read == nullptr ? std::nullopt : read();
@@ -57,49 +57,51 @@ ScrapeTimeMetrics::~ScrapeTimeMetrics() = default;
 
 absl::Status ScrapeTimeMetrics::AddCounter(absl::string_view name, absl::string_view help,
                                            std::function<std::optional<double>()> read) {
-  return AddFamily(prometheus::MetricType::Counter, name, help, {}, OneSample(std::move(read)));
+  return AddMetricFamily(prometheus::MetricType::Counter, name, help, {},
+                         OneSample(std::move(read)));
 }
 
 absl::Status ScrapeTimeMetrics::AddGauge(absl::string_view name, absl::string_view help,
                                          std::function<std::optional<double>()> read) {
-  return AddFamily(prometheus::MetricType::Gauge, name, help, {}, OneSample(std::move(read)));
+  return AddMetricFamily(prometheus::MetricType::Gauge, name, help, {}, OneSample(std::move(read)));
 }
 
-absl::Status ScrapeTimeMetrics::AddFamily(prometheus::MetricType type, absl::string_view name,
-                                          absl::string_view help,
-                                          std::vector<std::string> label_names,
-                                          std::function<std::vector<ScrapedSample>()> read) {
-  if (absl::Status status = ValidateFamily(name, help, label_names); !status.ok()) return status;
+absl::Status ScrapeTimeMetrics::AddMetricFamily(prometheus::MetricType type, absl::string_view name,
+                                                absl::string_view help,
+                                                std::vector<std::string> label_names,
+                                                std::function<std::vector<ScrapedSample>()> read) {
+  if (absl::Status status = ValidateMetricFamily(name, help, label_names); !status.ok())
+    return status;
   if (type != prometheus::MetricType::Counter && type != prometheus::MetricType::Gauge) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metric ", name, ": a scrape-time family must be a counter or a gauge"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metric ", name, ": a scrape-time metric family must be a counter or a gauge"));
   }
   if (read == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("metric ", name, ": no function to read it"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (const Family& family : families_) {
-    if (family.name == name) {
+  for (const ScrapedMetric& scraped : scraped_) {
+    if (scraped.name == name) {
       return absl::AlreadyExistsError(absl::StrCat("metric ", name, " is already registered"));
     }
   }
-  families_.push_back(
-      Family{std::string(name), std::string(help), type, std::move(label_names), std::move(read)});
+  scraped_.push_back(ScrapedMetric{std::string(name), std::string(help), type,
+                                   std::move(label_names), std::move(read)});
   return absl::OkStatus();
 }
 
 std::vector<prometheus::MetricFamily> ScrapeTimeMetrics::Collect() const {
   std::vector<prometheus::MetricFamily> out;
   std::lock_guard<std::mutex> lock(mu_);
-  for (const Family& family : families_) {
-    prometheus::MetricFamily collected{family.name, family.help, family.type, {}};
-    for (const ScrapedSample& sample : family.read()) {
-      if (sample.label_values.size() != family.label_names.size()) continue;
+  for (const ScrapedMetric& scraped : scraped_) {
+    prometheus::MetricFamily collected{scraped.name, scraped.help, scraped.type, {}};
+    for (const ScrapedSample& sample : scraped.read()) {
+      if (sample.label_values.size() != scraped.label_names.size()) continue;
       prometheus::ClientMetric metric;
       for (size_t i = 0; i < sample.label_values.size(); ++i) {
-        metric.label.push_back({family.label_names[i], sample.label_values[i]});
+        metric.label.push_back({scraped.label_names[i], sample.label_values[i]});
       }
-      if (family.type == prometheus::MetricType::Counter) {
+      if (scraped.type == prometheus::MetricType::Counter) {
         metric.counter.value = sample.value;
       } else {
         metric.gauge.value = sample.value;

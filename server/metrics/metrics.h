@@ -34,7 +34,7 @@
 
 namespace grail {
 
-// One sample of a labelled scrape-time family: label values in the order of its label names.
+// One sample of a labelled scrape-time metric family: label values in the order of its label names.
 struct ScrapedSample {
   std::vector<std::string> label_values;
   double value = 0;
@@ -60,18 +60,18 @@ class ScrapeTimeMetrics final : public prometheus::Collectable {
                           std::function<std::optional<double>()> read);
   absl::Status AddGauge(absl::string_view name, absl::string_view help,
                         std::function<std::optional<double>()> read);
-  // The labelled form: `read` returns every sample of the family for this scrape; samples
+  // The labelled form: `read` returns every sample of the metric family for this scrape; samples
   // with a different number of label values than `label_names` are left out. `type` must
   // be Counter or Gauge (INVALID_ARGUMENT otherwise).
-  absl::Status AddFamily(prometheus::MetricType type, absl::string_view name,
-                         absl::string_view help, std::vector<std::string> label_names,
-                         std::function<std::vector<ScrapedSample>()> read);
+  absl::Status AddMetricFamily(prometheus::MetricType type, absl::string_view name,
+                               absl::string_view help, std::vector<std::string> label_names,
+                               std::function<std::vector<ScrapedSample>()> read);
 
-  // Calls every family's function; families without a sample this time are left out.
+  // Calls every metric family's function; families without a sample this time are left out.
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  struct Family {
+  struct ScrapedMetric {
     std::string name;
     std::string help;
     prometheus::MetricType type;
@@ -80,13 +80,13 @@ class ScrapeTimeMetrics final : public prometheus::Collectable {
   };
 
   mutable std::mutex mu_;
-  std::vector<Family> families_;  // guarded by mu_
+  std::vector<ScrapedMetric> scraped_;  // guarded by mu_
 };
 
 // Content-Type of RenderExposition's text.
 inline constexpr char kExpositionContentType[] = "text/plain; version=0.0.4; charset=utf-8";
 
-// Every family of `collectables`, in the text exposition format 0.0.4.
+// Every metric family of `collectables`, in the text exposition format 0.0.4.
 std::string RenderExposition(std::initializer_list<const prometheus::Collectable*> collectables);
 
 // Bucket upper bounds: `count` values start, start*factor, start*factor^2, ... Requires

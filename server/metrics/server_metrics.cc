@@ -241,7 +241,7 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
   const Labelled<prometheus::Counter> scores = Counters(
       r, "grail_scores_total",
       "Scores returned (ScoreTriplet(s) results, RankTails/RankHeads entries), by the scorer "
-      "that produced them: grail, path, or fused (a fused archive's classifier over GraIL's and "
+      "that produced them: grail, path, or fused (a fusion archive's classifier over GraIL's and "
       "its KGE models' scores; its facts without embeddings count as grail).",
       {"scored_by"});
   for (ScoredBy scorer : kScorers) {
@@ -371,7 +371,7 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
                     "applies nothing more and must be bootstrapped from a checkpoint.",
                     [](const ReplicationStats& r) { return r.stalled ? 1.0 : 0.0; });
 
-  Must(m.scraped.AddFamily(
+  Must(m.scraped.AddMetricFamily(
       prometheus::MetricType::Gauge, "grail_model_info",
       "The served model (value 1): format, device, subgraph hops, layers, dimension, relation "
       "count, training-data fingerprint, version (path@archive SHA-256 prefix) and generation "
@@ -389,11 +389,11 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
              model.training_fingerprint, served->version(), absl::StrCat(served->generation())},
             1.0}};
       }));
-  Must(m.scraped.AddFamily(prometheus::MetricType::Gauge, "grail_build_info",
-                           "The server's build (value 1).", {"version"},
-                           [version]() -> std::vector<ScrapedSample> {
-                             return {ScrapedSample{{version}, 1.0}};
-                           }));
+  Must(m.scraped.AddMetricFamily(prometheus::MetricType::Gauge, "grail_build_info",
+                                 "The server's build (value 1).", {"version"},
+                                 [version]() -> std::vector<ScrapedSample> {
+                                   return {ScrapedSample{{version}, 1.0}};
+                                 }));
   Must(RegisterProcessMetrics(m.scraped));
 }
 

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/json.h"
-#include "model/core/archive_loading.h"
+#include "model/core/archive_probe.h"
 #include "server/engine/inference_engine.h"
 #include "server/replication/replication.h"
 #include "server/rpc/graph_service.h"

@@ -39,7 +39,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
-#include "model/core/archive_loading.h"
+#include "model/core/archive_probe.h"
 #include "model/core/blas_kernels.h"
 #include "model/core/runtime.h"
 #include "server/engine/inference_engine.h"
@@ -458,7 +458,7 @@ int Run(const ServerConfig& config) {
 }  // namespace grail
 
 int main(int argc, char** argv) {
-  // A child started to load a model archive first (model/core/archive_loading.h).
+  // A child started to load a model archive first (model/core/archive_probe.h).
   if (const int probe = grail::RunArchiveProbeIfAsked(argc, argv); probe >= 0) return probe;
   grail::UseFastestBlasKernels(argv);  // before anything else: it may start the program again
   // Block the shutdown signals before any thread exists, so every thread inherits the mask

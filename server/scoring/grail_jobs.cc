@@ -1,5 +1,5 @@
 // GraIL's jobs (scoring_jobs.h): facts on their own enclosing subgraphs, and rankings whose
-// far candidates share the trivial subgraph's score. A fused archive is served as its GraIL
+// far candidates share the trivial subgraph's score. A fusion archive is served as its GraIL
 // model, whose scores its classifiers combine with the KGE members' (model/fusion/).
 #include <algorithm>
 #include <iterator>
@@ -21,14 +21,14 @@ std::function<absl::string_view(EntityId)> EntityNames(const GraphSnapshot& grap
   return [&graph](EntityId e) -> absl::string_view { return graph.EntityName(e); };
 }
 
-// GraIL as the server serves it (scoring_jobs.h), a fused archive's GraIL model included.
+// GraIL as the server serves it (scoring_jobs.h), a fusion archive's GraIL model included.
 class GrailServing final : public ServedFamily {
  public:
-  GrailServing(std::shared_ptr<const GrailModel> model, std::shared_ptr<const FusedModel> fused)
-      : model_(std::move(model)), fused_(std::move(fused)), runner_(*model_) {}
+  GrailServing(std::shared_ptr<const GrailModel> model, std::shared_ptr<const FusionModel> fusion)
+      : model_(std::move(model)), fusion_(std::move(fusion)), runner_(*model_) {}
 
   const GrailModel& model() const { return *model_; }
-  const FusedModel* fused() const { return fused_.get(); }  // null: a GraIL archive
+  const FusionModel* fusion() const { return fusion_.get(); }  // null: a GraIL archive
   const GrailRunner& runner() const { return runner_; }
 
   const std::vector<std::string>& relations() const override { return model_->relations(); }
@@ -42,7 +42,7 @@ class GrailServing final : public ServedFamily {
 
  private:
   const std::shared_ptr<const GrailModel> model_;
-  const std::shared_ptr<const FusedModel> fused_;
+  const std::shared_ptr<const FusionModel> fusion_;
   const GrailRunner runner_;
 };
 
@@ -52,7 +52,7 @@ class GrailFactJob final : public GrailJob {
   GrailFactJob(const GrailServing& family, FactJobSetup setup, int explain_paths,
                LinkPredictor::ScoreCallback done)
       : GrailJob(family.runner()),
-        fused_(family.fused()),
+        fusion_(family.fusion()),
         model_(std::move(setup.model)),
         graph_(std::move(setup.graph)),
         relations_(std::move(setup.relations)),
@@ -62,16 +62,16 @@ class GrailFactJob final : public GrailJob {
         paths_(explain_paths > 0 ? facts_.size() : 0),
         done_(std::move(done)) {}
 
-  // A fused archive: the KGE models' scores of every fact they all know, by name.
+  // A fusion archive: the KGE models' scores of every fact they all know, by name.
   absl::Status Prepare() override {
-    if (fused_ == nullptr) return absl::OkStatus();
+    if (fusion_ == nullptr) return absl::OkStatus();
     std::vector<FactNames> names;
     names.reserve(facts_.size());
     for (const FactToScore& f : facts_) {
       names.push_back({graph_->EntityName(f.head), model_->relations()[f.model_relation],
                        graph_->EntityName(f.tail)});
     }
-    absl::StatusOr<std::vector<std::vector<double>>> kge = fused_->KgeScores(names);
+    absl::StatusOr<std::vector<std::vector<double>>> kge = fusion_->KgeScores(names);
     if (!kge.ok()) return kge.status();
     kge_ = *std::move(kge);
     return absl::OkStatus();
@@ -96,9 +96,9 @@ class GrailFactJob final : public GrailJob {
   const RelationMap& relations() const override { return *relations_; }
   void Accept(size_t i, const FactScore& score) override {
     results_[i] = score;
-    if (const FusedModel* fused = fused_) {
-      results_[i].score = fused->Combine(score.score, kge_[i]);
-      if (!kge_[i].empty()) scored_by_[i] = ScoredBy::kFused;
+    if (const FusionModel* fusion = fusion_) {
+      results_[i].score = fusion->Combine(score.score, kge_[i]);
+      if (!kge_[i].empty()) scored_by_[i] = ScoredBy::kFusion;
     }
   }
   void Finish(absl::Status status) override {
@@ -149,14 +149,14 @@ class GrailFactJob final : public GrailJob {
     return named;
   }
 
-  const FusedModel* const fused_;  // a fused archive, or null
+  const FusionModel* const fusion_;  // a fusion archive, or null
   const std::shared_ptr<const ServedModel> model_;
   const std::shared_ptr<const GraphSnapshot> graph_;
   const std::shared_ptr<const RelationMap> relations_;
   const std::vector<FactToScore> facts_;
   std::vector<FactScore> results_;
   std::vector<ScoredBy> scored_by_ = std::vector<ScoredBy>(facts_.size(), ScoredBy::kGrail);
-  // A fused archive's: per fact, one score per KGE model, or none (model/fusion/fused_model.h).
+  // A fusion archive's: per fact, one score per KGE model, or none (model/fusion/fusion_model.h).
   std::vector<std::vector<double>> kge_;
   const int explain_paths_;
   std::vector<std::vector<NamedPath>> paths_;  // per fact; slot i written by ExtractSubgraph(i)
@@ -172,7 +172,7 @@ class GrailRankingJob final : public GrailJob {
   GrailRankingJob(const GrailServing& family, RankingSetup setup, LinkPredictor::RankCallback done)
       : GrailJob(family.runner()),
         extraction_(family.model().config().extraction()),
-        fused_(family.fused()),
+        fusion_(family.fusion()),
         r_(std::move(setup)),
         done_(std::move(done)) {}
 
@@ -207,7 +207,7 @@ class GrailRankingJob final : public GrailJob {
     if (absl::Status s = r_.CheckResultCount(r_.near().size() + r_.far_count()); !s.ok()) {
       return s;
     }
-    if (fused_ != nullptr) {
+    if (fusion_ != nullptr) {
       absl::Status status = PrepareFusion();
       if (!status.ok()) return status;
     }
@@ -234,21 +234,21 @@ class GrailRankingJob final : public GrailJob {
     const std::vector<EntityId>& near = r_.near();
     if (i >= near.size()) {
       r_.set_shared_score(score.score);  // GraIL's; Finish() passes it through the classifier
-    } else if (fused_ == nullptr) {
+    } else if (fusion_ == nullptr) {
       r_.Add({score.score, near[i], score.known_fact});
     } else {
-      r_.Add({fused_->Combine(score.score, near_kge_[i]), near[i], score.known_fact,
-              near_kge_[i].empty() ? ScoredBy::kGrail : ScoredBy::kFused});
+      r_.Add({fusion_->Combine(score.score, near_kge_[i]), near[i], score.known_fact,
+              near_kge_[i].empty() ? ScoredBy::kGrail : ScoredBy::kFusion});
     }
   }
 
   void Finish(absl::Status status) override {
     if (!status.ok()) return done_(std::move(status));
     float far_score = r_.shared_score();
-    if (fused_ != nullptr) {
-      far_score = fused_->Combine(r_.shared_score(), {});
+    if (fusion_ != nullptr) {
+      far_score = fusion_->Combine(r_.shared_score(), {});
       for (const FarFused& f : far_best_) {
-        r_.Add({fused_->Combine(r_.shared_score(), f.kge), f.id, false, ScoredBy::kFused});
+        r_.Add({fusion_->Combine(r_.shared_score(), f.kge), f.id, false, ScoredBy::kFusion});
       }
     }
     done_(r_.Result(far_score, ScoredBy::kGrail));
@@ -265,7 +265,7 @@ class GrailRankingJob final : public GrailJob {
   std::string Describe(size_t i) const override { return r_.DescribeFact(CandidateAt(i)); }
 
  private:
-  // A far candidate that a fused archive's KGE models all know: its scores, and the KGE part of
+  // A far candidate that a fusion archive's KGE models all know: its scores, and the KGE part of
   // the fused classifier's sum that orders it among them.
   struct FarFused {
     EntityId id = 0;
@@ -357,7 +357,7 @@ class GrailRankingJob final : public GrailJob {
     return absl::OkStatus();
   }
 
-  // A fused archive's part of a ranking (Prepare, after the near and far candidates are
+  // A fusion archive's part of a ranking (Prepare, after the near and far candidates are
   // known): the KGE scores of the near candidates, and, ranking every entity, of the far
   // candidates that every KGE model knows. Those far ones all get the shared GraIL score, so
   // they rank by their KGE part alone: only the best top_k of them by it are kept (their
@@ -365,7 +365,7 @@ class GrailRankingJob final : public GrailJob {
   // group that shares one score. One KGE pass per member ranks every entity it knows; the
   // cost is that of its vocabulary, not of the graph.
   absl::Status PrepareFusion() {
-    const FusedModel& fused = *fused_;
+    const FusionModel& fusion = *fusion_;
     const GraphSnapshot& graph = r_.graph();
     const RankingSetup& s = r_.setup();
     const absl::string_view fixed = graph.EntityName(s.fixed);
@@ -376,24 +376,24 @@ class GrailRankingJob final : public GrailJob {
       names.push_back(s.rank_tails ? FactNames{fixed, s.relation_name, other}
                                    : FactNames{other, s.relation_name, fixed});
     }
-    absl::StatusOr<std::vector<std::vector<double>>> near = fused.KgeScores(names);
+    absl::StatusOr<std::vector<std::vector<double>>> near = fusion.KgeScores(names);
     if (!near.ok()) return near.status();
     near_kge_ = *std::move(near);
     if (r_.explicit_candidates() || r_.far_count() == 0) return absl::OkStatus();
 
-    const size_t members = fused.kge().size();
+    const size_t members = fusion.kge().size();
     std::vector<std::vector<float>> all(members);  // [member][its entity id]
     for (size_t m = 0; m < members; ++m) {
-      const std::optional<uint32_t> anchor = fused.MemberEntity(m, fixed);
-      const std::optional<uint32_t> relation = fused.MemberRelation(m, s.relation_name);
+      const std::optional<uint32_t> anchor = fusion.MemberEntity(m, fixed);
+      const std::optional<uint32_t> relation = fusion.MemberRelation(m, s.relation_name);
       if (!anchor || !relation) return absl::OkStatus();  // no far fact is known to all
       absl::StatusOr<std::vector<float>> scores =
-          fused.kge()[m]->ScoreAll({KgeQuery{*anchor, *relation, !s.rank_tails}});
+          fusion.kge()[m]->ScoreAll({KgeQuery{*anchor, *relation, !s.rank_tails}});
       if (!scores.ok()) return scores.status();
       all[m] = *std::move(scores);
     }
-    const std::vector<double>& weights = fused.fused_classifier().weights;
-    const KgeModel& first = *fused.kge()[0];
+    const std::vector<double>& weights = fusion.fused_classifier().weights;
+    const KgeModel& first = *fusion.kge()[0];
     const std::vector<EntityId>& not_far = r_.not_far();
     std::vector<EntityId>& far_apart = r_.far_apart();
     // Best first: higher KGE part, then lower id. As a heap's order, it keeps the worst on top.
@@ -409,7 +409,7 @@ class GrailRankingJob final : public GrailJob {
       FarFused candidate{*id, 0, std::vector<double>(members)};
       bool known = true;
       for (size_t m = 0; m < members && known; ++m) {
-        const std::optional<uint32_t> own = m == 0 ? e : fused.MemberEntity(m, name);
+        const std::optional<uint32_t> own = m == 0 ? e : fusion.MemberEntity(m, name);
         if (!own) {
           known = false;
         } else {
@@ -433,9 +433,9 @@ class GrailRankingJob final : public GrailJob {
   }
 
   const ExtractionConfig extraction_;
-  const FusedModel* const fused_;  // a fused archive, or null
+  const FusionModel* const fusion_;  // a fusion archive, or null
   RankingState r_;
-  // A fused archive's: the near candidates' KGE scores (by position in near; empty rows for
+  // A fusion archive's: the near candidates' KGE scores (by position in near; empty rows for
   // those some KGE model does not know), and the best top_k far candidates scored apart (all
   // of them for top_k 0).
   std::vector<std::vector<double>> near_kge_;
@@ -447,19 +447,19 @@ class GrailRankingJob final : public GrailJob {
 
 ModelSummary GrailServing::Summary() const {
   ModelSummary summary;
-  summary.format = fused_ ? kFusedModelFormat : kModelFormat;
+  summary.format = fusion_ ? kFusionModelFormat : kGrailModelFormat;
   summary.hops = model_->config().hops;
   summary.layers = model_->config().num_layers;
   summary.dim = model_->config().dim;
   summary.parameters = model_->num_parameters();
   summary.training_fingerprint = model_->training_fingerprint();
   summary.device = model_->device();
-  if (fused_) {
-    for (size_t m = 0; m < fused_->kge().size(); ++m) {
-      const KgeModel& member = *fused_->kge()[m];
+  if (fusion_) {
+    for (size_t m = 0; m < fusion_->kge().size(); ++m) {
+      const KgeModel& member = *fusion_->kge()[m];
       summary.kge_members.push_back({KgeKindName(member.config().kind), member.config().dim,
                                      member.num_entities(), member.num_relations(),
-                                     fused_->fused_classifier().weights[1 + m]});
+                                     fusion_->fused_classifier().weights[1 + m]});
     }
   }
   return summary;
@@ -479,7 +479,7 @@ SubmittedJob GrailServing::RankingJob(RankingSetup setup, LinkPredictor::RankCal
   return {std::make_shared<GrailRankingJob>(*this, std::move(setup), std::move(done)), known_size};
 }
 
-// Forwards over enclosing subgraphs of the facts, then, for a fused archive, each KGE model
+// Forwards over enclosing subgraphs of the facts, then, for a fusion archive, each KGE model
 // with a fact and a ranking of every entity (the two shapes serving asks of them).
 absl::StatusOr<int> GrailServing::WarmUp(const ServedModel& served, const WarmupInput& input,
                                          const WarmupOptions& options) const {
@@ -524,8 +524,8 @@ absl::StatusOr<int> GrailServing::WarmUp(const ServedModel& served, const Warmup
     }
     ++forwards;
   }
-  if (fused_ == nullptr) return forwards;
-  for (const std::unique_ptr<KgeModel>& member : fused_->kge()) {
+  if (fusion_ == nullptr) return forwards;
+  for (const std::unique_ptr<KgeModel>& member : fusion_->kge()) {
     const Triple fact{0, 0, member->num_entities() > 1 ? 1u : 0u};
     absl::Status status = member->ScoreGrailFacts({fact}).status();
     if (status.ok()) status = member->ScoreAll({KgeQuery{0, 0, false}}).status();
@@ -541,8 +541,8 @@ absl::StatusOr<int> GrailServing::WarmUp(const ServedModel& served, const Warmup
 }  // namespace
 
 std::unique_ptr<const ServedFamily> ServeGrail(std::shared_ptr<const GrailModel> model,
-                                               std::shared_ptr<const FusedModel> fused) {
-  return std::make_unique<GrailServing>(std::move(model), std::move(fused));
+                                               std::shared_ptr<const FusionModel> fusion) {
+  return std::make_unique<GrailServing>(std::move(model), std::move(fusion));
 }
 
 }  // namespace grail

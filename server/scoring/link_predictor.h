@@ -19,7 +19,7 @@
 // TrivialSubgraphDistance), so all such candidates share one score, computed once per call
 // on one of them; the fixed entity's own k-hop search is done once per call and reused for
 // every candidate; the candidates near it are scored on their own subgraphs, and only the
-// best top_k are kept. A fused archive (model/fusion/fused_model.h) scores as GraIL does, then
+// best top_k are kept. A fusion archive (model/fusion/fusion_model.h) scores as GraIL does, then
 // combines each fact's GraIL score with its KGE models' scores where they all know the fact;
 // ranking every entity, a far candidate with embeddings gets the shared GraIL score plus its own
 // KGE scores (one KGE pass over every entity they know, on an extraction thread), and only those
@@ -70,18 +70,19 @@ struct NamedPath {
   std::vector<NamedPathStep> steps;
 };
 
-// Which scorer produced a score (the proto's ScoredBy): GraIL's network (with a fused archive:
+// Which scorer produced a score (the proto's ScoredBy): GraIL's network (with a fusion archive:
 // through its GraIL-only classifier, for a fact some KGE model has no embedding for), the
-// path-based scorer, or a fused archive's classifier over GraIL's and the KGE models' scores.
-enum class ScoredBy { kGrail, kPath, kFused };
+// path-based scorer, or a fusion archive's classifier over GraIL's and the KGE models' scores.
+enum class ScoredBy { kGrail, kPath, kFusion };
 
 // Every scorer, in the enum's order; a family added adds one here and in the API's
 // kg.v1.ScoredBy, and nothing in rpc/ or metrics/, which go through these.
-inline constexpr ScoredBy kScorers[] = {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFused};
+inline constexpr ScoredBy kScorers[] = {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFusion};
 inline constexpr size_t kScorerCount = sizeof(kScorers) / sizeof(kScorers[0]);
 
 // A scorer's name: the label of its scores in grail_scores_total{scored_by} and, upper-cased
-// after "SCORED_BY_", its value in the API's kg.v1.ScoredBy.
+// after "SCORED_BY_", its value in the API's kg.v1.ScoredBy. The fusion family's is "fused",
+// as the API and the dashboards have always named it.
 inline absl::string_view ScorerName(ScoredBy scored_by) {
   static constexpr absl::string_view kNames[kScorerCount] = {"grail", "path", "fused"};
   return kNames[static_cast<size_t>(scored_by)];

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "model/core/archive_loading.h"
+#include "model/core/archive_probe.h"
 #include "server/scoring/scoring_jobs.h"
 
 namespace grail {

@@ -11,7 +11,7 @@
 // Any failure leaves the old model serving, and the store's vocabulary as it was.
 //
 // Bounded and truthful: the archive is read and first loaded in a child process under the
-// size and time bounds of model/core/archive_loading.h; a reload whose caller has gone (deadline
+// size and time bounds of model/core/archive_probe.h; a reload whose caller has gone (deadline
 // passed, cancelled) stops and is not applied; of reloads waiting behind the one in progress
 // only the newest runs, the others end ABORTED.
 //

@@ -82,7 +82,7 @@ class RankingState {
   // Sorted: the candidates that do not share the far score.
   std::vector<EntityId>& not_far() { return not_far_; }
   const std::vector<EntityId>& not_far() const { return not_far_; }
-  // Sorted: far candidates scored apart all the same (a fused archive's with embeddings).
+  // Sorted: far candidates scored apart all the same (a fusion archive's with embeddings).
   std::vector<EntityId>& far_apart() { return far_apart_; }
   // Far candidates, far_apart() included.
   uint64_t far_count() const { return far_count_; }

@@ -97,11 +97,11 @@ class ServedFamily {
   virtual size_t ServingWarmUpFacts(size_t asked) const { return asked; }
 };
 
-// GraIL (and a fused archive, `fused` when set, served as its GraIL model `model`): each fact
+// GraIL (and a fusion archive, `fused` when set, served as its GraIL model `model`): each fact
 // on its own enclosing subgraph, with its strongest paths when asked; a ranking scores the
 // candidates within k + 1 hops on their own subgraphs, the others sharing one score.
 std::unique_ptr<const ServedFamily> ServeGrail(std::shared_ptr<const GrailModel> model,
-                                               std::shared_ptr<const FusedModel> fused);
+                                               std::shared_ptr<const FusionModel> fused);
 // The path family (ULTRA's included): facts that share a head and a relation share one query,
 // whose pass scores their tails, and a ranking is one query, (fixed, r, ?) or its inverse
 // (fixed, r^-1, ?), whose pass scores every candidate; entities beyond its neighbourhood share

@@ -12,7 +12,7 @@
 #include "common/seeded_random.h"
 #include "graph/static_graph.h"
 #include "graph/vocabulary.h"
-#include "model/core/archive_loading.h"
+#include "model/core/archive_probe.h"
 #include "model/families.h"
 #include "server/scoring/scoring_jobs.h"
 
@@ -67,7 +67,7 @@ ServedModel::ServedModel(std::shared_ptr<const PathModel> model, std::string pat
                          std::string sha256, uint64_t generation)
     : ServedModel(ServePath(std::move(model)), std::move(path), std::move(sha256), generation) {}
 
-ServedModel::ServedModel(std::shared_ptr<const FusedModel> model, std::string path,
+ServedModel::ServedModel(std::shared_ptr<const FusionModel> model, std::string path,
                          std::string sha256, uint64_t generation)
     // The GraIL model is the archive's own, kept alive by the archive.
     : ServedModel(ServeGrail(std::shared_ptr<const GrailModel>(model, &model->grail()), model),
@@ -145,9 +145,9 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
                      "): it has no embedding for an entity added at runtime, so grail-server "
                      "serves GraIL and path models"));
   }
-  if (model->fused) {
+  if (model->fusion) {
     return std::make_shared<const ServedModel>(
-        std::shared_ptr<const FusedModel>(std::move(model->fused)), path, *std::move(sha256),
+        std::shared_ptr<const FusionModel>(std::move(model->fusion)), path, *std::move(sha256),
         generation);
   }
   if (model->path) {

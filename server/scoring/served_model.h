@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/relation_map.h"
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 #include "model/grail/grail_model.h"
 #include "model/path/path_model.h"
 #include "store/live_graph.h"
@@ -33,7 +33,7 @@ namespace grail {
 
 class ServedFamily;  // server/scoring/scoring_jobs.h
 
-// A fused archive's KGE member, as GetStats describes it.
+// A fusion archive's KGE member, as GetStats describes it.
 struct KgeMemberSummary {
   std::string kind;  // KgeKindName
   int dim = 0;
@@ -44,7 +44,7 @@ struct KgeMemberSummary {
 
 // What GetStats and /metrics say about a model, whatever its family.
 struct ModelSummary {
-  // The archive format: kModelFormat, kPathModelFormat or kFusedModelFormat (then the
+  // The archive format: kGrailModelFormat, kPathModelFormat or kFusionModelFormat (then the
   // network fields are its GraIL model's).
   std::string format;
   int hops = 0;  // GraIL: the subgraph radius k; path: a query's neighbourhood radius
@@ -53,7 +53,7 @@ struct ModelSummary {
   int64_t parameters = 0;
   std::string training_fingerprint;
   std::string device;
-  std::vector<KgeMemberSummary> kge_members;  // a fused archive's
+  std::vector<KgeMemberSummary> kge_members;  // a fusion archive's
 };
 
 class ServedModel {
@@ -64,9 +64,9 @@ class ServedModel {
               uint64_t generation);
   ServedModel(std::shared_ptr<const PathModel> model, std::string path, std::string sha256,
               uint64_t generation);
-  // A fused archive: served as its GraIL model, whose scores its classifiers then combine
+  // A fusion archive: served as its GraIL model, whose scores its classifiers then combine
   // with the KGE models'.
-  ServedModel(std::shared_ptr<const FusedModel> model, std::string path, std::string sha256,
+  ServedModel(std::shared_ptr<const FusionModel> model, std::string path, std::string sha256,
               uint64_t generation);
   // Any family's served form (ServedFamily), e.g. one the tests define.
   ServedModel(std::unique_ptr<const ServedFamily> family, std::string path, std::string sha256,
@@ -172,9 +172,9 @@ struct WarmupOptions {
 // filled up to the batch limits, odd ones with a single subgraph (a lone ScoreTriplet's
 // shape); with no facts stored, over a small synthetic graph of the model's relations.
 // A path model runs its queries (the sampled facts' heads and relations) instead of
-// subgraphs, within the same limits. A fused archive warms up its GraIL model so, and then
+// subgraphs, within the same limits. A fusion archive warms up its GraIL model so, and then
 // each KGE model with a fact and a ranking of every entity.
-// Returns the number of forwards run (and KGE calls, for a fused archive). An error (a forward
+// Returns the number of forwards run (and KGE calls, for a fusion archive). An error (a forward
 // failing) means the model cannot serve.
 absl::StatusOr<int> WarmUp(const ServedModel& model, const GraphSnapshot& graph,
                            const WarmupOptions& options);

@@ -1,4 +1,4 @@
-// A fused archive (GraIL + a KGE model, late fusion) served by the real grail-server binary
+// A fusion archive (GraIL + a KGE model, late fusion) served by the real grail-server binary
 // (loopback port, real RocksDB directory, real gRPC): facts whose entities and relation the KGE
 // model knows get the fused score, facts with an entity added at runtime fall back to GraIL
 // alone, responses and /metrics say which, and the scores equal grail-eval's on the same
@@ -20,7 +20,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 #include "model/grail/grail_model.h"
 #include "model/kge/kge_model.h"
 #include "tests/testing/graph_calls.h"
@@ -110,7 +110,7 @@ class ServedArchiveTest : public ServedArchiveFixture {
     std::vector<std::pair<float, std::string>> scores;
     std::ifstream in(dir_.Sub("scores.txt"));
     for (std::string line; std::getline(in, line);) {
-      // A fused archive's lines name the scorer; a GraIL archive's are GraIL's.
+      // A fusion archive's lines name the scorer; a GraIL archive's are GraIL's.
       const std::vector<std::string> columns = absl::StrSplit(line, '\t');
       EXPECT_TRUE(columns.size() == 4 || columns.size() == 5) << line;
       if (columns.size() == 4) scores.push_back({std::stof(columns[3]), "grail"});
@@ -138,9 +138,9 @@ class FusedServingTest : public ServedArchiveTest {
     ASSERT_TRUE(kge.ok()) << kge.status();
     std::vector<std::unique_ptr<KgeModel>> members;
     members.push_back(*std::move(kge));
-    absl::StatusOr<std::unique_ptr<FusedModel>> fused =
-        FusedModel::Create(*std::move(grail), std::move(members), LinearFusion{{0.8, 1.5}, 0.3},
-                           LinearFusion{{0.9}, -0.2});
+    absl::StatusOr<std::unique_ptr<FusionModel>> fused =
+        FusionModel::Create(*std::move(grail), std::move(members), LinearFusion{{0.8, 1.5}, 0.3},
+                            LinearFusion{{0.9}, -0.2});
     ASSERT_TRUE(fused.ok()) << fused.status();
     ASSERT_TRUE((*fused)->Save(dir_.Sub("fused.pt")).ok());
     Serve(dir_.Sub("fused.pt"));
@@ -182,7 +182,7 @@ TEST_F(FusedServingTest, KnownEntitiesAreFusedAnAddedEntityFallsBackToGrailAsGra
   grpc::ClientContext context;
   kg::v1::GetStatsResponse stats;
   ASSERT_TRUE(stub_->GetStats(&context, kg::v1::GetStatsRequest(), &stats).ok());
-  EXPECT_EQ(stats.model().format(), kFusedModelFormat);
+  EXPECT_EQ(stats.model().format(), kFusionModelFormat);
   EXPECT_EQ(stats.model().hops(), 2u);
   ASSERT_EQ(stats.model().kge_models_size(), 1);
   EXPECT_EQ(stats.model().kge_models(0).kind(), "distmult");

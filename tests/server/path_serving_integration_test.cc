@@ -203,7 +203,7 @@ TEST_F(PathServingTest, ReloadingSwitchesBetweenTheFamiliesWhileServing) {
     const grpc::Status status = stub_->ReloadModel(&context, request, &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
     const bool grail = archive == dir_.Sub("grail.pt");
-    EXPECT_EQ(response.model().format(), grail ? kModelFormat : kPathModelFormat);
+    EXPECT_EQ(response.model().format(), grail ? kGrailModelFormat : kPathModelFormat);
     // Explanations exist for GraIL only; both score and rank.
     grpc::Status explain;
     Score({"c10", "r1", "c12"}, &explain, /*explain=*/true);

@@ -256,7 +256,7 @@ TEST_F(ServerTest, StatsCountWhatWasAdded) {
       std::vector<std::string>(stats.model().relations().begin(), stats.model().relations().end()),
       ::testing::ElementsAreArray(kRelations));
   EXPECT_EQ(stats.model().hops(), 2u);
-  EXPECT_EQ(stats.model().format(), kModelFormat);
+  EXPECT_EQ(stats.model().format(), kGrailModelFormat);
   EXPECT_EQ(stats.model().parameters(), static_cast<uint64_t>(model_->num_parameters()));
   EXPECT_EQ(stats.max_batch_size(), 64u);
 }

@@ -15,7 +15,7 @@
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
 #include "gtest/gtest.h"
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 #include "model/grail/fact_scoring.h"
 #include "model/grail/grail_model.h"
 #include "model/kge/kge_model.h"
@@ -571,7 +571,7 @@ TEST_F(TrainEvalCommandTest, GrailFuseWritesAFusedArchiveThatGrailEvalScoresWith
   ASSERT_EQ(fuse.exit_code, 0) << fuse.all();
   EXPECT_THAT(fuse.err, HasSubstr("30 validation facts, 30 known to every KGE model"));
   EXPECT_THAT(fuse.err, HasSubstr("fused weights:"));
-  absl::StatusOr<std::unique_ptr<FusedModel>> loaded = FusedModel::Load(fused);
+  absl::StatusOr<std::unique_ptr<FusionModel>> loaded = FusionModel::Load(fused);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->kge().size(), 2u);
 

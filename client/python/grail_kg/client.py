@@ -58,7 +58,7 @@ class Score:
     graph_sequence: int
     model_version: str = ""
     paths: Tuple[ExplanationPath, ...] = ()  # with score(..., explain=True)
-    # The scorer: "grail", "path" or "fused" (a fused archive's classifier over GraIL's and
+    # The scorer: "grail", "path" or "fused" (a fusion archive's classifier over GraIL's and
     # its KGE models' scores; its facts with an entity the KGE models lack are "grail").
     scored_by: str = ""
     # A path-family score from a propagation pruned to the server's budget: approximate.

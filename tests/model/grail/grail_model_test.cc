@@ -643,7 +643,7 @@ TEST_F(GrailModelTest, PythonTorchJitLoadScoresTheArchiveLikeCpp) {
   int hops = 0;
   size_t relations = 0;
   in >> format >> hops >> relations;
-  EXPECT_EQ(format, kModelFormat);
+  EXPECT_EQ(format, kGrailModelFormat);
   EXPECT_EQ(hops, 3);
   EXPECT_EQ(relations, indexed_.relations.size());
   for (float e : expected) {

@@ -496,7 +496,7 @@ TEST(PathModelTest, ArchivesRoundTripAndNameTheirFamily) {
   // Each family's loader refuses the other's archive, naming the format it expected.
   absl::StatusOr<std::unique_ptr<GrailModel>> wrong = GrailModel::Load(path);
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(wrong.status().message(), HasSubstr(kModelFormat));
+  EXPECT_THAT(wrong.status().message(), HasSubstr(kGrailModelFormat));
   EXPECT_THAT(PathModel::Load(dir.Sub("grail.pt")).status().message(), HasSubstr(kPathModelFormat));
 }
 

@@ -81,12 +81,12 @@ TEST(ScrapeTimeMetricsTest, ValuesAreReadAtScrapeTime) {
                   .ok());
   ASSERT_TRUE(metrics.AddCounter("ticks_total", "Ticks.", [] { return 7.0; }).ok());
   ASSERT_TRUE(metrics
-                  .AddFamily(prometheus::MetricType::Gauge, "relation_facts", "Facts by relation.",
-                             {"relation"},
-                             [] {
-                               return std::vector<ScrapedSample>{
-                                   {{"part_of"}, 3}, {{"has_part"}, 2}, {{"a", "b"}, 9}};
-                             })
+                  .AddMetricFamily(prometheus::MetricType::Gauge, "relation_facts",
+                                   "Facts by relation.", {"relation"},
+                                   [] {
+                                     return std::vector<ScrapedSample>{
+                                         {{"part_of"}, 3}, {{"has_part"}, 2}, {{"a", "b"}, 9}};
+                                   })
                   .ok());
   EXPECT_EQ(SampleValue(RenderExposition({&metrics}), "graph_facts"), 10);
   facts.store(12);
@@ -112,17 +112,19 @@ TEST(ScrapeTimeMetricsTest, RejectsWhatTheTextFormatCannotCarry) {
   EXPECT_EQ(code(metrics.AddGauge("g", "", one)), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(metrics.AddGauge("g", "Two\nlines.", one)), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(metrics.AddGauge("g", "Back\\slash.", one)), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      code(metrics.AddFamily(prometheus::MetricType::Gauge, "g", "Help.", {"__reserved"}, samples)),
-      absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(metrics.AddFamily(prometheus::MetricType::Gauge, "g", "Help.", {"1x"}, samples)),
+  EXPECT_EQ(code(metrics.AddMetricFamily(prometheus::MetricType::Gauge, "g", "Help.",
+                                         {"__reserved"}, samples)),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(
-      code(metrics.AddFamily(prometheus::MetricType::Gauge, "g", "Help.", {"a", "a"}, samples)),
+      code(metrics.AddMetricFamily(prometheus::MetricType::Gauge, "g", "Help.", {"1x"}, samples)),
       absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(metrics.AddFamily(prometheus::MetricType::Histogram, "g", "Help.", {}, samples)),
+  EXPECT_EQ(code(metrics.AddMetricFamily(prometheus::MetricType::Gauge, "g", "Help.", {"a", "a"},
+                                         samples)),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(metrics.AddFamily(prometheus::MetricType::Gauge, "g", "Help.", {}, nullptr)),
+  EXPECT_EQ(
+      code(metrics.AddMetricFamily(prometheus::MetricType::Histogram, "g", "Help.", {}, samples)),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(metrics.AddMetricFamily(prometheus::MetricType::Gauge, "g", "Help.", {}, nullptr)),
             absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(metrics.AddGauge("g", "Help.", one).ok());
   const absl::Status again = metrics.AddCounter("g", "Help.", one);
@@ -502,20 +504,20 @@ TEST(MetricsPromtoolTest, ExpositionPassesPromtoolCheckMetrics) {
   ASSERT_TRUE(
       c.scraped.AddCounter("grail_ingest_chunks_total", "Chunks.", [] { return 2.0; }).ok());
   ASSERT_TRUE(c.scraped
-                  .AddFamily(prometheus::MetricType::Gauge, "grail_model_info", "Model, always 1.",
-                             {"device", "hops"},
-                             [] {
-                               return std::vector<ScrapedSample>{{{"cpu", "3"}, 1}};
-                             })
+                  .AddMetricFamily(prometheus::MetricType::Gauge, "grail_model_info",
+                                   "Model, always 1.", {"device", "hops"},
+                                   [] {
+                                     return std::vector<ScrapedSample>{{{"cpu", "3"}, 1}};
+                                   })
                   .ok());
-  ASSERT_TRUE(
-      c.scraped
-          .AddFamily(prometheus::MetricType::Gauge, "grail_relation_facts", "Facts by relation.",
-                     {"relation"},
-                     [] {
-                       return std::vector<ScrapedSample>{{{"part_of"}, 3}, {{"hypernym"}, kInf}};
-                     })
-          .ok());
+  ASSERT_TRUE(c.scraped
+                  .AddMetricFamily(
+                      prometheus::MetricType::Gauge, "grail_relation_facts", "Facts by relation.",
+                      {"relation"},
+                      [] {
+                        return std::vector<ScrapedSample>{{{"part_of"}, 3}, {{"hypernym"}, kInf}};
+                      })
+                  .ok());
   ASSERT_TRUE(RegisterProcessMetrics(c.scraped).ok());
 
   MetricsHttpServer server([&] { return c.Render(); }, nullptr);

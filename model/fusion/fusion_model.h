@@ -9,8 +9,8 @@
 // The archive is a TorchScript module holding the members' modules as submodules (`grail`,
 // `kge_0`, `kge_1`, ...) with the classifiers as attributes; each member loads as its own
 // family would.
-#ifndef GRAIL_MODEL_FUSION_FUSED_MODEL_H_
-#define GRAIL_MODEL_FUSION_FUSED_MODEL_H_
+#ifndef GRAIL_MODEL_FUSION_FUSION_MODEL_H_
+#define GRAIL_MODEL_FUSION_FUSION_MODEL_H_
 
 #include <cstdint>
 #include <memory>
@@ -30,9 +30,9 @@
 
 namespace grail {
 
-inline constexpr char kFusedModelFormat[] = "grail-kg-fused-model/1";
+inline constexpr char kFusionModelFormat[] = "grail-kg-fused-model/1";
 
-// A fact by its names (FusedModel::KgeScores); the views must outlive the call.
+// A fact by its names (FusionModel::KgeScores); the views must outlive the call.
 struct OpenedArchive;  // model/core/torch_util.h (LibTorch inside)
 
 struct FactNames {
@@ -50,22 +50,22 @@ struct FusedScores {
   std::vector<uint8_t> fused;  // 1: the fused classifier's score; 0: GraIL's alone
 };
 
-class FusedModel {
+class FusionModel {
  public:
   // Errors: INVALID_ARGUMENT without a KGE model, or for classifiers of the wrong width
   // (`fused`: 1 + kge.size() weights, GraIL's first; `grail_only`: 1).
-  static absl::StatusOr<std::unique_ptr<FusedModel>> Create(
+  static absl::StatusOr<std::unique_ptr<FusionModel>> Create(
       std::unique_ptr<GrailModel> grail, std::vector<std::unique_ptr<KgeModel>> kge,
       LinearFusion fused, LinearFusion grail_only);
   // Opens an archive written by Save(). Errors name the path and what is wrong (with a
   // member's own loader's message for a bad member).
-  static absl::StatusOr<std::unique_ptr<FusedModel>> Load(const std::string& path,
-                                                          absl::string_view device = "cpu");
+  static absl::StatusOr<std::unique_ptr<FusionModel>> Load(const std::string& path,
+                                                           absl::string_view device = "cpu");
   // The model of an archive already opened from `path` (LoadAnyModel), checked as Load() does.
-  static absl::StatusOr<std::unique_ptr<FusedModel>> FromArchive(OpenedArchive& opened,
-                                                                 const std::string& path,
-                                                                 absl::string_view device);
-  ~FusedModel();
+  static absl::StatusOr<std::unique_ptr<FusionModel>> FromArchive(OpenedArchive& opened,
+                                                                  const std::string& path,
+                                                                  absl::string_view device);
+  ~FusionModel();
 
   absl::Status Save(const std::string& path) const;
 
@@ -119,8 +119,8 @@ class FusedModel {
                                     const GrailScoringOptions& scoring) const;
 
  private:
-  FusedModel(std::unique_ptr<GrailModel> grail, std::vector<std::unique_ptr<KgeModel>> kge,
-             LinearFusion fused, LinearFusion grail_only);
+  FusionModel(std::unique_ptr<GrailModel> grail, std::vector<std::unique_ptr<KgeModel>> kge,
+              LinearFusion fused, LinearFusion grail_only);
 
   std::unique_ptr<GrailModel> grail_;
   std::vector<std::unique_ptr<KgeModel>> kge_;
@@ -134,4 +134,4 @@ class FusedModel {
 
 }  // namespace grail
 
-#endif  // GRAIL_MODEL_FUSION_FUSED_MODEL_H_
+#endif  // GRAIL_MODEL_FUSION_FUSION_MODEL_H_

@@ -1,6 +1,6 @@
-// How model files from outside are read (model/core/archive_loading.h): bounded before a byte
+// How model files from outside are read (model/core/archive_probe.h): bounded before a byte
 // is read, held once, and stopped as soon as the load's caller has gone.
-#include "model/core/archive_loading.h"
+#include "model/core/archive_probe.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

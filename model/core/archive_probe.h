@@ -16,8 +16,8 @@
 // (a child probe would add a LibTorch start-up, about a second, to every server start).
 //
 // Thread safety: every function may be called from any thread.
-#ifndef GRAIL_MODEL_CORE_ARCHIVE_LOADING_H_
-#define GRAIL_MODEL_CORE_ARCHIVE_LOADING_H_
+#ifndef GRAIL_MODEL_CORE_ARCHIVE_PROBE_H_
+#define GRAIL_MODEL_CORE_ARCHIVE_PROBE_H_
 
 #include <chrono>
 #include <cstdint>
@@ -142,4 +142,4 @@ class ByteViewStream : public std::istream {
 
 }  // namespace grail
 
-#endif  // GRAIL_MODEL_CORE_ARCHIVE_LOADING_H_
+#endif  // GRAIL_MODEL_CORE_ARCHIVE_PROBE_H_

@@ -1,6 +1,6 @@
-// Late fusion: the logistic classifier, the fused archive, the choice between the fused score
+// Late fusion: the logistic classifier, the fusion archive, the choice between the fused score
 // and GraIL's alone, and fitting on validation facts.
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 
 #include <cmath>
 #include <filesystem>
@@ -107,7 +107,7 @@ class FusedModelTest : public ::testing::Test {
     ASSERT_GE(held_ids_.size(), 8u);
   }
 
-  std::unique_ptr<FusedModel> Make() {
+  std::unique_ptr<FusionModel> Make() {
     GrailConfig config;
     config.hops = 2;
     std::unique_ptr<GrailModel> grail =
@@ -123,8 +123,8 @@ class FusedModelTest : public ::testing::Test {
     options.threads = 1;
     std::vector<std::unique_ptr<KgeModel>> kge;
     kge.push_back(*TrainKge(indexed_, {}, options));
-    return *FusedModel::Create(std::move(grail), std::move(kge), LinearFusion{{0.5, 2.0}, -1.0},
-                               LinearFusion{{0.25}, 0.5});
+    return *FusionModel::Create(std::move(grail), std::move(kge), LinearFusion{{0.5, 2.0}, -1.0},
+                                LinearFusion{{0.25}, 0.5});
   }
 
   IndexedTriples indexed_;
@@ -134,7 +134,7 @@ class FusedModelTest : public ::testing::Test {
 };
 
 TEST_F(FusedModelTest, AFactEveryMemberKnowsIsFusedAndAnotherIsGrailAlone) {
-  std::unique_ptr<FusedModel> model = Make();
+  std::unique_ptr<FusionModel> model = Make();
   // The graph's vocabulary with one more entity, "fresh", that the KGE model never saw.
   std::vector<std::string> entities = indexed_.entities.names();
   entities.push_back("fresh");
@@ -162,7 +162,7 @@ TEST_F(FusedModelTest, AFactEveryMemberKnowsIsFusedAndAnotherIsGrailAlone) {
 // What grail-server uses: the KGE scores of facts given by name (a row per fact, empty when a
 // member lacks a name) and the one formula that combines them with GraIL's.
 TEST_F(FusedModelTest, KgeScoresByNameAndCombineGiveScoresFused) {
-  std::unique_ptr<FusedModel> model = Make();
+  std::unique_ptr<FusionModel> model = Make();
   const NamedTriple& known = held_[0];
   const std::vector<FactNames> facts = {{known.head, known.relation, known.tail},
                                         {"fresh", known.relation, known.tail},
@@ -184,13 +184,13 @@ TEST_F(FusedModelTest, KgeScoresByNameAndCombineGiveScoresFused) {
 }
 
 TEST_F(FusedModelTest, ArchivesRoundTripAndNameTheirFamily) {
-  std::unique_ptr<FusedModel> model = Make();
+  std::unique_ptr<FusionModel> model = Make();
   const std::string path = ProcessTempPath("fused.pt");
   ASSERT_TRUE(model->Save(path).ok());
   absl::StatusOr<AnyModel> any = LoadAnyModel(path);
   ASSERT_TRUE(any.ok()) << any.status();
-  EXPECT_EQ(any->family(), ModelFamily::kFused);
-  const FusedModel& loaded = *any->fused;
+  EXPECT_EQ(any->family(), ModelFamily::kFusion);
+  const FusionModel& loaded = *any->fusion;
   EXPECT_EQ(loaded.fused_classifier().weights, (std::vector<double>{0.5, 2.0}));
   EXPECT_EQ(loaded.grail_classifier().bias, 0.5);
   ASSERT_EQ(loaded.kge().size(), 1u);
@@ -206,7 +206,7 @@ TEST_F(FusedModelTest, ArchivesRoundTripAndNameTheirFamily) {
 // on the KGE model, and the fusion separates validation facts from negatives at least as
 // well as the better member.
 TEST_F(FusedModelTest, FittingWeighsTheInformativeMemberAndMatchesTheBetterOne) {
-  std::unique_ptr<FusedModel> model = Make();
+  std::unique_ptr<FusionModel> model = Make();
   const FusionVocabulary vocabulary =
       model->MapVocabulary(indexed_.entities.names(), indexed_.relations.names());
   absl::StatusOr<FusionFit> fit =

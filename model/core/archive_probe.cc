@@ -1,4 +1,4 @@
-#include "model/core/archive_loading.h"
+#include "model/core/archive_probe.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -26,7 +26,7 @@
 #include "absl/strings/strip.h"
 #include "common/durable_file.h"
 #include "model/core/checkpoint_reader.h"
-#include "model/core/torch_util.h"
+#include "model/core/model_archive.h"
 
 extern char** environ;
 

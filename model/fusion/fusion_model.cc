@@ -1,4 +1,4 @@
-#include "model/fusion/fused_model.h"
+#include "model/fusion/fusion_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/vocabulary.h"
-#include "model/core/torch_util.h"
+#include "model/core/model_archive.h"
 #include "model/grail/grail_module.h"
 #include "model/kge/kge_module.h"
 
@@ -36,9 +36,9 @@ c10::List<double> DoubleList(const std::vector<double>& values) {
 
 }  // namespace
 
-FusedModel::FusedModel(std::unique_ptr<GrailModel> grail,
-                       std::vector<std::unique_ptr<KgeModel>> kge, LinearFusion fused,
-                       LinearFusion grail_only)
+FusionModel::FusionModel(std::unique_ptr<GrailModel> grail,
+                         std::vector<std::unique_ptr<KgeModel>> kge, LinearFusion fused,
+                         LinearFusion grail_only)
     : grail_(std::move(grail)),
       kge_(std::move(kge)),
       fused_(std::move(fused)),
@@ -49,21 +49,21 @@ FusedModel::FusedModel(std::unique_ptr<GrailModel> grail,
   }
 }
 
-FusedModel::~FusedModel() = default;
+FusionModel::~FusionModel() = default;
 
-absl::StatusOr<std::unique_ptr<FusedModel>> FusedModel::Create(
+absl::StatusOr<std::unique_ptr<FusionModel>> FusionModel::Create(
     std::unique_ptr<GrailModel> grail, std::vector<std::unique_ptr<KgeModel>> kge,
     LinearFusion fused, LinearFusion grail_only) {
   if (grail == nullptr) return absl::InvalidArgumentError("a fused model needs a GraIL model");
   if (absl::Status s = CheckWidths(kge.size(), fused, grail_only); !s.ok()) return s;
-  return std::unique_ptr<FusedModel>(
-      new FusedModel(std::move(grail), std::move(kge), std::move(fused), std::move(grail_only)));
+  return std::unique_ptr<FusionModel>(
+      new FusionModel(std::move(grail), std::move(kge), std::move(fused), std::move(grail_only)));
 }
 
-absl::Status FusedModel::Save(const std::string& path) const {
+absl::Status FusionModel::Save(const std::string& path) const {
   try {
-    torch::jit::Module m("FusedModel");
-    m.register_attribute("format", c10::StringType::get(), std::string(kFusedModelFormat));
+    torch::jit::Module m("FusionModel");
+    m.register_attribute("format", c10::StringType::get(), std::string(kFusionModelFormat));
     m.register_module("grail", grail_->module().module);
     for (size_t i = 0; i < kge_.size(); ++i) {
       m.register_module(absl::StrCat("kge_", i), kge_[i]->module().module);
@@ -80,21 +80,20 @@ absl::Status FusedModel::Save(const std::string& path) const {
   }
 }
 
-absl::StatusOr<std::unique_ptr<FusedModel>> FusedModel::Load(const std::string& path,
-                                                             absl::string_view device_name) {
+absl::StatusOr<std::unique_ptr<FusionModel>> FusionModel::Load(const std::string& path,
+                                                               absl::string_view device_name) {
   absl::StatusOr<OpenedArchive> opened = OpenArchive(path, device_name);
   if (!opened.ok()) return opened.status();
   return FromArchive(*opened, path, device_name);
 }
 
-absl::StatusOr<std::unique_ptr<FusedModel>> FusedModel::FromArchive(OpenedArchive& opened,
-                                                                    const std::string& path,
-                                                                    absl::string_view device_name) {
+absl::StatusOr<std::unique_ptr<FusionModel>> FusionModel::FromArchive(
+    OpenedArchive& opened, const std::string& path, absl::string_view device_name) {
   torch::jit::Module& module = opened.module;
   const torch::Device device = opened.device;
-  if (ArchiveFormat(module) != kFusedModelFormat) {
+  if (ArchiveFormat(module) != kFusionModelFormat) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a ", kFusedModelFormat, " archive (no or another 'format')"));
+        absl::StrCat(path, " is not a ", kFusionModelFormat, " archive (no or another 'format')"));
   }
   try {
     absl::StatusOr<std::unique_ptr<GrailModel>> grail =
@@ -124,22 +123,22 @@ absl::StatusOr<std::unique_ptr<FusedModel>> FusedModel::FromArchive(OpenedArchiv
     if (absl::Status s = CheckWidths(kge.size(), fused, grail_only); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
     }
-    return std::unique_ptr<FusedModel>(
-        new FusedModel(*std::move(grail), std::move(kge), std::move(fused), std::move(grail_only)));
+    return std::unique_ptr<FusionModel>(new FusionModel(*std::move(grail), std::move(kge),
+                                                        std::move(fused), std::move(grail_only)));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", e.what()));
   }
 }
 
-absl::Status FusedModel::SetClassifiers(LinearFusion fused, LinearFusion grail_only) {
+absl::Status FusionModel::SetClassifiers(LinearFusion fused, LinearFusion grail_only) {
   if (absl::Status s = CheckWidths(kge_.size(), fused, grail_only); !s.ok()) return s;
   fused_ = std::move(fused);
   grail_only_ = std::move(grail_only);
   return absl::OkStatus();
 }
 
-FusionVocabulary FusedModel::MapVocabulary(absl::Span<const std::string> graph_entities,
-                                           absl::Span<const std::string> graph_relations) const {
+FusionVocabulary FusionModel::MapVocabulary(absl::Span<const std::string> graph_entities,
+                                            absl::Span<const std::string> graph_relations) const {
   FusionVocabulary vocabulary;
   for (size_t m = 0; m < kge_.size(); ++m) {
     const Vocabulary& entities = member_entities_[m];
@@ -158,9 +157,9 @@ FusionVocabulary FusedModel::MapVocabulary(absl::Span<const std::string> graph_e
   return vocabulary;
 }
 
-std::optional<std::vector<Triple>> FusedModel::MemberFacts(absl::string_view head,
-                                                           absl::string_view relation,
-                                                           absl::string_view tail) const {
+std::optional<std::vector<Triple>> FusionModel::MemberFacts(absl::string_view head,
+                                                            absl::string_view relation,
+                                                            absl::string_view tail) const {
   std::vector<Triple> facts;
   facts.reserve(kge_.size());
   for (size_t m = 0; m < kge_.size(); ++m) {
@@ -173,7 +172,7 @@ std::optional<std::vector<Triple>> FusedModel::MemberFacts(absl::string_view hea
   return facts;
 }
 
-absl::StatusOr<std::vector<std::vector<double>>> FusedModel::KgeScores(
+absl::StatusOr<std::vector<std::vector<double>>> FusionModel::KgeScores(
     absl::Span<const FactNames> facts) const {
   std::vector<std::vector<double>> rows(facts.size());
   std::vector<std::vector<Triple>> member_facts(kge_.size());
@@ -194,7 +193,7 @@ absl::StatusOr<std::vector<std::vector<double>>> FusedModel::KgeScores(
   return rows;
 }
 
-float FusedModel::Combine(double grail, absl::Span<const double> kge) const {
+float FusionModel::Combine(double grail, absl::Span<const double> kge) const {
   if (kge.empty()) return static_cast<float>(grail_only_.Logit({grail}));
   std::vector<double> row(1 + kge.size());
   row[0] = grail;
@@ -202,7 +201,7 @@ float FusedModel::Combine(double grail, absl::Span<const double> kge) const {
   return static_cast<float>(fused_.Logit(row));
 }
 
-absl::StatusOr<std::vector<std::vector<double>>> FusedModel::MemberScores(
+absl::StatusOr<std::vector<std::vector<double>>> FusionModel::MemberScores(
     const GraphView& graph, const RelationMap& relations, const FusionVocabulary& vocabulary,
     absl::Span<const Triple> facts, const GrailScoringOptions& scoring) const {
   absl::StatusOr<std::vector<float>> grail =
@@ -235,10 +234,10 @@ absl::StatusOr<std::vector<std::vector<double>>> FusedModel::MemberScores(
   return columns;
 }
 
-absl::StatusOr<FusedScores> FusedModel::Score(const GraphView& graph, const RelationMap& relations,
-                                              const FusionVocabulary& vocabulary,
-                                              absl::Span<const Triple> facts,
-                                              const GrailScoringOptions& scoring) const {
+absl::StatusOr<FusedScores> FusionModel::Score(const GraphView& graph, const RelationMap& relations,
+                                               const FusionVocabulary& vocabulary,
+                                               absl::Span<const Triple> facts,
+                                               const GrailScoringOptions& scoring) const {
   absl::StatusOr<std::vector<std::vector<double>>> columns =
       MemberScores(graph, relations, vocabulary, facts, scoring);
   if (!columns.ok()) return columns.status();
