@@ -14,23 +14,19 @@ const std::vector<TrainingPreset>& TrainingPresets() {
   // "Reproducing the paper"); change a preset only with the measurement that moves it.
   static const auto* presets = new std::vector<TrainingPreset>{
       {"path",
-       "the path family for a graph nobody has measured: NBFNet's configuration as the published "
-       "full-ranking figures train it (only the predicted fact left out); level with the other "
-       "path configurations on WordNet's splits and above them on FB15k-237's (means of two "
-       "seeds: WN18RR_v1 full MRR 72.5, WN18RR_v2 68.6, WN18RR_v4 62.8, fb237_v1 46.9, fb237_v2 "
-       "51.2); ranks every entity in one pass",
+       "the recommendation for a graph nobody has measured: ranks every entity in one pass; "
+       "NBFNet's published configuration (docs/training.md: its accuracy per split)",
        {"--family=path", "--pna", "--reach-mask=false", "--remove-one-hop=false", "--batch-size=64",
         "--adversarial-temperature=0.5", "--epochs=20"}},
       {"path-free",
-       "NBFNet's WordNet configuration at its effective batch (4 x 32), relations free of the "
-       "query: level with `path` on WordNet's splits (WN18RR_v1 72.7, WN18RR_v4 62.7), 5 points "
-       "under it on fb237_v1, in about half its peak memory at the same time an epoch",
+       "the path family where memory is tight: half of `path`'s peak memory at the same time an "
+       "epoch, about 5 points lower on FB-like graphs",
        {"--family=path", "--pna", "--reach-mask=false", "--free-relations",
         "--remove-one-hop=false", "--batch-size=32", "--accumulate=4",
         "--adversarial-temperature=1", "--epochs=20"}},
       {"grail",
-       "GraIL as the paper trains it (3 hops, attention, enclosing subgraphs, 50 epochs): "
-       "scores single facts and explains them by their subgraph's paths",
+       "GraIL as the paper trains it: scores given facts and explains each by its subgraph's "
+       "paths",
        {"--family=grail", "--hops=3", "--epochs=50"}},
   };
   return *presets;
