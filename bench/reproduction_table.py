@@ -3,13 +3,19 @@
 paper's GraIL and RuleN numbers: mean ± std over seeds, in percent; the full-ranking MRR and
 Hits@10 (grail-eval's full_*) last.
 
-    bench/reproduction_table.py [OUT_DIR] [--transductive | --merged]
+    bench/reproduction_table.py [OUT_DIR] [--transductive | --merged [--record MODEL]]
 
 --transductive: the results of `reproduce.sh --transductive`, beside the appendix's
 transductive tables instead. --merged: those of `reproduce.sh --merged` (the `_ind` split's
 valid and test facts as the test set), as a table of the full ranking beside the full MRR
-published for NBFNet on the same test sets."""
-import glob, json, statistics, sys
+published for NBFNet on the same test sets. --record MODEL: with --merged, also writes each
+run's full MRR and Hits@10 into bench/results/accuracy.jsonl as MODEL's (a row of the same
+model, split and seed replaced), which docs/BENCHMARKS.md's accuracy table is computed from
+(bench/benchmarks_page.py --write); GRAIL_MACHINE names the machine (default: the host's name)."""
+import datetime, glob, json, os, socket, statistics, sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "accuracy.jsonl"
 from collections import defaultdict
 
 PAPER = {  # split: (GraIL AUC-PR, GraIL Hits@10, RuleN AUC-PR, RuleN Hits@10)
@@ -68,7 +74,26 @@ def kept_epoch(lines):
     best = [line.split()[1].split("/")[0] for line in lines if "(best)" in line]
     return best[-1] if best else "?"
 
-def main(out_dir, protocol):
+def record(runs, model, results=RESULTS):
+    """Writes each run of `runs` as an accuracy row of `model` (see the docstring)."""
+    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()
+            if line.strip()] if results.exists() else []
+    machine = os.environ.get("GRAIL_MACHINE", socket.gethostname())
+    today = datetime.date.today().isoformat()
+    for (split, _), rs in runs.items():
+        for r in rs:
+            if "full_mrr" not in r:
+                continue
+            rows = [x for x in rows if (x.get("model"), x.get("split"), x.get("seed")) !=
+                    (model, split, r["seed"])]
+            rows.append({"table": "accuracy", "split": split, "model": model, "seed": r["seed"],
+                         "full_mrr": round(100 * r["full_mrr"], 2),
+                         "hits_at_10": round(100 * r["full_hits_at_10"], 2),
+                         "epoch_kept": f"{r['kept_epoch']} of {r['epochs']}",
+                         "command": "reproduce-merged", "date": today, "machine": machine})
+    results.write_text("".join(json.dumps(x) + "\n" for x in rows), encoding="utf-8")
+
+def main(out_dir, protocol, model=None):
     paper = TRANSDUCTIVE if protocol == "transductive" else PAPER
     runs = defaultdict(list)
     for path in sorted(glob.glob(f"{out_dir}/*.json")):
@@ -83,6 +108,8 @@ def main(out_dir, protocol):
         runs[(r["split"], tag)].append(r)
     if protocol == "inductive-merged":
         print_merged(runs)
+        if model:
+            record(runs, model)
         return
     print("| split | variant | seeds | epochs | kept epoch | s/epoch | eval draws | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 | full MRR | full Hits@10 |")
     print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
@@ -118,8 +145,18 @@ def print_merged(runs):
 
 if __name__ == "__main__":
     flags = {"--transductive": "transductive", "--merged": "inductive-merged"}
-    args = [a for a in sys.argv[1:] if a not in flags]
-    chosen = [flags[a] for a in sys.argv[1:] if a in flags]
+    argv = sys.argv[1:]
+    model = None
+    if "--record" in argv:
+        at = argv.index("--record")
+        if at + 1 >= len(argv):
+            sys.exit("reproduction_table.py: --record takes the model's name")
+        model = argv[at + 1]
+        del argv[at:at + 2]
+    args = [a for a in argv if a not in flags]
+    chosen = [flags[a] for a in argv if a in flags]
     if len(chosen) > 1:
         sys.exit("reproduction_table.py: --transductive and --merged are two protocols: pick one")
-    main(args[0] if args else "out/repro", chosen[0] if chosen else "inductive")
+    if model and chosen != ["inductive-merged"]:
+        sys.exit("reproduction_table.py: --record writes the merged test set's figures: add --merged")
+    main(args[0] if args else "out/repro", chosen[0] if chosen else "inductive", model)

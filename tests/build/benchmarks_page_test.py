@@ -1,0 +1,92 @@
+"""bench/benchmarks_page.py: docs/BENCHMARKS.md's current figures are computed from
+bench/results/, and CI fails when the page and the results disagree. Also
+bench/reproduction_table.py --record, which writes a reproduction's figures there.
+"""
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE_SCRIPT = ROOT / "bench" / "benchmarks_page.py"
+
+
+def page(*args):
+    run = subprocess.run([sys.executable, "-B", str(PAGE_SCRIPT), *map(str, args)],
+                         capture_output=True, text=True, timeout=60)
+    return run.returncode, run.stdout + run.stderr
+
+
+class BenchmarksPageTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="benchmarks_page_test_"))
+        self.page = self.dir / "BENCHMARKS.md"
+        self.results = self.dir / "results"
+        shutil.copy(ROOT / "docs" / "BENCHMARKS.md", self.page)
+        shutil.copytree(ROOT / "bench" / "results", self.results)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def rows(self):
+        path = self.results / "accuracy.jsonl"
+        return path, [json.loads(line) for line in path.read_text().splitlines() if line]
+
+    def test_the_page_is_what_the_results_give(self):
+        code, output = page("--check")
+        self.assertEqual(code, 0, output)
+
+    def test_a_changed_result_fails_the_check_until_the_page_is_written_again(self):
+        path, rows = self.rows()
+        for row in rows:
+            if row["model"] == "path preset" and row["split"] == "WN18RR_v1":
+                row["full_mrr"] = 10.0
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        args = ["--page", self.page, "--results", self.results]
+        code, output = page("--check", *args)
+        self.assertEqual(code, 1, output)
+        self.assertIn("--write", output)
+        self.assertEqual(page("--write", *args)[0], 0)
+        self.assertEqual(page("--check", *args)[0], 0)
+        self.assertIn("| WN18RR_v1 | 10.00 / ", self.page.read_text())
+
+    def test_a_result_naming_an_unknown_command_is_refused(self):
+        path, rows = self.rows()
+        rows[0]["command"] = "no-such-command"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        code, output = page("--check", "--page", self.page, "--results", self.results)
+        self.assertNotEqual(code, 0)
+        self.assertIn("no-such-command", output)
+
+    def test_a_page_without_its_markers_is_refused(self):
+        self.page.write_text("# Benchmarks\n")
+        code, output = page("--check", "--page", self.page, "--results", self.results)
+        self.assertNotEqual(code, 0)
+        self.assertIn("markers", output)
+
+    def test_recording_a_reproduction_replaces_that_models_row_for_the_split_and_seed(self):
+        spec = importlib.util.spec_from_file_location("reproduction_table",
+                                                      ROOT / "bench" / "reproduction_table.py")
+        table = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(table)
+        path, before = self.rows()
+        run = {"seed": 0, "full_mrr": 0.5, "full_hits_at_10": 0.75, "kept_epoch": "3",
+               "epochs": 20}
+        table.record({("WN18RR_v1", "path"): [run]}, "path preset", results=path)
+        _, after = self.rows()
+        self.assertEqual(len(after), len(before))
+        mine = [r for r in after if (r["model"], r["split"], r["seed"]) ==
+                ("path preset", "WN18RR_v1", 0)]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual((mine[0]["full_mrr"], mine[0]["hits_at_10"]), (50.0, 75.0))
+        table.record({("WN18RR_v1", "path"): [run]}, "another model", results=path)
+        self.assertEqual(len(self.rows()[1]), len(before) + 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
