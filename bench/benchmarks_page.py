@@ -97,9 +97,47 @@ def accuracy_table(rows, commands):
     return out
 
 
+def command_list(used, commands):
+    out = []
+    for i, name in enumerate(used, 1):
+        if name not in commands:
+            raise SystemExit(f"a result names command {name!r}, which "
+                             "bench/results/commands.json does not hold")
+        c = commands[name]
+        out.append(f"{i}. `{c['command']}`" + (f" — {c['note']}" if c["note"] else ""))
+    return out
+
+
+def throughput_table(rows, commands):
+    measured = [r for r in rows if r.get("table") == "score_throughput"]
+    if not measured:
+        return []
+    out = ["### How fast: ScoreTriplet throughput", "",
+           "Facts a second and p50 / p99 latency (ms) of `grail-client load --method score`, each "
+           "configuration on a fresh server, without the pass cache (`--pass-cache-bytes 0`) and "
+           "with it; the same requests for both. Compare within a row: these machines are "
+           "shared.", ""]
+    out += ["| graph, model | heads | clients | condition | no cache | pass cache | when, command |",
+            "|---|---|---:|---|---:|---:|---|"]
+    used = list(dict.fromkeys(r["command"] for r in measured))
+    keys = list(dict.fromkeys((r["graph"], r["model"], r["heads"], r["clients"], r["condition"])
+                              for r in measured))
+    for key in keys:
+        pair = {r["pass_cache"]: r for r in measured
+                if (r["graph"], r["model"], r["heads"], r["clients"], r["condition"]) == key}
+        cell = lambda r: (f"{r['facts_per_second']:.1f}, {r['p50_ms']:,} / {r['p99_ms']:,}"
+                          if r else "")
+        any_row = next(iter(pair.values()))
+        out.append(f"| {key[0]}, {key[1]} | {key[2]} | {key[3]} | {key[4] or '—'} | "
+                   f"{cell(pair.get(False))} | {cell(pair.get(True))} | {any_row['machine']}, "
+                   f"{any_row['date']}, [{used.index(any_row['command']) + 1}] |")
+    return out + [""] + command_list(used, commands)
+
+
 def render(results):
     rows, commands = read_results(results)
-    return "\n".join([BEGIN, ""] + accuracy_table(rows, commands) + ["", END])
+    return "\n".join([BEGIN, ""] + accuracy_table(rows, commands) + [""] +
+                     throughput_table(rows, commands) + ["", END])
 
 
 def splice(page, generated):

@@ -25,8 +25,10 @@ e.g. a score budget below the rankings' (--score-max-subgraph-nodes=8192).
 """
 
 import argparse
+import datetime
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -206,6 +208,35 @@ def summary(result):
             "p50_ms": result["latency_ms"]["p50"], "p99_ms": result["latency_ms"]["p99"]}
 
 
+RESULTS = ROOT / "bench" / "results" / "serving.jsonl"
+
+
+def record(graph_name, run, args, staleness, results=RESULTS):
+    """Writes `run` as a row of the throughput table, replacing the row of the same
+    configuration (bench/results/README.md)."""
+    heads = "uniform" if run["zipf"] == 0 else ("Zipf" if run["zipf"] == 1 else f"Zipf s={run['zipf']:g}")
+    condition, command = "", "score-throughput"
+    if staleness is not None:
+        command = "score-throughput-writer"
+        condition = (f"writer {args.writer_rate:,} facts/s, "
+                     + ("exact" if staleness == 0 else f"{staleness / 1000:g} s staleness"))
+    elif args.warmup > 32:
+        command = "score-throughput-warm"
+        condition = f"after {args.warmup:,} requests (a warm cache)"
+    row = {"table": "score_throughput", "graph": graph_name, "model": "ULTRA 3g", "heads": heads,
+           "clients": run["clients"], "condition": condition,
+           "pass_cache": run["cache_bytes"] > 0, "facts_per_second": round(run["facts_per_second"], 1),
+           "p50_ms": round(run["p50_ms"]), "p99_ms": round(run["p99_ms"]), "command": command,
+           "date": datetime.date.today().isoformat(),
+           "machine": os.environ.get("GRAIL_MACHINE", socket.gethostname())}
+    key = lambda r: (r.get("table"), r.get("graph"), r.get("model"), r.get("heads"),
+                     r.get("clients"), r.get("condition"), r.get("pass_cache"))
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] \
+        if results.exists() else []
+    rows = [r for r in rows if key(r) != key(row)] + [row]
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -227,6 +258,10 @@ def main():
                         help="further grail-server flags, comma-separated (e.g. "
                         "--score-max-subgraph-nodes=8192)")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "score_throughput")
+    parser.add_argument("--record", action="store_true",
+                        help="also write each run into bench/results/serving.jsonl, from which "
+                        "docs/BENCHMARKS.md's throughput table is computed "
+                        "(bench/benchmarks_page.py --write); GRAIL_MACHINE names the machine")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -287,6 +322,8 @@ def main():
                     run["cache_bytes_held"] = after.get("grail_pass_cache_bytes")
                     log(json.dumps(run))
                     results["runs"].append(run)
+                    if args.record:
+                        record(graph_name, run, args, staleness)
                 finally:
                     server.stop()
         (args.out / f"{graph_name}.ultra{args.label}.json").write_text(

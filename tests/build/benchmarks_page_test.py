@@ -87,6 +87,31 @@ class BenchmarksPageTest(unittest.TestCase):
         table.record({("WN18RR_v1", "path"): [run]}, "another model", results=path)
         self.assertEqual(len(self.rows()[1]), len(before) + 1)
 
+    def test_recording_a_throughput_run_replaces_that_configurations_row(self):
+        sys.path.insert(0, str(ROOT / "bench"))
+        spec = importlib.util.spec_from_file_location("score_throughput",
+                                                      ROOT / "bench" / "score_throughput.py")
+        harness = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(harness)
+        path = self.results / "serving.jsonl"
+        before = [json.loads(line) for line in path.read_text().splitlines() if line]
+
+        class Args:
+            writer_rate, warmup = 1000, 32
+        run = {"zipf": 1.0, "clients": 16, "cache_bytes": 268435456, "facts_per_second": 99.04,
+               "p50_ms": 10.2, "p99_ms": 20.7}
+        harness.record("fb_dense", run, Args, None, results=path)
+        after = [json.loads(line) for line in path.read_text().splitlines() if line]
+        self.assertEqual(len(after), len(before))
+        mine = [r for r in after if (r["heads"], r["clients"], r["condition"], r["pass_cache"]) ==
+                ("Zipf", 16, "", True)]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual(mine[0]["facts_per_second"], 99.0)
+        args = ["--page", self.page, "--results", self.results]
+        self.assertEqual(page("--check", *args)[0], 1)  # the page now lags the results
+        self.assertEqual(page("--write", *args)[0], 0)
+        self.assertIn("| 24.0, 583 / 1,381 | 99.0, 10 / 21 |", self.page.read_text())
+
 
 if __name__ == "__main__":
     unittest.main()
