@@ -134,10 +134,37 @@ def throughput_table(rows, commands):
     return out + [""] + command_list(used, commands)
 
 
+def scale_table(rows, commands):
+    measured = [r for r in rows if r.get("table") == "scale"]
+    if not measured:
+        return []
+    out = ["### How far it scales: every entity of a synthetic power-law graph", "",
+           "A `grail-server` with a graph streamed in over gRPC, on the same 2 cores as its "
+           "clients. RankTails over every entity for the 20 entities of highest degree (hub) "
+           "and 200 drawn uniformly, p50 / p99 ms; ScoreTriplet at 16 clients, idle, and the "
+           "ratio of its p99 beside 4 clients looping rank-alls to its p99 idle.", ""]
+    out += ["| entities / facts | model | configuration | ingest facts/s | RSS after ingest MB | "
+            "rank-all hub | rank-all uniform | ScoreTriplet ×16 | loaded / idle p99 | when, command |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    used = list(dict.fromkeys(r["command"] for r in measured))
+    power = lambda n: f"10^{len(str(n)) - 1}" if str(n).strip("0") == "1" else f"{n:,}"
+    pair = lambda ms: f"{ms[0]:,} / {ms[1]:,}"
+    for r in measured:
+        facts = r["facts"] // r["entities"]
+        out.append(f"| {power(r['entities'])} / {facts}·{power(r['entities'])} | {r['model']} | "
+                   f"{r['configuration'] or 'defaults'} | {r['ingest_facts_per_second']:,} | "
+                   f"{r['rss_after_ingest_mb']:,} | {pair(r['rank_all_hub_ms'])} | "
+                   f"{pair(r['rank_all_uniform_ms'])} | {pair(r['score_c16_idle_ms'])} | "
+                   f"{r['loaded_idle_p99_ratio']:.2f}× | {r['machine']}, {r['date']}, "
+                   f"[{used.index(r['command']) + 1}] |")
+    return out + [""] + command_list(used, commands)
+
+
 def render(results):
     rows, commands = read_results(results)
     return "\n".join([BEGIN, ""] + accuracy_table(rows, commands) + [""] +
-                     throughput_table(rows, commands) + ["", END])
+                     throughput_table(rows, commands) + [""] + scale_table(rows, commands) +
+                     ["", END])
 
 
 def splice(page, generated):

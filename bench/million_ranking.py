@@ -26,7 +26,9 @@ Results: out/million/<size>.<model>.json (a case measured before is skipped; --f
 
 import argparse
 import json
+import os
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -162,6 +164,34 @@ def measure(args, size, model_name, out):
     return result
 
 
+RESULTS = ROOT / "bench" / "results" / "scale.jsonl"
+
+
+def record(result, args, results=RESULTS):
+    """Writes `result` as a row of the scale table, replacing the row of the same graph size,
+    model and configuration (bench/results/README.md)."""
+    p = lambda run: [round((run or {}).get("latency_ms", {}).get(q, 0)) for q in ("p50", "p99")]
+    configuration = ", ".join(f for f in (args.server_flags, args.client_flags) if f)
+    name = ("million-ranking-1e7" if result["entities"] >= 10**7 else
+            "million-ranking-priority" if args.client_flags else
+            "million-ranking-budget" if args.server_flags else "million-ranking")
+    row = {"table": "scale", "entities": result["entities"], "facts": 5 * result["entities"],
+           "model": result["model"], "configuration": configuration,
+           "ingest_facts_per_second": round(result["ingest"].get("facts_per_second") or 0),
+           "rss_after_ingest_mb": round(result["rss_after_ingest_mb"]),
+           "rank_all_hub_ms": p(result.get("rank_all_hub")),
+           "rank_all_uniform_ms": p(result.get("rank_all_uniform")),
+           "score_c16_idle_ms": p(result.get("score_c16_idle")),
+           "loaded_idle_p99_ratio": result.get("loaded_idle_p99_ratio", 0),
+           "command": name, "date": result["date"],
+           "machine": os.environ.get("GRAIL_MACHINE", socket.gethostname())}
+    key = lambda r: (r.get("table"), r.get("entities"), r.get("model"), r.get("configuration"))
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] \
+        if results.exists() else []
+    rows = [r for r in rows if key(r) != key(row)] + [row]
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,6 +208,10 @@ def main():
                         help="more grail-client flags for the rankings, comma-separated, e.g. "
                              "--client-flags=--max-visited-nodes=8192")
     parser.add_argument("--force", action="store_true")
+    parser.add_argument("--record", action="store_true",
+                        help="also write each result into bench/results/scale.jsonl, from which "
+                        "docs/BENCHMARKS.md's scale table is computed (bench/benchmarks_page.py "
+                        "--write); GRAIL_MACHINE names the machine")
     args = parser.parse_args()
     CLIENT_FLAGS.extend(f for f in args.client_flags.split(",") if f)
     out = Path(args.out)
@@ -192,6 +226,8 @@ def main():
             result = measure(args, size, model_name, out)
             path.write_text(json.dumps(result, indent=1) + "\n")
             log(json.dumps(result))
+            if args.record:
+                record(result, args)
 
 
 if __name__ == "__main__":

@@ -112,6 +112,31 @@ class BenchmarksPageTest(unittest.TestCase):
         self.assertEqual(page("--write", *args)[0], 0)
         self.assertIn("| 24.0, 583 / 1,381 | 99.0, 10 / 21 |", self.page.read_text())
 
+    def test_recording_a_scale_run_replaces_that_configurations_row(self):
+        sys.path.insert(0, str(ROOT / "bench"))
+        spec = importlib.util.spec_from_file_location("million_ranking",
+                                                      ROOT / "bench" / "million_ranking.py")
+        harness = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(harness)
+        path = self.results / "scale.jsonl"
+        before = [json.loads(line) for line in path.read_text().splitlines() if line]
+
+        class Args:
+            server_flags = "--max-subgraph-nodes=8192,--max-subgraph-edges=32768"
+            client_flags = ""
+        latency = lambda p50, p99: {"latency_ms": {"p50": p50, "p99": p99}}
+        result = {"entities": 1000000, "model": "path", "date": "2026-12-06",
+                  "ingest": {"facts_per_second": 40000.4}, "rss_after_ingest_mb": 700.2,
+                  "rank_all_hub": latency(20, 30), "rank_all_uniform": latency(21, 31),
+                  "score_c16_idle": latency(200, 400), "loaded_idle_p99_ratio": 1.1}
+        harness.record(result, Args, results=path)
+        after = [json.loads(line) for line in path.read_text().splitlines() if line]
+        self.assertEqual(len(after), len(before))
+        mine = [r for r in after if r["configuration"] == Args.server_flags]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual((mine[0]["rank_all_hub_ms"], mine[0]["command"]),
+                         ([20, 30], "million-ranking-budget"))
+
 
 if __name__ == "__main__":
     unittest.main()
