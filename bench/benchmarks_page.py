@@ -160,11 +160,26 @@ def scale_table(rows, commands):
     return out + [""] + command_list(used, commands)
 
 
+def gpu_table(rows, commands):
+    measured = [r for r in rows if r.get("table") == "gpu"]
+    if not measured:
+        return []
+    out = ["### On a GPU", "",
+           "Measured in the sessions lent a GPU (the CPU figures on the same machine's cores "
+           "unless they say otherwise).", "",
+           "| what | GPU | on the GPU | on the CPU | when, command |", "|---|---|---:|---:|---|"]
+    used = list(dict.fromkeys(r["command"] for r in measured))
+    for r in measured:
+        out.append(f"| {r['what']} | {r['device']} | {r['gpu']} | {r['cpu'] or '—'} | "
+                   f"{r['date']}, [{used.index(r['command']) + 1}] |")
+    return out + [""] + command_list(used, commands)
+
+
 def render(results):
     rows, commands = read_results(results)
     return "\n".join([BEGIN, ""] + accuracy_table(rows, commands) + [""] +
                      throughput_table(rows, commands) + [""] + scale_table(rows, commands) +
-                     ["", END])
+                     [""] + gpu_table(rows, commands) + ["", END])
 
 
 def splice(page, generated):
