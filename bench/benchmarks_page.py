@@ -160,6 +160,20 @@ def scale_table(rows, commands):
     return out + [""] + command_list(used, commands)
 
 
+def training_table(rows, commands):
+    measured = [r for r in rows if r.get("table") == "training"]
+    if not measured:
+        return []
+    out = ["### What training costs on 2 cores", "",
+           "Seconds an epoch on each split's training graph, as the runs' logs give them.", "",
+           "| family | split | s an epoch | threads | when, command |", "|---|---|---:|---|---|"]
+    used = list(dict.fromkeys(r["command"] for r in measured))
+    for r in measured:
+        out.append(f"| {r['family']} | {r['split']} | {r['seconds_per_epoch']} | {r['threads']} | "
+                   f"{r['machine']}, {r['date']}, [{used.index(r['command']) + 1}] |")
+    return out + [""] + command_list(used, commands)
+
+
 def gpu_table(rows, commands):
     measured = [r for r in rows if r.get("table") == "gpu"]
     if not measured:
@@ -179,7 +193,8 @@ def render(results):
     rows, commands = read_results(results)
     return "\n".join([BEGIN, ""] + accuracy_table(rows, commands) + [""] +
                      throughput_table(rows, commands) + [""] + scale_table(rows, commands) +
-                     [""] + gpu_table(rows, commands) + ["", END])
+                     [""] + training_table(rows, commands) + [""] + gpu_table(rows, commands) +
+                     ["", END])
 
 
 def splice(page, generated):
