@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fairness between scorers and a ranking loop, with the scorers as one caller and as many
-(docs/BENCHMARKS.md, "A pass answers many facts").
+(docs/BENCHMARKS-log.md, "A pass answers many facts").
 
 Starts grail-server on a graph, then measures ScoreTriplet at --clients concurrent callers
 (grail-client load; facts of the graph, heads uniform), idle and while one more client loops

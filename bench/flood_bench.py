@@ -6,7 +6,7 @@ connection) sends ScoreTriplet calls one after another for --seconds while a flo
 connection, --flood-threads threads) sends the worst ranking the API allows, RankTails of the
 graph's largest hub over every entity with top_k 67,108,000. Prints one JSON line per run:
 the victim's calls, refusals, p50/p99 latency, and the flood's answered/refused counts; a
-first run without flood gives the victim's baseline. docs/BENCHMARKS.md, "Admission under a
+first run without flood gives the victim's baseline. docs/BENCHMARKS-log.md, "Admission under a
 flood".
 
   /usr/bin/python3 bench/flood_bench.py --model MODEL.pt --graph TRIPLES [--bin build/bin]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU steps of docs/BENCHMARKS.md ("On a GPU"), made to fit the device machine's calls:
+# The GPU steps of docs/BENCHMARKS-log.md ("On a GPU"), made to fit the device machine's calls:
 # each command below is one call of at most 10 minutes, writes what it measured into OUT (at
 # most 8 files come back) and goes on past a failed step, recording it.
 #

@@ -16,7 +16,7 @@
 # The RotatE code's WN18RR recipe (dim, gamma, learning rate, L3 weight per model: the
 # defaults of grail-kge-train) runs 80,000 steps of 512 facts with 1,024 negatives each, on a
 # GPU. On 2 CPU cores one such step takes seconds, so the defaults here are a budget: 64
-# negatives and 100 epochs (17,000 steps); BENCHMARKS.md states it beside the figures.
+# negatives and 100 epochs (17,000 steps); BENCHMARKS-log.md states it beside the figures.
 #
 # One evaluation run by default (one draw of the GraIL protocol's negatives; --runs N for more, as
 # the small splits need): WN18RR's 3,134 test facts

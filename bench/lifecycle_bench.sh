@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live-graph lifecycle benchmark (docs/BENCHMARKS.md, "Warm-up and model reload"):
+# Live-graph lifecycle benchmark (docs/BENCHMARKS-log.md, "Warm-up and model reload"):
 #   1. first-call latency after start, with --warmup-batches=0 and with the default (3):
 #      for each, R fresh server processes on the same stored graph, each answering one
 #      ScoreTriplet (the first call) and then 200 more (steady state);

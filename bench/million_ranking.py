@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Ranking every entity of a million-entity graph (docs/BENCHMARKS.md, "Ranking every entity
+"""Ranking every entity of a million-entity graph (docs/BENCHMARKS-log.md, "Ranking every entity
 of a million-entity graph").
 
 For each size (grail-tools synth: power-law graphs, 5 facts per entity, seed 1) and each

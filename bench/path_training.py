@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Training step time and peak RSS of the path family: this build against another (the
-product before the fused operator), interleaved in one run (docs/BENCHMARKS.md, "The fused
+product before the fused operator), interleaved in one run (docs/BENCHMARKS-log.md, "The fused
 operator").
 
 For each split, batch size and build: grail-train in the README's configuration for the

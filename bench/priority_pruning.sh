@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The learned priority (A*Net's; model/path/path_model.h, PathConfig::priority) against exact
-# ranking (docs/BENCHMARKS.md, "Pruned propagation"): for each split, a path model in the
+# ranking (docs/BENCHMARKS-log.md, "Pruned propagation"): for each split, a path model in the
 # default configuration trained with --prune-node-ratio (out/priority/<split>.pt, trained
 # here when absent), then bench/pruned_ranking on the split's inductive test graph with the
 # model's own priority and, on the same weights, the parameter-free one (walks), with the

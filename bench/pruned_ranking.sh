@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pruned propagation against exact ranking on every graph where exact is feasible
-# (docs/BENCHMARKS.md, "Pruned propagation"): bench/pruned_ranking for ULTRA's released
+# (docs/BENCHMARKS-log.md, "Pruned propagation"): bench/pruned_ranking for ULTRA's released
 # weights (imported) on the 8 inductive test graphs and WN18RR's full graph, and for learned
 # path models (with and without the reach mask) where they exist. One JSON line per graph,
 # model and budget appended to out/pruned/results.jsonl (bench/pruned_table.py renders it).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The pruned-against-exact table of docs/BENCHMARKS.md from out/pruned/results.jsonl
+"""The pruned-against-exact table of docs/BENCHMARKS-log.md from out/pruned/results.jsonl
 (bench/pruned_ranking.sh, bench/priority_pruning.sh): per case, the exact filtered MRR and
 Hits@10, then per budget the change in points, the top-10 overlap and the entities a query
 visited (with --messages, also the messages its layers passed, exact and pruned).

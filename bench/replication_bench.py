@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Replication through NATS JetStream (docs/BENCHMARKS.md, "Replication").
+"""Replication through NATS JetStream (docs/BENCHMARKS-log.md, "Replication").
 
 On this machine, with a real nats-server (JetStream on disk) and real grail-server replicas:
   1. ingest: facts/s of `grail-client add` into one server without replication, and into

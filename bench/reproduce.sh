@@ -47,7 +47,7 @@
 # true, "epochs": E, "epochs_planned" the run's). The run's own checkpoint is not touched.
 #
 # bench/reproduction_table.py turns the results into the table in
-# docs/BENCHMARKS.md.
+# docs/BENCHMARKS-log.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 splits="WN18RR_v1 WN18RR_v2 WN18RR_v3 WN18RR_v4 fb237_v1 fb237_v2 fb237_v3 fb237_v4"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Serving at live-graph scale (docs/BENCHMARKS.md, "Serving at scale").
+"""Serving at live-graph scale (docs/BENCHMARKS-log.md, "Serving at scale").
 
 For each graph, starts grail-server (from --bin) on a fresh data directory, streams the graph
 in with AddTriples, and measures with grail-client's load generator:

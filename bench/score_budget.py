@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a score budget below the rankings' costs in score accuracy (docs/BENCHMARKS.md,
+"""What a score budget below the rankings' costs in score accuracy (docs/BENCHMARKS-log.md,
 "A pass answers many facts": --score-max-subgraph-nodes).
 
 For each visible inductive split, serves its `_ind` graph with ULTRA (the released ultra_3g,

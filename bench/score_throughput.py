@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ScoreTriplet throughput of the path family: one pass per query, kept and shared
-(docs/BENCHMARKS.md, "A pass answers many facts").
+(docs/BENCHMARKS-log.md, "A pass answers many facts").
 
 For each graph and configuration, starts grail-server on the graph twice, without the pass
 cache (--pass-cache-bytes 0: every fact pays for its query's pass, as before) and with it (the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What TLS and bearer tokens cost a call: the same ScoreTriplet load (grail-client load,
 # 16 clients) against grail-server in plaintext, with TLS, and with TLS plus a token, one
-# server per mode on WN18RR_v4_ind's graph. Results in docs/BENCHMARKS.md ("Security").
+# server per mode on WN18RR_v4_ind's graph. Results in docs/BENCHMARKS-log.md ("Security").
 #
 #   bench/security_bench.sh [--model MODEL.pt] [--requests N]
 #

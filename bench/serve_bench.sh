@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Serving benchmark (docs/BENCHMARKS.md, "Serving"): for each (model, graph) pair, starts
+# Serving benchmark (docs/BENCHMARKS-log.md, "Serving"): for each (model, graph) pair, starts
 # grail-server on a fresh data directory, streams the serving graph in with AddTriples,
 # then drives it with grail-client's load generator:
 #   ScoreTriplet at 1 and 16 concurrent clients, RankTails over 50 candidates (1 client and

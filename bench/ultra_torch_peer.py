@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The peer of the served ULTRA pass: the same forward's operators and shapes in plain PyTorch
 (Debian's python3-torch), batched queries, index_add message passing, on the same cores
-(docs/BENCHMARKS.md, "A pass answers many facts").
+(docs/BENCHMARKS-log.md, "A pass answers many facts").
 
 ULTRA's network as imported here (6 relation-graph and 6 entity layers of 64, sum aggregation,
 DistMult messages, layer norm, short-cut, no reach mask; a 2-layer MLP on the entity state and

@@ -4,7 +4,7 @@
 # merged as the test set (as ULTRA's GraIL loaders merge them), full ranking filtered by the
 # graph and those facts. One JSON line per split on stdout.
 # --test-only: the split's test facts alone, filtered by its valid facts too (how this
-# repository evaluates its own families, docs/BENCHMARKS.md), for a comparison with them.
+# repository evaluates its own families, docs/BENCHMARKS-log.md), for a comparison with them.
 #   bench/ultra_zero_shot.sh [--checkpoint FILE] [--splits "fb237_v1 ..."] [--threads N]
 #                            [--out DIR] [--data DIR] [--test-only]
 set -euo pipefail

@@ -10,7 +10,7 @@
 namespace grail {
 
 const std::vector<TrainingPreset>& TrainingPresets() {
-  // Each configuration is one docs/BENCHMARKS.md measured ("Retrained over the operator",
+  // Each configuration is one docs/BENCHMARKS-log.md measured ("Retrained over the operator",
   // "Reproducing the paper"); change a preset only with the measurement that moves it.
   static const auto* presets = new std::vector<TrainingPreset>{
       {"path",

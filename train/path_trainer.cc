@@ -84,7 +84,7 @@ std::string RunKey(const PathTrainOptions& o, const std::string& data_fingerprin
 // however far ahead inputs are made. The batch and where each candidate's score lies among the
 // pass's outputs are built on builder threads, `input_threads` steps ahead, each with its own
 // builder, while the steps before run (on a GPU the host's building was most of a step:
-// docs/BENCHMARKS.md, "On a GPU").
+// docs/BENCHMARKS-log.md, "On a GPU").
 struct StepDraw {
   std::vector<PathQuery> queries;
   std::vector<std::vector<EntityId>> candidate_lists;  // per query: answer, then negatives

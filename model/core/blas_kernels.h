@@ -3,7 +3,7 @@
 // Debian's OpenBLAS (0.3.21) picks its kernels by CPU model at load time and falls back to
 // its oldest x86-64 ones ("Prescott", SSE3) on models newer than it knows, such as Xeons of
 // 2023 on (Sapphire and Emerald Rapids): the matrix products then run 2 to 5 times slower
-// than the CPU can (docs/BENCHMARKS.md, "BLAS kernels"). OpenBLAS reads OPENBLAS_CORETYPE
+// than the CPU can (docs/BENCHMARKS-log.md, "BLAS kernels"). OpenBLAS reads OPENBLAS_CORETYPE
 // only when it loads, before main(), so the fix is to start again with it set.
 #ifndef GRAIL_MODEL_CORE_BLAS_KERNELS_H_
 #define GRAIL_MODEL_CORE_BLAS_KERNELS_H_

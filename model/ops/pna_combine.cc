@@ -95,7 +95,7 @@ at::Tensor CombineByScript(at::TensorList parts, const at::Tensor& weight, const
 
 // Values per block of rows, X's and its product's together: a few of a core's L2 of 1-2 MB.
 // A block of the path model's rows (P d = 5 x 32, S D = 3 x 32) is 2,048 rows; measured
-// against blocks of 512 to 8,192 rows in docs/BENCHMARKS.md ("PNA's combine fused").
+// against blocks of 512 to 8,192 rows in docs/BENCHMARKS-log.md ("PNA's combine fused").
 constexpr int64_t kBlockValues = int64_t{512} << 10;
 
 // The blocks of whole nodes and their split into one range per thread.

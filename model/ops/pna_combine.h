@@ -19,7 +19,7 @@
 // rounding). X, its product and the scaled blocks exist for one block of rows at a time, in
 // cache: at fb237_v4's batch of 64 (N = 301k rows) it runs 3.4x faster forward and 1.2-1.9x
 // backward than the script, and keeps none of the [N, P d] and [N, S D] tensors the script
-// keeps or makes (docs/BENCHMARKS.md, "PNA's combine fused"). Gradients flow to every input;
+// keeps or makes (docs/BENCHMARKS-log.md, "PNA's combine fused"). Gradients flow to every input;
 // the backward recomputes X and, for scale's gradient only, the product. On other devices,
 // the script's operators.
 #ifndef GRAIL_MODEL_OPS_PNA_COMBINE_H_

@@ -10,7 +10,7 @@
 // (each rounded as they round it) and the same gradients (the same terms added in autograd's
 // order), without their five intermediate [V, F] tensors and the dozen passes of their
 // backward: 13% of the peak memory of an fb237_v4 training step at batch 64 and 5-7% of its
-// CPU time (docs/BENCHMARKS.md, "PNA's moments fused"). Gradients flow to sum and sum_sq
+// CPU time (docs/BENCHMARKS-log.md, "PNA's moments fused"). Gradients flow to sum and sum_sq
 // (none to count); where the variance is clamped, none flows through std, as through
 // torch.clamp. On the CPU the fused kernels run; on other devices, those six operators.
 #ifndef GRAIL_MODEL_OPS_PNA_MOMENTS_H_

@@ -223,13 +223,13 @@ struct PathNeighbourhoodSpec {
 // The cost rule of PathBatchBuilder::Build, in units of one node's update (the combine step
 // and the layer norm of d values): a message costs kPathEdgeCost of it. A layout costs, per
 // layer, nodes + kPathEdgeCost * edges, times the columns. Measured with bench/path_layout:
-// see docs/BENCHMARKS.md ("One graph per batch").
+// see docs/BENCHMARKS-log.md ("One graph per batch").
 inline constexpr double kPathEdgeCost = 0.25;
 // On a GPU the shared layout runs faster than its cost by the rule: its rows of B x d values
 // are contiguous where the disjoint batch's are d wide, and the host builds and copies one
 // graph instead of one per query. An fb237_v4 step at batch 64 on an H200, the two layouts
 // within 0.5% of each other by the rule: 52.7 ms shared against 69.2 ms disjoint (1.31x);
-// docs/BENCHMARKS.md ("On a GPU", the fourth session). The layout never changes a score.
+// docs/BENCHMARKS-log.md ("On a GPU", the fourth session). The layout never changes a score.
 inline constexpr double kPathGpuSharedAdvantage = 1.3;
 
 // Builds batches. Holds scratch sized to the largest graph it has seen, so keep one per
