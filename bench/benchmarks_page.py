@@ -36,6 +36,28 @@ def read_results(results):
     return rows, {c["name"]: c for c in commands}
 
 
+class Commands:
+    """The commands a table's rows name, numbered in the order the rows first name them: the
+    rows cite them as [N] and the table ends with their list. A name that
+    bench/results/commands.json does not hold is refused."""
+
+    def __init__(self, measured, commands):
+        self.used = list(dict.fromkeys(r["command"] for r in measured))
+        for name in self.used:
+            if name not in commands:
+                raise SystemExit(f"a result names command {name!r}, which "
+                                 "bench/results/commands.json does not hold")
+        self.commands = commands
+
+    def ref(self, name):
+        return f"[{self.used.index(name) + 1}]"
+
+    def lines(self):
+        return [f"{i}. `{self.commands[name]['command']}`"
+                + (f" — {self.commands[name]['note']}" if self.commands[name]["note"] else "")
+                for i, name in enumerate(self.used, 1)]
+
+
 def accuracy_table(rows, commands):
     measured = [r for r in rows if r.get("table") == "accuracy"]
     published = [r for r in rows if r.get("table") == "published"]
@@ -43,10 +65,7 @@ def accuracy_table(rows, commands):
     for r in measured:
         if r["model"] not in models:
             models.append(r["model"])
-    for r in measured:
-        if r["command"] not in commands:
-            raise SystemExit(f"accuracy row {r} names command {r['command']!r}, which "
-                             "bench/results/commands.json does not hold")
+    cited = Commands(measured, commands)
     out = ["### How accurate: full-ranking MRR per inductive split", "",
            "Full MRR (%) and Hits@10 over every entity, both directions, filtered, on each `_ind` "
            "split's valid and test facts together (the test set behind the published figures). "
@@ -69,10 +88,6 @@ def accuracy_table(rows, commands):
             cells.append(f"{found[0]['full_mrr']:.1f}" if found else "")
         out.append(f"| {split} | " + " | ".join(cells) + " |")
     out += ["", "Where each figure comes from:", ""]
-    used = []
-    for r in measured:
-        if r["command"] not in used:
-            used.append(r["command"])
     for model in models:
         runs = [r for r in measured if r["model"] == model]
         dates = []
@@ -83,28 +98,14 @@ def accuracy_table(rows, commands):
             ", ".join(sorted({r["split"] for r in runs if r["date"] == d}, key=SPLITS.index))
             + f" on {d}" for d in sorted(dates))
         machines = ", ".join(sorted({r["machine"] for r in runs}))
-        names = ", ".join(f"[{used.index(c) + 1}]" for c in dict.fromkeys(r["command"] for r in runs))
+        names = ", ".join(cited.ref(c) for c in dict.fromkeys(r["command"] for r in runs))
         out.append(f"- {model}: {when} ({machines}); command {names}.")
-    out.append("")
-    for i, name in enumerate(used, 1):
-        c = commands[name]
-        out.append(f"{i}. `{c['command']}`" + (f" — {c['note']}" if c["note"] else ""))
+    out += [""] + cited.lines()
     sources = []
     for r in published:
         if (r["model"], r["source"]) not in sources:
             sources.append((r["model"], r["source"]))
     out += ["", "The published figures: " + "; ".join(f"{m}, {src}" for m, src in sources) + "."]
-    return out
-
-
-def command_list(used, commands):
-    out = []
-    for i, name in enumerate(used, 1):
-        if name not in commands:
-            raise SystemExit(f"a result names command {name!r}, which "
-                             "bench/results/commands.json does not hold")
-        c = commands[name]
-        out.append(f"{i}. `{c['command']}`" + (f" — {c['note']}" if c["note"] else ""))
     return out
 
 
@@ -119,7 +120,7 @@ def throughput_table(rows, commands):
            "shared.", ""]
     out += ["| graph, model | heads | clients | condition | no cache | pass cache | when, command |",
             "|---|---|---:|---|---:|---:|---|"]
-    used = list(dict.fromkeys(r["command"] for r in measured))
+    cited = Commands(measured, commands)
     keys = list(dict.fromkeys((r["graph"], r["model"], r["heads"], r["clients"], r["condition"])
                               for r in measured))
     for key in keys:
@@ -130,8 +131,8 @@ def throughput_table(rows, commands):
         any_row = next(iter(pair.values()))
         out.append(f"| {key[0]}, {key[1]} | {key[2]} | {key[3]} | {key[4] or '—'} | "
                    f"{cell(pair.get(False))} | {cell(pair.get(True))} | {any_row['machine']}, "
-                   f"{any_row['date']}, [{used.index(any_row['command']) + 1}] |")
-    return out + [""] + command_list(used, commands)
+                   f"{any_row['date']}, {cited.ref(any_row['command'])} |")
+    return out + [""] + cited.lines()
 
 
 def scale_table(rows, commands):
@@ -146,7 +147,7 @@ def scale_table(rows, commands):
     out += ["| entities / facts | model | configuration | ingest facts/s | RSS after ingest MB | "
             "rank-all hub | rank-all uniform | ScoreTriplet ×16 | loaded / idle p99 | when, command |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
-    used = list(dict.fromkeys(r["command"] for r in measured))
+    cited = Commands(measured, commands)
     power = lambda n: f"10^{len(str(n)) - 1}" if str(n).strip("0") == "1" else f"{n:,}"
     pair = lambda ms: f"{ms[0]:,} / {ms[1]:,}"
     for r in measured:
@@ -156,8 +157,8 @@ def scale_table(rows, commands):
                    f"{r['rss_after_ingest_mb']:,} | {pair(r['rank_all_hub_ms'])} | "
                    f"{pair(r['rank_all_uniform_ms'])} | {pair(r['score_c16_idle_ms'])} | "
                    f"{r['loaded_idle_p99_ratio']:.2f}× | {r['machine']}, {r['date']}, "
-                   f"[{used.index(r['command']) + 1}] |")
-    return out + [""] + command_list(used, commands)
+                   f"{cited.ref(r['command'])} |")
+    return out + [""] + cited.lines()
 
 
 def training_table(rows, commands):
@@ -167,11 +168,11 @@ def training_table(rows, commands):
     out = ["### What training costs on 2 cores", "",
            "Seconds an epoch on each split's training graph, as the runs' logs give them.", "",
            "| family | split | s an epoch | threads | when, command |", "|---|---|---:|---|---|"]
-    used = list(dict.fromkeys(r["command"] for r in measured))
+    cited = Commands(measured, commands)
     for r in measured:
         out.append(f"| {r['family']} | {r['split']} | {r['seconds_per_epoch']} | {r['threads']} | "
-                   f"{r['machine']}, {r['date']}, [{used.index(r['command']) + 1}] |")
-    return out + [""] + command_list(used, commands)
+                   f"{r['machine']}, {r['date']}, {cited.ref(r['command'])} |")
+    return out + [""] + cited.lines()
 
 
 def gpu_table(rows, commands):
@@ -182,11 +183,11 @@ def gpu_table(rows, commands):
            "Measured in the sessions lent a GPU (the CPU figures on the same machine's cores "
            "unless they say otherwise).", "",
            "| what | GPU | on the GPU | on the CPU | when, command |", "|---|---|---:|---:|---|"]
-    used = list(dict.fromkeys(r["command"] for r in measured))
+    cited = Commands(measured, commands)
     for r in measured:
         out.append(f"| {r['what']} | {r['device']} | {r['gpu']} | {r['cpu'] or '—'} | "
-                   f"{r['date']}, [{used.index(r['command']) + 1}] |")
-    return out + [""] + command_list(used, commands)
+                   f"{r['date']}, {cited.ref(r['command'])} |")
+    return out + [""] + cited.lines()
 
 
 def render(results):

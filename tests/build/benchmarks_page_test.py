@@ -16,6 +16,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE_SCRIPT = ROOT / "bench" / "benchmarks_page.py"
 
 
+def bench_module(name):
+    """bench/NAME.py imported (its own imports of bench/ helpers resolved)."""
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def page(*args):
     run = subprocess.run([sys.executable, "-B", str(PAGE_SCRIPT), *map(str, args)],
                          capture_output=True, text=True, timeout=60)
@@ -70,10 +80,7 @@ class BenchmarksPageTest(unittest.TestCase):
         self.assertIn("markers", output)
 
     def test_recording_a_reproduction_replaces_that_models_row_for_the_split_and_seed(self):
-        spec = importlib.util.spec_from_file_location("reproduction_table",
-                                                      ROOT / "bench" / "reproduction_table.py")
-        table = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(table)
+        table = bench_module("reproduction_table")
         path, before = self.rows()
         run = {"seed": 0, "full_mrr": 0.5, "full_hits_at_10": 0.75, "kept_epoch": "3",
                "epochs": 20}
@@ -88,11 +95,7 @@ class BenchmarksPageTest(unittest.TestCase):
         self.assertEqual(len(self.rows()[1]), len(before) + 1)
 
     def test_recording_a_throughput_run_replaces_that_configurations_row(self):
-        sys.path.insert(0, str(ROOT / "bench"))
-        spec = importlib.util.spec_from_file_location("score_throughput",
-                                                      ROOT / "bench" / "score_throughput.py")
-        harness = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(harness)
+        harness = bench_module("score_throughput")
         path = self.results / "serving.jsonl"
         before = [json.loads(line) for line in path.read_text().splitlines() if line]
 
@@ -113,11 +116,7 @@ class BenchmarksPageTest(unittest.TestCase):
         self.assertIn("| 24.0, 583 / 1,381 | 99.0, 10 / 21 |", self.page.read_text())
 
     def test_recording_a_scale_run_replaces_that_configurations_row(self):
-        sys.path.insert(0, str(ROOT / "bench"))
-        spec = importlib.util.spec_from_file_location("million_ranking",
-                                                      ROOT / "bench" / "million_ranking.py")
-        harness = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(harness)
+        harness = bench_module("million_ranking")
         path = self.results / "scale.jsonl"
         before = [json.loads(line) for line in path.read_text().splitlines() if line]
 
