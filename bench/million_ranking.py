@@ -26,9 +26,7 @@ Results: out/million/<size>.<model>.json (a case measured before is skipped; --f
 
 import argparse
 import json
-import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import result_rows  # noqa: E402
 from scale_bench import NEW_BIN, ROOT, Server, load_summary, log, run  # noqa: E402
 
 
@@ -183,13 +182,9 @@ def record(result, args, results=RESULTS):
            "rank_all_uniform_ms": p(result.get("rank_all_uniform")),
            "score_c16_idle_ms": p(result.get("score_c16_idle")),
            "loaded_idle_p99_ratio": result.get("loaded_idle_p99_ratio", 0),
-           "command": name, "date": result["date"],
-           "machine": os.environ.get("GRAIL_MACHINE", socket.gethostname())}
-    key = lambda r: (r.get("table"), r.get("entities"), r.get("model"), r.get("configuration"))
-    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] \
-        if results.exists() else []
-    rows = [r for r in rows if key(r) != key(row)] + [row]
-    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+           "command": name, "date": result["date"], "machine": result_rows.machine()}
+    result_rows.replace_rows(results, [row], lambda r: (
+        r.get("table"), r.get("entities"), r.get("model"), r.get("configuration")))
 
 
 def main():

@@ -12,11 +12,14 @@ published for NBFNet on the same test sets. --record MODEL: with --merged, also 
 run's full MRR and Hits@10 into bench/results/accuracy.jsonl as MODEL's (a row of the same
 model, split and seed replaced), which docs/BENCHMARKS.md's accuracy table is computed from
 (bench/benchmarks_page.py --write); GRAIL_MACHINE names the machine (default: the host's name)."""
-import datetime, glob, json, os, socket, statistics, sys
+import glob, json, statistics, sys
+from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import result_rows  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "accuracy.jsonl"
-from collections import defaultdict
 
 PAPER = {  # split: (GraIL AUC-PR, GraIL Hits@10, RuleN AUC-PR, RuleN Hits@10)
     "WN18RR_v1": (94.32, 82.45, 90.26, 80.85), "WN18RR_v2": (94.18, 78.68, 89.01, 78.23),
@@ -76,22 +79,15 @@ def kept_epoch(lines):
 
 def record(runs, model, results=RESULTS):
     """Writes each run of `runs` as an accuracy row of `model` (see the docstring)."""
-    rows = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()
-            if line.strip()] if results.exists() else []
-    machine = os.environ.get("GRAIL_MACHINE", socket.gethostname())
-    today = datetime.date.today().isoformat()
-    for (split, _), rs in runs.items():
-        for r in rs:
-            if "full_mrr" not in r:
-                continue
-            rows = [x for x in rows if (x.get("model"), x.get("split"), x.get("seed")) !=
-                    (model, split, r["seed"])]
-            rows.append({"table": "accuracy", "split": split, "model": model, "seed": r["seed"],
-                         "full_mrr": round(100 * r["full_mrr"], 2),
-                         "hits_at_10": round(100 * r["full_hits_at_10"], 2),
-                         "epoch_kept": f"{r['kept_epoch']} of {r['epochs']}",
-                         "command": "reproduce-merged", "date": today, "machine": machine})
-    results.write_text("".join(json.dumps(x) + "\n" for x in rows), encoding="utf-8")
+    rows = [{"table": "accuracy", "split": split, "model": model, "seed": r["seed"],
+             "full_mrr": round(100 * r["full_mrr"], 2),
+             "hits_at_10": round(100 * r["full_hits_at_10"], 2),
+             "epoch_kept": f"{r['kept_epoch']} of {r['epochs']}",
+             "command": "reproduce-merged", "date": result_rows.today(),
+             "machine": result_rows.machine()}
+            for (split, _), rs in runs.items() for r in rs if "full_mrr" in r]
+    result_rows.replace_rows(results, rows,
+                             lambda x: (x.get("model"), x.get("split"), x.get("seed")))
 
 def main(out_dir, protocol, model=None):
     paper = TRANSDUCTIVE if protocol == "transductive" else PAPER

@@ -25,16 +25,15 @@ e.g. a score budget below the rankings' (--score-max-subgraph-nodes=8192).
 """
 
 import argparse
-import datetime
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import result_rows
 from server_process import ServerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "build" / "python"))
@@ -227,14 +226,10 @@ def record(graph_name, run, args, staleness, results=RESULTS):
            "clients": run["clients"], "condition": condition,
            "pass_cache": run["cache_bytes"] > 0, "facts_per_second": round(run["facts_per_second"], 1),
            "p50_ms": round(run["p50_ms"]), "p99_ms": round(run["p99_ms"]), "command": command,
-           "date": datetime.date.today().isoformat(),
-           "machine": os.environ.get("GRAIL_MACHINE", socket.gethostname())}
-    key = lambda r: (r.get("table"), r.get("graph"), r.get("model"), r.get("heads"),
-                     r.get("clients"), r.get("condition"), r.get("pass_cache"))
-    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] \
-        if results.exists() else []
-    rows = [r for r in rows if key(r) != key(row)] + [row]
-    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+           "date": result_rows.today(), "machine": result_rows.machine()}
+    result_rows.replace_rows(results, [row], lambda r: (
+        r.get("table"), r.get("graph"), r.get("model"), r.get("heads"), r.get("clients"),
+        r.get("condition"), r.get("pass_cache")))
 
 
 def main():
