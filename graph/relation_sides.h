@@ -1,5 +1,5 @@
 // Which relations meet at an entity, and on which side: the statistics a graph of relations
-// is built from (ULTRA's relation graph, model/path/relation_graph.h).
+// is built from (ULTRA's relation graph, model/ultra/relation_graph.h).
 //
 // A relation side is (relation, end): side 2r is "head of r", 2r + 1 "tail of r". Two sides
 // meet when at least one entity holds both: e.g. sides 2a and 2b + 1 meet when some entity is

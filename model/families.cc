@@ -7,6 +7,7 @@
 #include "model/grail/grail_module.h"
 #include "model/kge/kge_module.h"
 #include "model/path/path_module.h"
+#include "model/ultra/ultra_network.h"
 
 namespace grail {
 
@@ -20,10 +21,12 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
         ModelFromArchive<GrailModel, GrailModule>(*std::move(opened), path, device_name);
     if (!model.ok()) return model.status();
     any.grail = *std::move(model);
-  } else if (format == kPathModelFormat || format == kPathModelFormatPerEdge ||
-             format == kUltraModelFormat) {
+  } else if (PathNetworks().Reads(format) || UltraNetwork().Reads(format)) {
+    // One model class, whichever network it runs.
+    const PathNetworkDefinition* network =
+        PathNetworks().Reads(format) ? &PathNetworks() : &UltraNetwork();
     absl::StatusOr<std::unique_ptr<PathModel>> model =
-        ModelFromArchive<PathModel, PathModule>(*std::move(opened), path, device_name);
+        ModelFromArchive<PathModel, PathModule>(*std::move(opened), path, device_name, network);
     if (!model.ok()) return model.status();
     any.path = *std::move(model);
   } else if (format == kKgeModelFormat) {

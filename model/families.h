@@ -1,9 +1,10 @@
 // The model families, and loading an archive of any of them.
 //
 // This is the one place that lists every family; each lives in its own folder (model/grail,
-// model/path — ULTRA's networks included —, model/kge, model/fusion) and none includes
-// another's (fusion aside: it combines GraIL and KGE members). It sits above the families
-// rather than in model/core, which they are all built on.
+// model/path, model/ultra, model/kge, model/fusion) and none includes another's, but for two
+// compositions: fusion combines GraIL and KGE members, and ULTRA runs the path model with a
+// network of its own. It sits above the families rather than in model/core, which they are
+// all built on.
 #ifndef GRAIL_MODEL_FAMILIES_H_
 #define GRAIL_MODEL_FAMILIES_H_
 
@@ -16,6 +17,7 @@
 #include "model/grail/grail_model.h"
 #include "model/kge/kge_model.h"
 #include "model/path/path_model.h"
+#include "model/ultra/ultra_model.h"
 
 namespace grail {
 

@@ -5,7 +5,7 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "common/durable_file.h"
-#include "model/path/path_model.h"
+#include "model/ultra/ultra_model.h"
 #include "tools/commands.h"
 
 ABSL_DECLARE_FLAG(std::string, out);

@@ -21,6 +21,7 @@
 #include "graph/negative_sampling.h"
 #include "graph/static_graph.h"
 #include "model/core/runtime.h"
+#include "model/families.h"
 #include "model/path/path_module.h"
 #include "train/training_checkpoint.h"
 #include "train/training_run.h"
@@ -402,9 +403,15 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
 
   absl::StatusOr<std::unique_ptr<PathModel>> created;
   if (!options.init.empty()) {
-    created = PathModel::Load(options.init, options.device);
-    if (created.ok() && !(*created)->open_vocabulary() &&
-        (*created)->relations() != train.relations.names()) {
+    // A path archive of either network: NBFNet's or A*Net's, or ULTRA's to fine-tune.
+    absl::StatusOr<AnyModel> loaded = LoadAnyModel(options.init, options.device);
+    if (!loaded.ok()) return loaded.status();
+    if (loaded->path == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.init, " is an archive of another family than the path family or ULTRA"));
+    }
+    created = std::move(loaded->path);
+    if (!(*created)->open_vocabulary() && (*created)->relations() != train.relations.names()) {
       return absl::InvalidArgumentError(absl::StrCat(
           options.init, " has a relation vocabulary other than the training graph's (",
           (*created)->num_relations(), " relations against ", train.relations.size(), ")"));

@@ -37,13 +37,15 @@ struct OpenedArchive {
 // LoadAnyModel (model/families.h) open archives through it.
 absl::StatusOr<OpenedArchive> OpenArchive(const std::string& path, absl::string_view device);
 // An opened archive handed to a family's Model::FromModule as its Module (the family's
-// TorchScript holder: {module, device}), which checks its format, config and parameters.
-template <typename Model, typename Module>
+// TorchScript holder: {module, device}), which checks its format, config and parameters;
+// `more` goes to FromModule after them (the path model's network).
+template <typename Model, typename Module, typename... More>
 absl::StatusOr<std::unique_ptr<Model>> ModelFromArchive(OpenedArchive opened,
                                                         const std::string& path,
-                                                        absl::string_view device) {
+                                                        absl::string_view device, More... more) {
   return Model::FromModule(
-      std::make_unique<Module>(Module{std::move(opened.module), opened.device}), path, device);
+      std::make_unique<Module>(Module{std::move(opened.module), opened.device}), path, device,
+      more...);
 }
 // A family's Load(): OpenArchive, then ModelFromArchive.
 template <typename Model, typename Module>

@@ -92,7 +92,7 @@ struct PathBatch {
   // propagate from (PathBudget::layer_nodes; 0: all). A batch with any is disjoint.
   std::vector<int64_t> layer_nodes;
   // For a model whose relation vectors come from the graph of relations (ULTRA,
-  // model/path/relation_graph.h): the graph's relation count R and which of its relation sides
+  // model/ultra/relation_graph.h): the graph's relation count R and which of its relation sides
   // meet, set from the spec's graph when the spec asks (PathNeighbourhoodSpec).
   int64_t graph_relations = 0;
   std::shared_ptr<const RelationSidePairs> side_pairs;

@@ -11,8 +11,6 @@
 #include "model/core/torch_util.h"
 #include "model/ops/rspmm.h"
 #include "model/path/path_module.h"
-#include "model/path/path_network.h"
-#include "model/path/ultra_module.h"
 #include "torch/csrc/jit/frontend/resolver.h"
 #include "torch/csrc/jit/frontend/sugared_value.h"
 #include "torch/version.h"  // TORCH_VERSION_MAJOR
@@ -36,7 +34,9 @@ void SilenceScatterReduceBetaWarning() {
 #endif
 }
 
-absl::Status ValidateConfig(const PathConfig& c, size_t num_relations) {
+// What every path network shares, then what `network` needs of `c`.
+absl::Status ValidateConfig(const PathConfig& c, size_t num_relations,
+                            const PathNetworkDefinition& network) {
   if (c.num_layers < 1 || c.num_layers > 16) {
     return absl::InvalidArgumentError(
         absl::StrCat("layers must be in [1, 16], got ", c.num_layers));
@@ -45,62 +45,16 @@ absl::Status ValidateConfig(const PathConfig& c, size_t num_relations) {
   if (!(c.pna_delta > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("pna_delta must be > 0, got ", c.pna_delta));
   }
-  if (c.relation_graph) {
-    if (c.relation_layers < 1 || c.relation_layers > 16) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("relation layers must be in [1, 16], got ", c.relation_layers));
-    }
-    if (c.pna || c.reach_mask || c.reach_feature ||
-        c.message_passing != PathMessagePassing::kFused) {
-      return absl::InvalidArgumentError(
-          "a relation-graph (ULTRA) model sums its messages over the fused operator, with no "
-          "reach mask or feature");
-    }
-    if (num_relations != 0) {
-      return absl::InvalidArgumentError(
-          "a relation-graph (ULTRA) model has no relation vocabulary");
-    }
-    return absl::OkStatus();
-  }
-  if (num_relations == 0) return absl::InvalidArgumentError("the relation vocabulary is empty");
-  if (c.priority) {
-    if (c.pna || !c.reach_mask || c.reach_feature ||
-        c.message_passing != PathMessagePassing::kFused) {
-      return absl::InvalidArgumentError(
-          "a model with a learned priority sums its messages over the fused operator, with the "
-          "reach mask and no reach feature (it propagates only from the entities it reaches)");
-    }
-    if (!(c.prune_node_ratio > 0 && c.prune_node_ratio <= 1)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the prune node ratio must be in (0, 1], got ", c.prune_node_ratio));
-    }
-    if (!(c.prune_degree_ratio > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the prune degree ratio must be > 0, got ", c.prune_degree_ratio));
-    }
-  }
+  if (absl::Status valid = network.Validate(c, num_relations); !valid.ok()) return valid;
   if (c.pna && c.message_passing == PathMessagePassing::kPerEdge) {
     SilenceScatterReduceBetaWarning();
   }
   return absl::OkStatus();
 }
 
-void RegisterParameters(const PathConfig& c, int64_t num_relations, torch::jit::Module& m) {
-  const int64_t message_relations = 2 * num_relations;
-  m.register_parameter("query_embedding",
-                       torch::randn({message_relations, c.dim}).set_requires_grad(true),
-                       /*is_buffer=*/false);
-  RegisterLayerParameters(PathNetworkLayer(c), c.num_layers, c.dim, message_relations, m);
-  RegisterScoringParameters(c.dim, c.reach_feature, m);
-}
-
 void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& relations,
-                        torch::jit::Module& m) {
-  m.register_attribute(
-      "format", c10::StringType::get(),
-      std::string(c.relation_graph                                  ? kUltraModelFormat
-                  : c.message_passing == PathMessagePassing::kFused ? kPathModelFormat
-                                                                    : kPathModelFormatPerEdge));
+                        const PathNetworkDefinition& network, torch::jit::Module& m) {
+  m.register_attribute("format", c10::StringType::get(), network.Format(c));
   m.register_attribute("relation_layers", c10::IntType::get(),
                        static_cast<int64_t>(c.relation_graph ? c.relation_layers : 0));
   m.register_attribute("num_layers", c10::IntType::get(), static_cast<int64_t>(c.num_layers));
@@ -150,15 +104,12 @@ struct OperatorResolver : torch::jit::Resolver {
 // `device`. Errors name the parameter that is missing or of another shape.
 absl::StatusOr<torch::jit::Module> BuildModule(const PathConfig& c,
                                                const std::vector<std::string>& relations,
+                                               const PathNetworkDefinition& network,
                                                const torch::jit::Module* parameters,
                                                const torch::Device& device) {
   torch::jit::Module m("PathModel");
-  RegisterAttributes(c, relations, m);
-  if (c.relation_graph) {
-    RegisterUltraParameters(c, m);
-  } else {
-    RegisterParameters(c, static_cast<int64_t>(relations.size()), m);
-  }
+  RegisterAttributes(c, relations, network, m);
+  network.RegisterParameters(c, static_cast<int64_t>(relations.size()), m);
   if (parameters != nullptr) {
     torch::NoGradGuard no_grad;
     for (const auto& p : m.named_parameters(/*recurse=*/false)) {
@@ -175,8 +126,7 @@ absl::StatusOr<torch::jit::Module> BuildModule(const PathConfig& c,
     }
   }
   ops::LinkRelationalOps();
-  m.define(c.relation_graph ? UltraModuleSource(c) : PathNetworkSource(c),
-           std::make_shared<OperatorResolver>());
+  m.define(network.Source(c), std::make_shared<OperatorResolver>());
   m.to(device);
   return m;
 }
@@ -431,10 +381,7 @@ std::pair<torch::Tensor, torch::Tensor> PathForward(PathModule& path, const Path
                                             Int64Tensor(cell_query, device).view({nodes, columns}),
                                             Int64Tensor(source_cell, device),
                                             Int64Tensor(batch.query_relation, device)};
-  if (path.relation_graph) {
-    auto [src, kind, dst] = UltraRelationGraph(batch, device);
-    inputs.insert(inputs.end(), {src, kind, dst, batch.graph_relations});
-  }
+  path.network->AppendInputs(batch, device, inputs);
   const auto out = path.module.forward(std::move(inputs)).toTuple();
   torch::Tensor node = out->elements()[0].toTensor();
   // Scores per query node, in the batch's order.
@@ -454,17 +401,22 @@ PathModel::~PathModel() = default;
 absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Create(const PathConfig& config,
                                                              std::vector<std::string> relations,
                                                              uint64_t seed,
-                                                             absl::string_view device_name) {
-  if (absl::Status valid = ValidateConfig(config, relations.size()); !valid.ok()) return valid;
+                                                             absl::string_view device_name,
+                                                             const PathNetworkDefinition* network) {
+  if (network == nullptr) network = &PathNetworks();
+  if (absl::Status valid = ValidateConfig(config, relations.size(), *network); !valid.ok()) {
+    return valid;
+  }
   absl::StatusOr<torch::Device> device = ParseDevice(device_name);
   if (!device.ok()) return device.status();
   try {
     torch::manual_seed(seed);
-    absl::StatusOr<torch::jit::Module> m = BuildModule(config, relations, nullptr, *device);
+    absl::StatusOr<torch::jit::Module> m =
+        BuildModule(config, relations, *network, nullptr, *device);
     if (!m.ok()) return m.status();
     auto module = std::make_unique<PathModule>(
         PathModule{*std::move(m), *device, config.message_passing == PathMessagePassing::kFused,
-                   config.relation_graph, config.priority, config.prune_degree_ratio});
+                   network, config.priority, config.prune_degree_ratio});
     return std::unique_ptr<PathModel>(
         new PathModel(config, std::move(relations), std::string(device_name), std::move(module)));
   } catch (const std::exception& e) {
@@ -477,16 +429,17 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::Load(const std::string& pa
   return LoadArchiveAs<PathModel, PathModule>(path, device_name);
 }
 
-absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr<PathModule> module,
-                                                                 const std::string& path,
-                                                                 absl::string_view device_name) {
+absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(
+    std::unique_ptr<PathModule> module, const std::string& path, absl::string_view device_name,
+    const PathNetworkDefinition* network) {
+  if (network == nullptr) network = &PathNetworks();
   torch::jit::Module& m = module->module;
   const std::string format = ArchiveFormat(m);
-  if (format != kPathModelFormat && format != kPathModelFormatPerEdge &&
-      format != kUltraModelFormat) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a ", kPathModelFormat, " or ",
-                                                   kUltraModelFormat,
-                                                   " archive (no or another 'format')"));
+  if (!network->Reads(format)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a ", network->Format(PathConfig{}), " archive (",
+                     format.empty() ? "no 'format'" : absl::StrCat("its format is ", format),
+                     "; LoadAnyModel loads an archive of any family)"));
   }
   try {
     PathConfig c;
@@ -499,7 +452,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
     c.pna_delta = m.attr("pna_delta").toDouble();
     c.reach_mask = !m.hasattr("reach_mask") || m.attr("reach_mask").toBool();
     c.reach_feature = m.hasattr("reach_feature") && m.attr("reach_feature").toBool();
-    c.relation_graph = format == kUltraModelFormat;
+    c.relation_graph = m.hasattr("relation_layers") && m.attr("relation_layers").toInt() > 0;
     c.priority = m.hasattr("priority") && m.attr("priority").toBool();
     if (c.priority) {
       c.prune_node_ratio = m.attr("prune_node_ratio").toDouble();
@@ -507,7 +460,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
     }
     if (c.relation_graph) c.relation_layers = static_cast<int>(m.attr("relation_layers").toInt());
     std::vector<std::string> relations = ArchiveRelations(m);
-    absl::Status valid = ValidateConfig(c, relations.size());
+    absl::Status valid = ValidateConfig(c, relations.size(), *network);
     if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
     // A NaN or Inf weight makes every score NaN and every ranking arbitrary: refuse it here
     // rather than serve it.
@@ -516,14 +469,15 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(std::unique_ptr
     if (format == kPathModelFormatPerEdge) {
       // Written before the fused operator: the same network, rebuilt over the operator with
       // the archive's parameters (it scores as it did, within float rounding).
-      absl::StatusOr<torch::jit::Module> rebuilt = BuildModule(c, relations, &m, module->device);
+      absl::StatusOr<torch::jit::Module> rebuilt =
+          BuildModule(c, relations, *network, &m, module->device);
       if (!rebuilt.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": ", rebuilt.status().message()));
       }
       module->module = *std::move(rebuilt);
     }
     module->fused = true;
-    module->relation_graph = c.relation_graph;
+    module->network = network;
     module->priority = c.priority;
     module->degree_ratio = c.prune_degree_ratio;
     module->module.eval();
@@ -562,6 +516,8 @@ PathNeighbourhoodSpec PathModel::Neighbourhood(const GraphView* graph, const Rel
   }
   return spec;
 }
+
+std::string PathModel::format() const { return module_->network->Format(config_); }
 
 absl::Status PathModel::Save(const std::string& path) const {
   return SaveModelArchive(module_->module, fingerprint_, path);

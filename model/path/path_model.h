@@ -39,18 +39,9 @@
 // of the graph's entities), so the model learns to rank what it should propagate from; only
 // reached entities are ever updated, so the reach mask holds by construction.
 //
-// ULTRA (Galkin et al., "Towards Foundation Models for Knowledge Graph Reasoning", ICLR 2024)
-// is this network with its relation vectors computed instead of learned
-// (PathConfig::relation_graph). Over the graph of relations of the graph being scored
-// (model/path/relation_graph.h: a node per relation and inverse, four kinds of edge for how two
-// relations meet at an entity), an NBFNet of its own runs from the query relation:
-//   x_a^0 = 1[a = q] 1                                  (all ones at the query relation)
-//   x_a^l = ReLU(LayerNorm(U_l [x_a^(l-1), sum over b -k-> a of x_b^(l-1) * u_k^l + x_a^0]
-//           + c_l)) + x_a^(l-1)
-// and the entity network above uses q = x_q^L and, in layer l, w_r(q) = P_l(x_r^L) with P_l a
-// two-layer perceptron. The model has no relation vocabulary: any relation of any graph is
-// scored, those added after training included. Archives of format grail-kg-ultra-model/1;
-// the released checkpoints import (grail-tools import-ultra).
+// ULTRA (Galkin et al., ICLR 2024) is this network with its relation vectors computed instead
+// of learned (PathConfig::relation_graph), from a second network over the graph of relations;
+// it lives in model/ultra/ (ultra_model.h), which hands its network to this model.
 //
 // Thread safety: Score() may be called from several threads at once; Save() and the
 // trainer's access to module() must not run concurrently with anything else.
@@ -73,8 +64,6 @@ namespace grail {
 // Archives of the fused formulation; /1 archives (the per-edge one) load rebuilt as /2.
 inline constexpr char kPathModelFormat[] = "grail-kg-path-model/2";
 inline constexpr char kPathModelFormatPerEdge[] = "grail-kg-path-model/1";
-// ULTRA's networks (PathConfig::relation_graph).
-inline constexpr char kUltraModelFormat[] = "grail-kg-ultra-model/1";
 
 // How a layer passes its messages.
 //   kFused: the fused operator (model/ops/rspmm.h): no per-edge tensor, forward or backward,
@@ -110,9 +99,9 @@ struct PathConfig {
   // nothing an unreached entity's state does not already say. Archives without it: false.
   bool reach_feature = false;
   PathMessagePassing message_passing = PathMessagePassing::kFused;
-  // ULTRA: relation vectors and the query vector from an NBFNet of `relation_layers` layers
-  // over the graph of relations (above), instead of one learned vector per relation. Sum
-  // aggregation, no reach mask, no reach feature, the fused operator.
+  // ULTRA (model/ultra/ultra_model.h): relation vectors and the query vector from a network of
+  // `relation_layers` layers over the graph of relations, instead of one learned vector per
+  // relation. Sum aggregation, no reach mask, no reach feature, the fused operator.
   bool relation_graph = false;
   int relation_layers = 6;
   // The learned priority (above): sum aggregation, the reach mask, no reach feature, the
@@ -127,19 +116,6 @@ struct PathConfig {
   // Hops of neighbourhood a query needs (model/path/path_batch.h); -1: the whole graph.
   int radius() const { return reach_mask ? num_layers + (pna ? 1 : 0) : -1; }
 };
-
-// ULTRA's network as its released checkpoints have it: 6 relation-graph and 6 entity layers
-// of 64, sum aggregation, layer norm, short-cut, no reach mask. Shrink the sizes for tests.
-inline PathConfig UltraConfig() {
-  PathConfig c;
-  c.relation_graph = true;
-  c.reach_mask = false;
-  c.dependent = false;
-  c.num_layers = 6;
-  c.relation_layers = 6;
-  c.dim = 64;
-  return c;
-}
 
 // Scores of one forward: `node[i]` for node i of the batch (its query's score of that
 // entity), `far[q]` for every entity beyond query q's neighbourhood. For a query pruned to a
@@ -171,29 +147,37 @@ struct PathScores {
   }
 };
 
-struct PathModule;  // the TorchScript module; see model/path/path_module.h (LibTorch inside)
+// The TorchScript module and the network it runs; see model/path/path_module.h (LibTorch
+// inside).
+struct PathModule;
+class PathNetworkDefinition;
 
 class PathModel {
  public:
   // A freshly initialised model (parameters drawn from `seed`) for `relations` in id order.
-  // Errors: INVALID_ARGUMENT for a bad config; FAILED_PRECONDITION for CUDA when absent.
-  static absl::StatusOr<std::unique_ptr<PathModel>> Create(const PathConfig& config,
-                                                           std::vector<std::string> relations,
-                                                           uint64_t seed,
-                                                           absl::string_view device = "cpu");
-  // Opens an archive written by Save(). Errors name the path and what is wrong.
+  // `network`: the network's definition, NBFNet's and A*Net's when null (ULTRA's models are
+  // made by model/ultra/ultra_model.h). Errors: INVALID_ARGUMENT for a bad config;
+  // FAILED_PRECONDITION for CUDA when absent.
+  static absl::StatusOr<std::unique_ptr<PathModel>> Create(
+      const PathConfig& config, std::vector<std::string> relations, uint64_t seed,
+      absl::string_view device = "cpu", const PathNetworkDefinition* network = nullptr);
+  // Opens an archive written by Save() of NBFNet's or A*Net's network (LoadAnyModel opens any
+  // family's, ULTRA's included). Errors name the path and what is wrong.
   static absl::StatusOr<std::unique_ptr<PathModel>> Load(const std::string& path,
                                                          absl::string_view device = "cpu");
   // The model of an archive module already opened from `path` on `device`
-  // (LoadAnyModel): checks its format, config and parameters as Load() does.
-  static absl::StatusOr<std::unique_ptr<PathModel>> FromModule(std::unique_ptr<PathModule> module,
-                                                               const std::string& path,
-                                                               absl::string_view device);
+  // (LoadAnyModel): checks its format, config and parameters as Load() does. `network` as
+  // for Create().
+  static absl::StatusOr<std::unique_ptr<PathModel>> FromModule(
+      std::unique_ptr<PathModule> module, const std::string& path, absl::string_view device,
+      const PathNetworkDefinition* network = nullptr);
   ~PathModel();
 
   absl::Status Save(const std::string& path) const;
 
   const PathConfig& config() const { return config_; }
+  // The format of its archives (its network's).
+  std::string format() const;
   // The relations the model learned a vector for, in id order; empty for ULTRA's models,
   // which score the relations of whatever graph they are given.
   const std::vector<std::string>& relations() const { return relations_; }
@@ -240,15 +224,6 @@ class PathModel {
   std::string device_;
   std::unique_ptr<PathModule> module_;
 };
-
-// Turns a released ULTRA checkpoint (a torch.save file whose "model" entry is the state dict
-// of DeepGraphLearning/ULTRA's Ultra module, e.g. ultra_3g.pth) into a grail-kg-ultra-model/1
-// archive at `out`. Only tensors and plain containers are read (model/core/checkpoint_reader.h: no
-// pickled code runs); every tensor is mapped by name and shape, and the layer counts and width
-// are read off the names. Errors: NOT_FOUND for an unreadable file; INVALID_ARGUMENT naming the
-// file and what it holds that is not data, or the tensor that is missing, of another shape or
-// unknown.
-absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::string& out);
 
 }  // namespace grail
 

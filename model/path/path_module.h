@@ -5,13 +5,42 @@
 
 #include <torch/script.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "model/path/path_batch.h"
+#include "model/path/path_model.h"
 #include "model/path/relational_layer.h"
 
 namespace grail {
+
+// A network a path model runs: NBFNet's and A*Net's (PathNetworks(), path_network.cc) or
+// ULTRA's (UltraNetwork(), model/ultra/ultra_network.h). The family that defines one hands it
+// to PathModel::Create or FromModule; the model then builds, checks and runs it through this.
+class PathNetworkDefinition {
+ public:
+  virtual ~PathNetworkDefinition() = default;
+  // The format archives of `c` carry, and whether an archive of `format` holds this network.
+  virtual std::string Format(const PathConfig& c) const = 0;
+  virtual bool Reads(absl::string_view format) const = 0;
+  // Whether `c` is a network of this kind with `num_relations` learned relation vectors (0: an
+  // open vocabulary). PathModel checks what every network shares (layers, width) first.
+  virtual absl::Status Validate(const PathConfig& c, size_t num_relations) const = 0;
+  // The module's TorchScript source, and its parameters, freshly initialised, in the order
+  // archives hold them.
+  virtual std::string Source(const PathConfig& c) const = 0;
+  virtual void RegisterParameters(const PathConfig& c, int64_t num_relations,
+                                  torch::jit::Module& m) const = 0;
+  // What forward() takes after the seven inputs every path network takes (PathForward).
+  virtual void AppendInputs(const PathBatch& batch, const torch::Device& device,
+                            std::vector<torch::jit::IValue>& inputs) const {}
+};
+
+// NBFNet's and A*Net's networks (path_network.cc): what PathModel runs unless told otherwise.
+const PathNetworkDefinition& PathNetworks();
 
 struct PathModule {
   torch::jit::Module module;
@@ -19,8 +48,8 @@ struct PathModule {
   // Whether the module is the fused formulation (PathMessagePassing::kFused), whose forward
   // takes either batch layout; otherwise the per-edge one, disjoint batches only.
   bool fused = true;
-  // ULTRA's network (PathConfig::relation_graph): forward also takes the relation graph.
-  bool relation_graph = false;
+  // The network it runs; set by PathModel (null only before).
+  const PathNetworkDefinition* network = nullptr;
   // A learned priority (PathConfig::priority) and the degree ratio it prunes edges with.
   bool priority = false;
   double degree_ratio = 1.0;

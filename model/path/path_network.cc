@@ -1,7 +1,12 @@
-#include "model/path/path_network.h"
+// NBFNet's and A*Net's networks (model/path/path_model.h's equations), composed of the one
+// relational layer (relational_layer.h): PathNetworks() of path_module.h. ULTRA's is in
+// model/ultra/.
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "model/path/path_module.h"
 #include "model/path/relational_layer.h"
 
 namespace grail {
@@ -144,15 +149,65 @@ std::string PrioritySource(const PathConfig& c) {
   return source;
 }
 
+// NBFNet's over the fused operator, over either batch layout; with PathConfig::priority,
+// A*Net's, whose pruned pass is driven from C++ (PrioritizedForward in path_module.h) through
+// its layer_<l>, queries, score and far methods; with PathMessagePassing::kPerEdge, NBFNet's
+// with every message materialised, over disjoint batches. One relation vector (or one
+// projection) per message relation: the model's vocabulary.
+class NbfnetNetworks final : public PathNetworkDefinition {
+ public:
+  std::string Format(const PathConfig& c) const override {
+    return c.message_passing == PathMessagePassing::kFused ? kPathModelFormat
+                                                           : kPathModelFormatPerEdge;
+  }
+  bool Reads(absl::string_view format) const override {
+    return format == kPathModelFormat || format == kPathModelFormatPerEdge;
+  }
+  absl::Status Validate(const PathConfig& c, size_t num_relations) const override {
+    if (c.relation_graph) {
+      return absl::InvalidArgumentError(
+          "relation vectors from a graph of relations are ULTRA's network: create it with "
+          "model/ultra/ultra_model.h");
+    }
+    if (num_relations == 0) return absl::InvalidArgumentError("the relation vocabulary is empty");
+    if (!c.priority) return absl::OkStatus();
+    if (c.pna || !c.reach_mask || c.reach_feature ||
+        c.message_passing != PathMessagePassing::kFused) {
+      return absl::InvalidArgumentError(
+          "a model with a learned priority sums its messages over the fused operator, with the "
+          "reach mask and no reach feature (it propagates only from the entities it reaches)");
+    }
+    if (!(c.prune_node_ratio > 0 && c.prune_node_ratio <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the prune node ratio must be in (0, 1], got ", c.prune_node_ratio));
+    }
+    if (!(c.prune_degree_ratio > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the prune degree ratio must be > 0, got ", c.prune_degree_ratio));
+    }
+    return absl::OkStatus();
+  }
+  std::string Source(const PathConfig& c) const override {
+    if (c.priority) return PrioritySource(c);
+    return c.message_passing == PathMessagePassing::kFused ? FusedSource(c) : PerEdgeSource(c);
+  }
+  void RegisterParameters(const PathConfig& c, int64_t num_relations,
+                          torch::jit::Module& m) const override {
+    const int64_t message_relations = 2 * num_relations;
+    m.register_parameter("query_embedding",
+                         torch::randn({message_relations, c.dim}).set_requires_grad(true),
+                         /*is_buffer=*/false);
+    RegisterLayerParameters(NbfnetLayer(c, c.message_passing == PathMessagePassing::kFused),
+                            c.num_layers, c.dim, message_relations, m);
+    RegisterScoringParameters(c.dim, c.reach_feature, m);
+  }
+};
+
 }  // namespace
 
-RelationalLayer PathNetworkLayer(const PathConfig& c) {
-  return NbfnetLayer(c, c.message_passing == PathMessagePassing::kFused);
-}
-
-std::string PathNetworkSource(const PathConfig& c) {
-  if (c.priority) return PrioritySource(c);
-  return c.message_passing == PathMessagePassing::kFused ? FusedSource(c) : PerEdgeSource(c);
+const PathNetworkDefinition& PathNetworks() {
+  static const NbfnetNetworks* const kNetworks = new NbfnetNetworks();
+  return *kNetworks;
 }
 
 }  // namespace grail

@@ -10,7 +10,8 @@
 //   combine    W [h, a] + b, then layer norm, ReLU (masked by reach), and the short-cut
 // A network is then the layers it stacks (LayerMethods, LayerCalls), the graph and boundary
 // its forward builds (OperatorGraph, Boundary, QueryRows) and the scoring MLP
-// (ScoringMethods, ScoringTail): the compositions are in path_network.cc and ultra_module.cc.
+// (ScoringMethods, ScoringTail): the compositions are in path_network.cc and
+// model/ultra/ultra_network.cc.
 // Each piece is written here once. Text only: no LibTorch.
 #ifndef GRAIL_MODEL_PATH_RELATIONAL_LAYER_H_
 #define GRAIL_MODEL_PATH_RELATIONAL_LAYER_H_

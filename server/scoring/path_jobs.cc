@@ -291,7 +291,7 @@ class PathRankingJob final : public PathJob {
 
 ModelSummary PathServing::Summary() const {
   ModelSummary summary;
-  summary.format = model_->open_vocabulary() ? kUltraModelFormat : kPathModelFormat;
+  summary.format = model_->format();
   summary.hops = std::max(0, model_->config().radius());  // 0: the whole graph
   summary.layers = model_->config().num_layers;
   summary.dim = model_->config().dim;

@@ -17,6 +17,7 @@
 #include "model/kge/kge_model.h"
 #include "model/path/path_batch.h"
 #include "model/path/path_model.h"
+#include "model/ultra/ultra_model.h"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/metrics_scrape.h"
 #include "tests/testing/ring_graph.h"
@@ -237,7 +238,7 @@ TEST_F(PathServingTest, ReloadingToUltraAcceptsRelationsTheLearnedModelRefused) 
   ultra.num_layers = 2;
   ultra.relation_layers = 2;
   ultra.dim = 8;
-  ASSERT_TRUE((*PathModel::Create(ultra, {}, 3))->Save(dir_.Sub("ultra.pt")).ok());
+  ASSERT_TRUE((*CreateUltraModel(ultra, 3))->Save(dir_.Sub("ultra.pt")).ok());
   grpc::ClientContext context;
   kg::v1::ReloadModelRequest request;
   request.set_path(dir_.Sub("ultra.pt"));

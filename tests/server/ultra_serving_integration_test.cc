@@ -18,6 +18,7 @@
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "model/path/path_batch.h"
 #include "model/path/path_model.h"
+#include "model/ultra/ultra_model.h"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
@@ -52,7 +53,7 @@ class UltraServingTest : public ::testing::Test {
     config.num_layers = 3;
     config.relation_layers = 2;
     config.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, {}, 5);
+    absl::StatusOr<std::unique_ptr<PathModel>> model = CreateUltraModel(config, 5);
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_TRUE((*model)->Save(dir_.Sub("ultra.pt")).ok());
     model_ = *std::move(model);

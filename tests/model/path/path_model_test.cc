@@ -25,6 +25,7 @@
 #include "model/families.h"
 #include "model/grail/grail_model.h"
 #include "model/path/path_batch.h"
+#include "model/ultra/ultra_model.h"
 #include "tests/testing/rule_graph.h"
 #include "tests/testing/temp_dir.h"
 #include "train/path_trainer.h"
@@ -946,7 +947,7 @@ TEST_F(PathTrainingTest,
   config.num_layers = 2;
   config.relation_layers = 2;
   config.dim = 16;
-  absl::StatusOr<std::unique_ptr<PathModel>> initial = PathModel::Create(config, {}, 3);
+  absl::StatusOr<std::unique_ptr<PathModel>> initial = CreateUltraModel(config, 3);
   ASSERT_TRUE(initial.ok()) << initial.status();
   ASSERT_TRUE((*initial)->Save(dir.Sub("ultra.pt")).ok());
 

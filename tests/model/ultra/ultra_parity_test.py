@@ -213,7 +213,7 @@ class UltraParityTest(unittest.TestCase):
         rel = torch.tensor([x for _, x, _ in self.facts] + [x + r for _, x, _ in self.facts])
         queries = [(0, 1), (5, 2 + r), (7, 0), (3, 3 + r)]
         b = len(queries)
-        # The relation graph as model/path/relation_graph.h documents it: for A_k[a, b] > 0 an edge
+        # The relation graph as model/ultra/relation_graph.h documents it: for A_k[a, b] > 0 an edge
         # b -k-> a (a accumulates). Its adjacency from the reference's definition.
         e_h = torch.zeros(n, 2 * r)
         e_t = torch.zeros(n, 2 * r)

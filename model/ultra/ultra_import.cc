@@ -1,108 +1,18 @@
-#include "model/path/ultra_module.h"
-
+// ImportUltraCheckpoint (ultra_model.h): a released ULTRA checkpoint into our archive format.
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "model/core/checkpoint_reader.h"
 #include "model/core/model_archive.h"
-#include "model/core/torch_util.h"
-#include "model/path/path_module.h"
-#include "model/path/relation_graph.h"
-#include "model/path/relational_layer.h"
+#include "model/ultra/ultra_model.h"
+#include "model/ultra/ultra_network.h"
 
 namespace grail {
-namespace {
-
-// The relation graph's network: states [2R, B d], every query a column; one vector per kind
-// of relation-graph edge, the same for every query.
-RelationalLayer RelationGraphLayer(const PathConfig& c) {
-  RelationalLayer layer;
-  layer.name = "relation_layer";
-  layer.prefix = "rel_";
-  layer.inputs = {"ptr", "edges", "order"};
-  layer.messages = RelationalMessages::kFree;
-  layer.layer_norm = c.layer_norm;
-  layer.short_cut = c.short_cut;
-  return layer;
-}
-
-// The entity network: states [V, G d] as the path model's (model/path/path_batch.h); the
-// relation vectors are each layer's projection of the relation states, per query.
-RelationalLayer EntityLayer(const PathConfig& c) {
-  RelationalLayer layer = RelationGraphLayer(c);
-  layer.name = "layer";
-  layer.prefix = "";
-  layer.inputs = {"relations", "ptr", "edges", "order"};
-  layer.messages = RelationalMessages::kProjected;
-  return layer;
-}
-
-// The relation graph's boundary is all ones at the query's relation read forwards (r for
-// both r and its inverse r + R, as the released weights were trained); the query vector is
-// the relation graph's final state at the query relation itself. Entity messages carry
-// relation r + R along a fact h -r-> t from h to t (and r from t to h): the direction the
-// released weights were trained in, so the batch's relations are swapped.
-constexpr char kForward[] = R"(
-def forward(self, edge_src: Tensor, edge_dst: Tensor, edge_relation: Tensor, node_dist: Tensor,
-            cell_query: Tensor, source_cell: Tensor, query_relation: Tensor,
-            relation_src: Tensor, relation_kind: Tensor, relation_dst: Tensor, num_relations: int) -> Tuple[Tensor, Tensor]:
-  d = self.dim
-  b = query_relation.size(0)
-  n = 2 * num_relations
-  ones = torch.ones([b, d], dtype=self.mlp_b1.dtype, device=self.mlp_b1.device)
-  column = torch.arange(b, dtype=query_relation.dtype, device=query_relation.device)
-  forward_relation = torch.where(query_relation >= num_relations, query_relation - num_relations, query_relation)
-)";
-constexpr char kQueryVector[] = R"(
-  query = relations.view(n * b, d).index_select(0, query_relation * b + column)
-  v = node_dist.size(0)
-  columns = node_dist.size(1)
-  cells = cell_query.view(-1)
-  swapped = torch.where(edge_relation >= num_relations, edge_relation - num_relations, edge_relation + num_relations)
-)";
-
-}  // namespace
-
-std::string UltraModuleSource(const PathConfig& c) {
-  const RelationalLayer relation_layer = RelationGraphLayer(c), entity_layer = EntityLayer(c);
-  std::string source = LayerMethods(relation_layer, c.relation_layers);
-  source += LayerMethods(entity_layer, c.num_layers);
-  absl::StrAppend(
-      &source, ScoringMethods(/*reach_feature=*/false), kForward,
-      OperatorGraph("r", "relation_src", "relation_kind", "relation_dst", "n"),
-      Boundary("rboundary", "n", "b", "forward_relation * b + column", "ones"),
-      "  x0 = rboundary\n",
-      LayerCalls(relation_layer, c.relation_layers, "x", "rboundary, rptr, redges, rorder"),
-      "  relations = x", c.relation_layers, "\n");
-  absl::StrAppend(
-      &source, kQueryVector, Boundary("boundary", "v", "columns", "source_cell", "query"),
-      QueryRows("n", "swapped"), OperatorGraph("", "edge_src", "rel", "edge_dst", "v"),
-      "  h0 = boundary\n",
-      LayerCalls(entity_layer, c.num_layers, "h", "boundary, relations, ptr, edges, order"),
-      ScoringTail(/*reach_feature=*/false, "h", c.num_layers));
-  return source;
-}
-
-void RegisterUltraParameters(const PathConfig& c, torch::jit::Module& m) {
-  // A vector per kind of relation-graph edge (model/path/relation_graph.h).
-  RegisterLayerParameters(RelationGraphLayer(c), c.relation_layers, c.dim, /*relations=*/4, m);
-  RegisterLayerParameters(EntityLayer(c), c.num_layers, c.dim, /*relations=*/0, m);
-  RegisterScoringParameters(c.dim, /*reach_feature=*/false, m);
-}
-
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> UltraRelationGraph(
-    const PathBatch& batch, const torch::Device& device) {
-  const RelationGraph g = batch.side_pairs != nullptr
-                              ? BuildRelationGraph(*batch.side_pairs, batch.graph_relations)
-                              : RelationGraph{};
-  return {Int64Tensor(g.src, device), Int64Tensor(g.kind, device), Int64Tensor(g.dst, device)};
-}
-
 namespace {
 
 // Where each of ours comes from: the checkpoint's name, and whether it is a linear layer's
@@ -186,7 +96,7 @@ absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::str
   }
   c.dim = static_cast<int>(first->second.size(0));
 
-  absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(c, {}, /*seed=*/0);
+  absl::StatusOr<std::unique_ptr<PathModel>> model = CreateUltraModel(c, /*seed=*/0);
   if (!model.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(checkpoint, ": an ULTRA model of its sizes: ", model.status().message()));

@@ -1,4 +1,4 @@
-#include "model/path/relation_graph.h"
+#include "model/ultra/relation_graph.h"
 
 namespace grail {
 

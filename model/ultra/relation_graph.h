@@ -12,8 +12,8 @@
 // between a (the first end named) and b, b -k-> a. That is the direction the released ULTRA
 // weights were trained with (their operator accumulates an edge's message at its first
 // index); the opposite runs and scores plausibly but far lower.
-#ifndef GRAIL_MODEL_PATH_RELATION_GRAPH_H_
-#define GRAIL_MODEL_PATH_RELATION_GRAPH_H_
+#ifndef GRAIL_MODEL_ULTRA_RELATION_GRAPH_H_
+#define GRAIL_MODEL_ULTRA_RELATION_GRAPH_H_
 
 #include <cstdint>
 #include <vector>
@@ -33,4 +33,4 @@ RelationGraph BuildRelationGraph(const RelationSidePairs& pairs, int64_t num_rel
 
 }  // namespace grail
 
-#endif  // GRAIL_MODEL_PATH_RELATION_GRAPH_H_
+#endif  // GRAIL_MODEL_ULTRA_RELATION_GRAPH_H_
