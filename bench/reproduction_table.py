@@ -10,8 +10,10 @@ transductive tables instead. --merged: those of `reproduce.sh --merged` (the `_i
 valid and test facts as the test set), as a table of the full ranking beside the full MRR
 published for NBFNet on the same test sets. --record MODEL: with --merged, also writes each
 run's full MRR and Hits@10 into bench/results/accuracy.jsonl as MODEL's (a row of the same
-model, split and seed replaced), which docs/BENCHMARKS.md's accuracy table is computed from
-(bench/benchmarks_page.py --write); GRAIL_MACHINE names the machine (default: the host's name)."""
+model, split and seed replaced), and each split's seconds an epoch (the least and the most of
+its runs' epochs) into bench/results/training.jsonl, which docs/BENCHMARKS.md's accuracy and
+training tables are computed from (bench/benchmarks_page.py --write); GRAIL_MACHINE names the
+machine (default: the host's name)."""
 import glob, json, statistics, sys
 from collections import defaultdict
 from pathlib import Path
@@ -20,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import result_rows  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "accuracy.jsonl"
+TRAINING = "training.jsonl"  # beside RESULTS
 
 PAPER = {  # split: (GraIL AUC-PR, GraIL Hits@10, RuleN AUC-PR, RuleN Hits@10)
     "WN18RR_v1": (94.32, 82.45, 90.26, 80.85), "WN18RR_v2": (94.18, 78.68, 89.01, 78.23),
@@ -66,11 +69,21 @@ def epoch_lines(json_path, result):
     except OSError:
         return []
 
+def epoch_times(lines):
+    """Seconds of each epoch the log reports."""
+    return [float(line.split()[-2]) for line in lines if line.endswith(" s")]
+
 def epoch_seconds(lines, fallback):
     """Median seconds per epoch: robust to a few epochs slowed by other work on the machine
     (the mean in the JSON is not)."""
-    times = [float(line.split()[-2]) for line in lines if line.endswith(" s")]
+    times = epoch_times(lines)
     return statistics.median(times) if times else fallback
+
+def seconds_range(times):
+    """"1.9", "112–139": the least and the most, to a tenth under ten seconds."""
+    low, high = min(times), max(times)
+    shown = (lambda t: f"{t:.1f}") if high < 10 else (lambda t: f"{t:,.0f}")
+    return shown(low) if shown(low) == shown(high) else f"{shown(low)}–{shown(high)}"
 
 def kept_epoch(lines):
     """The epoch whose checkpoint grail-train kept (the last one marked best on valid)."""
@@ -88,6 +101,20 @@ def record(runs, model, results=RESULTS):
             for (split, _), rs in runs.items() for r in rs if "full_mrr" in r]
     result_rows.replace_rows(results, rows,
                              lambda x: (x.get("model"), x.get("split"), x.get("seed")))
+    training = []
+    for (split, _), rs in runs.items():
+        times = [t for r in rs for t in r.get("epoch_times", [])]
+        if not times:
+            continue
+        threads, jobs = rs[0].get("threads", 1), rs[0].get("jobs", 1)
+        training.append({"table": "training", "family": model, "split": split,
+                         "seconds_per_epoch": seconds_range(times),
+                         "threads": f"{threads} ({jobs} runs side by side)" if jobs > 1
+                         else str(threads),
+                         "command": "reproduce-merged", "date": result_rows.today(),
+                         "machine": result_rows.machine()})
+    result_rows.replace_rows(results.parent / TRAINING, training,
+                             lambda x: (x.get("family"), x.get("split")))
 
 def main(out_dir, protocol, model=None):
     paper = TRANSDUCTIVE if protocol == "transductive" else PAPER
@@ -98,6 +125,7 @@ def main(out_dir, protocol, model=None):
             continue
         lines = epoch_lines(path, r)
         r["epoch_seconds"] = epoch_seconds(lines, r["seconds_per_epoch"])
+        r["epoch_times"] = epoch_times(lines)
         r["kept_epoch"] = kept_epoch(lines)
         # An unfinished run's result (--so-far) is its own row, never averaged with finished ones.
         tag = r["tag"] + (f" (so far, of {r['epochs_planned']})" if r.get("so_far") else "")

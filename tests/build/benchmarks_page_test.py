@@ -94,6 +94,26 @@ class BenchmarksPageTest(unittest.TestCase):
         table.record({("WN18RR_v1", "path"): [run]}, "another model", results=path)
         self.assertEqual(len(self.rows()[1]), len(before) + 1)
 
+    def test_recording_a_reproduction_writes_its_seconds_an_epoch_as_the_training_row(self):
+        table = bench_module("reproduction_table")
+        path, _ = self.rows()
+        training = self.results / "training.jsonl"
+        before = [json.loads(line) for line in training.read_text().splitlines() if line]
+        runs = [{"seed": s, "full_mrr": 0.5, "full_hits_at_10": 0.75, "kept_epoch": "3",
+                 "epochs": 20, "threads": 1, "jobs": 2, "epoch_times": times}
+                for s, times in ((0, [120.4, 131.0]), (1, [118.2, 140.6]))]
+        table.record({("fb237_v1", "path"): runs}, "path preset", results=path)
+        after = [json.loads(line) for line in training.read_text().splitlines() if line]
+        self.assertEqual(len(after), len(before))  # the preset's fb237_v1 row, replaced
+        mine = [r for r in after if (r["family"], r["split"]) == ("path preset", "fb237_v1")]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual(mine[0]["seconds_per_epoch"], "118–141")
+        self.assertEqual(mine[0]["threads"], "1 (2 runs side by side)")
+        args = ["--page", self.page, "--results", self.results]
+        self.assertEqual(page("--write", *args)[0], 0)
+        self.assertIn("| path preset | fb237_v1 | 118–141 | 1 (2 runs side by side) |",
+                      self.page.read_text())
+
     def test_recording_a_throughput_run_replaces_that_configurations_row(self):
         harness = bench_module("score_throughput")
         path = self.results / "serving.jsonl"
