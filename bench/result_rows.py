@@ -1,11 +1,22 @@
 """Rows of bench/results/*.jsonl (bench/results/README.md), written by the harnesses'
 --record: one place that reads a results file, replaces the rows of the same configuration
-and writes it back, and that names the machine and the day."""
+and writes it back, and that names the machine and the day.
 
+As a command, it records grail-eval's JSON lines (one a split, with "split", as
+bench/ultra_zero_shot.sh prints them) as accuracy rows of MODEL measured by COMMAND (a name in
+commands.json):
+
+    bench/result_rows.py --accuracy MODEL --command COMMAND [FILE.jsonl ...]   (or stdin)"""
+
+import argparse
 import datetime
 import json
 import os
 import socket
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def machine():
@@ -25,3 +36,38 @@ def replace_rows(results, new_rows, key):
     for row in new_rows:
         rows = [r for r in rows if key(r) != key(row)] + [row]
     results.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def accuracy_rows(lines, model, command):
+    """Accuracy rows of `model` from grail-eval's JSON lines (full_mrr, full_hits_at_10, split)."""
+    rows = []
+    for line in lines:
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        rows.append({"table": "accuracy", "split": r["split"], "model": model, "seed": None,
+                     "full_mrr": round(100 * r["full_mrr"], 2),
+                     "hits_at_10": round(100 * r["full_hits_at_10"], 2), "command": command,
+                     "date": today(), "machine": machine()})
+    return rows
+
+
+def main(argv, results=RESULTS):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
+    parser.add_argument("--accuracy", required=True, metavar="MODEL")
+    parser.add_argument("--command", required=True)
+    parser.add_argument("files", nargs="*")
+    args = parser.parse_args(argv)
+    known = {c["name"] for c in json.loads((results / "commands.json").read_text())["commands"]}
+    if args.command not in known:
+        sys.exit(f"result_rows.py: no command '{args.command}' in commands.json")
+    lines = [line for f in args.files for line in Path(f).read_text().splitlines()] \
+        if args.files else sys.stdin.read().splitlines()
+    rows = accuracy_rows(lines, args.accuracy, args.command)
+    replace_rows(results / "accuracy.jsonl", rows,
+                 lambda x: (x.get("model"), x.get("split"), x.get("seed")))
+    print(f"recorded {len(rows)} rows of {args.accuracy}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

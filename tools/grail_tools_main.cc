@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
       "  synth    --out DIR [--entities N] [--facts M] [--relations R] [--exponent A] [--seed S]\n"
       "                                                      power-law graph -> DIR/triples.txt\n"
       "  import-ultra --checkpoint FILE --out MODEL.pt       a released ULTRA checkpoint -> our\n"
-      "                                                      archive (any graph, no training)");
+      "           [--head-queries forward|inverse]           archive (any graph, no training)");
   const std::vector<std::string> positional = grail::ParseCommandLine(argc, argv);
   if (positional.size() != 2) {
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());

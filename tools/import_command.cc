@@ -11,6 +11,10 @@
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_FLAG(std::string, checkpoint, "",
           "import-ultra: a released ULTRA checkpoint (torch.save file, e.g. ultra_3g.pth)");
+ABSL_FLAG(std::string, head_queries, "forward",
+          "import-ultra: where a head query (?, r, t) starts the graph of relations: forward (at "
+          "r, as ULTRA's code does) or inverse (at r's inverse, the query relation itself); "
+          "written into the archive");
 
 namespace grail {
 
@@ -26,12 +30,20 @@ int RunImportUltraCommand() {
     std::fprintf(stderr, "import-ultra: %s\n", std::string(usable.message()).c_str());
     return 2;
   }
-  const absl::Status status = ImportUltraCheckpoint(checkpoint, out);
+  const std::string head_queries = absl::GetFlag(FLAGS_head_queries);
+  if (head_queries != "forward" && head_queries != "inverse") {
+    std::fprintf(stderr, "import-ultra: --head-queries must be forward or inverse, got '%s'\n",
+                 head_queries.c_str());
+    return 2;
+  }
+  const absl::Status status =
+      ImportUltraCheckpoint(checkpoint, out, /*inverse_head_queries=*/head_queries == "inverse");
   if (!status.ok()) {
     std::fprintf(stderr, "import-ultra: %s\n", status.ToString().c_str());
     return 1;
   }
-  std::printf("wrote %s (ULTRA, from %s)\n", out.c_str(), checkpoint.c_str());
+  std::printf("wrote %s (ULTRA, from %s; head queries start at %s)\n", out.c_str(),
+              checkpoint.c_str(), head_queries == "inverse" ? "the inverse" : "the relation");
   return 0;
 }
 

@@ -55,6 +55,7 @@ absl::Status ValidateConfig(const PathConfig& c, size_t num_relations,
 void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& relations,
                         const PathNetworkDefinition& network, torch::jit::Module& m) {
   m.register_attribute("format", c10::StringType::get(), network.Format(c));
+  network.RegisterAttributes(c, m);
   m.register_attribute("relation_layers", c10::IntType::get(),
                        static_cast<int64_t>(c.relation_graph ? c.relation_layers : 0));
   m.register_attribute("num_layers", c10::IntType::get(), static_cast<int64_t>(c.num_layers));
@@ -459,6 +460,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(
       c.prune_degree_ratio = m.attr("prune_degree_ratio").toDouble();
     }
     if (c.relation_graph) c.relation_layers = static_cast<int>(m.attr("relation_layers").toInt());
+    network->ReadAttributes(m, c);
     std::vector<std::string> relations = ArchiveRelations(m);
     absl::Status valid = ValidateConfig(c, relations.size(), *network);
     if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));

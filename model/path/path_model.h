@@ -104,6 +104,10 @@ struct PathConfig {
   // relation. Sum aggregation, no reach mask, no reach feature, the fused operator.
   bool relation_graph = false;
   int relation_layers = 6;
+  // ULTRA: where a head query (?, r, t), run as (t, r^-1, ?), starts the graph of relations:
+  // false at r, as ULTRA's code does (its released weights were trained so); true at r^-1,
+  // the query relation itself. The query vector is r^-1's final state either way.
+  bool inverse_head_queries = false;
   // The learned priority (above): sum aggregation, the reach mask, no reach feature, the
   // fused operator. Training propagates, per layer, from prune_node_ratio of the graph's
   // entities (1: every reached one) along at most prune_degree_ratio times their mean degree

@@ -34,6 +34,10 @@ class PathNetworkDefinition {
   virtual std::string Source(const PathConfig& c) const = 0;
   virtual void RegisterParameters(const PathConfig& c, int64_t num_relations,
                                   torch::jit::Module& m) const = 0;
+  // Attributes of its own beyond those of PathConfig's every network has: written into a new
+  // module, and read back from an archive into `c` (absent in older archives: the default).
+  virtual void RegisterAttributes(const PathConfig& c, torch::jit::Module& m) const {}
+  virtual void ReadAttributes(const torch::jit::Module& m, PathConfig& c) const {}
   // What forward() takes after the seven inputs every path network takes (PathForward).
   virtual void AppendInputs(const PathBatch& batch, const torch::Device& device,
                             std::vector<torch::jit::IValue>& inputs) const {}

@@ -169,6 +169,10 @@ class NbfnetNetworks final : public PathNetworkDefinition {
           "relation vectors from a graph of relations are ULTRA's network: create it with "
           "model/ultra/ultra_model.h");
     }
+    if (c.inverse_head_queries) {
+      return absl::InvalidArgumentError(
+          "where head queries start the graph of relations is ULTRA's choice alone");
+    }
     if (num_relations == 0) return absl::InvalidArgumentError("the relation vocabulary is empty");
     if (!c.priority) return absl::OkStatus();
     if (c.pna || !c.reach_mask || c.reach_feature ||

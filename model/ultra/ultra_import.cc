@@ -68,7 +68,8 @@ int CountLayers(const std::map<std::string, torch::Tensor>& state, const std::st
 
 }  // namespace
 
-absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::string& out) {
+absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::string& out,
+                                   bool inverse_head_queries) {
   absl::StatusOr<std::map<std::string, torch::Tensor>> tensors = ReadCheckpointTensors(checkpoint);
   if (!tensors.ok()) return tensors.status();
   // A released checkpoint holds {"model": state dict, "optimizer": ...}; a bare state dict
@@ -83,6 +84,7 @@ absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::str
   }
 
   PathConfig c = UltraConfig();
+  c.inverse_head_queries = inverse_head_queries;
   c.relation_layers = CountLayers(state, "relation_model.layers.");
   c.num_layers = CountLayers(state, "entity_model.layers.");
   c.layer_norm = state.count("entity_model.layers.0.layer_norm.weight") > 0;

@@ -56,8 +56,9 @@ absl::StatusOr<std::unique_ptr<PathModel>> CreateUltraModel(const PathConfig& co
 // no pickled code runs); every tensor is mapped by name and shape, and the layer counts and
 // width are read off the names. Errors: NOT_FOUND for an unreadable file; INVALID_ARGUMENT
 // naming the file and what it holds that is not data, or the tensor that is missing, of another
-// shape or unknown.
-absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::string& out);
+// shape or unknown. `inverse_head_queries`: the archive's PathConfig::inverse_head_queries.
+absl::Status ImportUltraCheckpoint(const std::string& checkpoint, const std::string& out,
+                                   bool inverse_head_queries = false);
 
 }  // namespace grail
 

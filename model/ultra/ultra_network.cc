@@ -37,8 +37,9 @@ RelationalLayer EntityLayer(const PathConfig& c) {
 }
 
 // The relation graph's boundary is all ones at the query's relation read forwards (r for
-// both r and its inverse r + R, as the released weights were trained); the query vector is
-// the relation graph's final state at the query relation itself. Entity messages carry
+// both r and its inverse r + R, as the released weights were trained), or with
+// inverse_head_queries at the query relation itself; the query vector is the relation graph's
+// final state at the query relation itself. Entity messages carry
 // relation r + R along a fact h -r-> t from h to t (and r from t to h): the direction the
 // released weights were trained in, so the batch's relations are swapped.
 constexpr char kForward[] = R"(
@@ -50,7 +51,9 @@ def forward(self, edge_src: Tensor, edge_dst: Tensor, edge_relation: Tensor, nod
   n = 2 * num_relations
   ones = torch.ones([b, d], dtype=self.mlp_b1.dtype, device=self.mlp_b1.device)
   column = torch.arange(b, dtype=query_relation.dtype, device=query_relation.device)
-  forward_relation = torch.where(query_relation >= num_relations, query_relation - num_relations, query_relation)
+  start = torch.where(query_relation >= num_relations, query_relation - num_relations, query_relation)
+  if self.inverse_head_queries:
+    start = query_relation
 )";
 constexpr char kQueryVector[] = R"(
   query = relations.view(n * b, d).index_select(0, query_relation * b + column)
@@ -67,8 +70,7 @@ std::string UltraSource(const PathConfig& c) {
   absl::StrAppend(
       &source, ScoringMethods(/*reach_feature=*/false), kForward,
       OperatorGraph("r", "relation_src", "relation_kind", "relation_dst", "n"),
-      Boundary("rboundary", "n", "b", "forward_relation * b + column", "ones"),
-      "  x0 = rboundary\n",
+      Boundary("rboundary", "n", "b", "start * b + column", "ones"), "  x0 = rboundary\n",
       LayerCalls(relation_layer, c.relation_layers, "x", "rboundary, rptr, redges, rorder"),
       "  relations = x", c.relation_layers, "\n");
   absl::StrAppend(
@@ -112,6 +114,13 @@ class UltraNetworkDefinition final : public PathNetworkDefinition {
           "a relation-graph (ULTRA) model has no relation vocabulary");
     }
     return absl::OkStatus();
+  }
+  void RegisterAttributes(const PathConfig& c, torch::jit::Module& m) const override {
+    m.register_attribute("inverse_head_queries", c10::BoolType::get(), c.inverse_head_queries);
+  }
+  void ReadAttributes(const torch::jit::Module& m, PathConfig& c) const override {
+    c.inverse_head_queries =
+        m.hasattr("inverse_head_queries") && m.attr("inverse_head_queries").toBool();
   }
   std::string Source(const PathConfig& c) const override { return UltraSource(c); }
   void RegisterParameters(const PathConfig& c, int64_t, torch::jit::Module& m) const override {

@@ -114,6 +114,26 @@ class BenchmarksPageTest(unittest.TestCase):
         self.assertIn("| path preset | fb237_v1 | 118–141 | 1 (2 runs side by side) |",
                       self.page.read_text())
 
+    def test_recording_grail_evals_lines_replaces_that_models_row_per_split(self):
+        rows = bench_module("result_rows")
+        path, before = self.rows()
+        lines = self.dir / "eval.jsonl"
+        lines.write_text(json.dumps({"split": "fb237_v1", "full_mrr": 0.5012,
+                                     "full_hits_at_10": 0.66, "n": 411}) + "\n")
+        rows.main(["--accuracy", "ultra 3g zero-shot", "--command", "ultra-zero-shot-3g",
+                   str(lines)], results=self.results)
+        _, after = self.rows()
+        self.assertEqual(len(after), len(before))
+        mine = [r for r in after if (r["model"], r["split"]) == ("ultra 3g zero-shot", "fb237_v1")]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual((mine[0]["full_mrr"], mine[0]["hits_at_10"]), (50.12, 66.0))
+        rows.main(["--accuracy", "a new model", "--command", "ultra-zero-shot-3g", str(lines)],
+                  results=self.results)
+        self.assertEqual(len(self.rows()[1]), len(before) + 1)
+        with self.assertRaises(SystemExit):
+            rows.main(["--accuracy", "x", "--command", "no-such-command", str(lines)],
+                      results=self.results)
+
     def test_recording_a_throughput_run_replaces_that_configurations_row(self):
         harness = bench_module("score_throughput")
         path = self.results / "serving.jsonl"

@@ -6,7 +6,9 @@ at an edge's first index (out[edge_index[0]] += x[edge_index[1]] * w[type]), the
 holds (h, t) with relation r and (t, h) with r + R, the relation graph's four adjacency
 matrices are A_hh = E_h^T E_h, A_tt, A_ht = E_h^T E_t and A_th = E_t^T E_h over the entity-by-
 relation incidence matrices (inverse relations included), and the relation network starts from
-the query relation read forwards (r for both (h, r, ?) and (?, r, t)).
+the query relation read forwards (r for both (h, r, ?) and (?, r, t)) — or, for an archive
+imported with --head-queries inverse, from the query relation itself (r's inverse for
+(?, r, t)).
 
 A checkpoint of ULTRA's layout (modules named as DeepGraphLearning/ULTRA names them, torch.save
 of {"model": state dict, "optimizer": ...}) is imported with grail-tools import-ultra; the
@@ -77,7 +79,7 @@ def propagate(x, boundary, edge_index, edge_type, weight, layer_state, dim):
     return torch.relu(out) + x
 
 
-def reference_scores(state, facts, num_entities, num_relations, queries):
+def reference_scores(state, facts, num_entities, num_relations, queries, inverse_head_queries=False):
     """Every entity's score for each query (source, relation in [0, 2R)): [len(queries), N]."""
     dim = state["entity_model.layers.0.linear.weight"].size(0)
     n_rel = 2 * num_relations
@@ -102,11 +104,13 @@ def reference_scores(state, facts, num_entities, num_relations, queries):
 
     source = torch.tensor([s for s, _ in queries])
     relation = torch.tensor([r for _, r in queries])
-    forward = torch.where(relation >= num_relations, relation - num_relations, relation)
+    start = torch.where(relation >= num_relations, relation - num_relations, relation)
+    if inverse_head_queries:
+        start = relation
     b = len(queries)
     # Relation network: all ones at the query relation.
     boundary = torch.zeros(b, n_rel, dim)
-    boundary[torch.arange(b), forward] = 1
+    boundary[torch.arange(b), start] = 1
     x = boundary
     l = 0
     while f"relation_model.layers.{l}.linear.weight" in state:
@@ -180,10 +184,10 @@ class UltraParityTest(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
-    def import_checkpoint(self, checkpoint):
-        out = self.tmp / "ultra.pt"
+    def import_checkpoint(self, checkpoint, head_queries="forward"):
+        out = self.tmp / f"ultra.{head_queries}.pt"
         result = run(Path(ARGS.bin_dir) / "grail-tools", "import-ultra", "--checkpoint", checkpoint,
-                     "--out", out)
+                     "--out", out, "--head-queries", head_queries)
         self.assertEqual(result.returncode, 0, result.stderr)
         return out
 
@@ -204,7 +208,7 @@ class UltraParityTest(unittest.TestCase):
         for o, w in zip(ours, want):
             self.assertAlmostEqual(o, w, delta=1e-4 * max(1.0, abs(w)))
 
-    def check_archive_forward(self, archive, state):
+    def check_archive_forward(self, archive, state, inverse_head_queries=False):
         """Every entity's score for tail and head queries, the archive called directly."""
         module = torch.jit.load(str(archive))
         n, r = self.num_entities, self.num_relations
@@ -233,8 +237,9 @@ class UltraParityTest(unittest.TestCase):
                          torch.tensor([q for _, q in queries]), torch.tensor(rs), torch.tensor(rk),
                          torch.tensor(rd), r)
         ours = node.view(n, b).t()
-        expected = reference_scores(state, self.facts, n, r, queries)
+        expected = reference_scores(state, self.facts, n, r, queries, inverse_head_queries)
         torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-4)
+        return ours
 
     def test_imported_checkpoint_scores_as_the_reference_forward(self):
         torch.manual_seed(0)
@@ -246,7 +251,13 @@ class UltraParityTest(unittest.TestCase):
         archive = self.import_checkpoint(self.tmp / "ckpt.pth")
         state = {k: v.detach() for k, v in model.state_dict().items()}
         self.check_grail_eval(archive, state)
-        self.check_archive_forward(archive, state)
+        forward = self.check_archive_forward(archive, state)
+        # Head queries started at the inverse relation: the reference computed so, and the
+        # tail queries (rows 0 and 2) unchanged.
+        inverse = self.check_archive_forward(self.import_checkpoint(self.tmp / "ckpt.pth", "inverse"),
+                                             state, inverse_head_queries=True)
+        torch.testing.assert_close(inverse[[0, 2]], forward[[0, 2]])
+        self.assertGreater((inverse[[1, 3]] - forward[[1, 3]]).abs().max().item(), 1e-3)
 
     @unittest.skipUnless(RELEASED.exists(), "the released ULTRA checkpoint is not beside the repository")
     def test_released_checkpoint_scores_as_the_reference_forward(self):
