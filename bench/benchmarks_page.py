@@ -109,6 +109,45 @@ def accuracy_table(rows, commands):
     return out
 
 
+def convention_table(rows, commands):
+    """ULTRA's head-query convention: full MRR where a head query starts the graph of relations
+    at the relation read forwards (ULTRA's code) and at its inverse, per checkpoint, zero-shot
+    and fine-tuned."""
+    measured = [r for r in rows if r.get("table") == "convention"]
+    if not measured:
+        return []
+    cited = Commands(measured, commands)
+    columns = list(dict.fromkeys((r["checkpoint"], r["setting"]) for r in measured))
+    out = ["### ULTRA's head-query convention", "",
+           "Full MRR (%) as above, a head query (?, r, t) starting ULTRA's graph of relations at "
+           "r (forward, as ULTRA's code does) or at r's inverse, the query relation itself "
+           "(inverse: `grail-tools import-ultra --head-queries inverse`). The higher of each "
+           "pair in bold.", "",
+           "| split | " + " | ".join(f"{c} {s}: forward / inverse" for c, s in columns) + " |",
+           "|---|" + "---:|" * len(columns)]
+    for split in SPLITS:
+        cells = []
+        for checkpoint, setting in columns:
+            pair = {}
+            for convention in ("forward", "inverse"):
+                runs = [r for r in measured if (r["split"], r["checkpoint"], r["setting"],
+                                                r["head_queries"]) ==
+                        (split, checkpoint, setting, convention)]
+                if runs:
+                    pair[convention] = statistics.mean(r["full_mrr"] for r in runs)
+            shown = [f"{pair[c]:.2f}" if c in pair else "—" for c in ("forward", "inverse")]
+            if len(pair) == 2 and pair["forward"] != pair["inverse"]:
+                best = 0 if pair["forward"] > pair["inverse"] else 1
+                shown[best] = f"**{shown[best]}**"
+            cells.append(" / ".join(shown) if pair else "")
+        out.append(f"| {split} | " + " | ".join(cells) + " |")
+    dates = sorted({r["date"] for r in measured})
+    machines = ", ".join(sorted({r["machine"] for r in measured}))
+    names = ", ".join(cited.ref(c) for c in cited.used)
+    out += ["", f"Measured on {', '.join(dates)} ({machines}); commands {names}.", ""]
+    return out + cited.lines()
+
+
 def throughput_table(rows, commands):
     measured = [r for r in rows if r.get("table") == "score_throughput"]
     if not measured:
@@ -193,7 +232,7 @@ def gpu_table(rows, commands):
 def render(results):
     rows, commands = read_results(results)
     return "\n".join([BEGIN, ""] + accuracy_table(rows, commands) + [""] +
-                     throughput_table(rows, commands) + [""] + scale_table(rows, commands) +
+                     convention_table(rows, commands) + [""] + throughput_table(rows, commands) + [""] + scale_table(rows, commands) +
                      [""] + training_table(rows, commands) + [""] + gpu_table(rows, commands) +
                      ["", END])
 

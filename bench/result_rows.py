@@ -3,10 +3,12 @@
 and writes it back, and that names the machine and the day.
 
 As a command, it records grail-eval's JSON lines (one a split, with "split", as
-bench/ultra_zero_shot.sh prints them) as accuracy rows of MODEL measured by COMMAND (a name in
-commands.json):
+bench/ultra_zero_shot.sh prints them) measured by COMMAND (a name in commands.json): as
+accuracy rows of MODEL, or with --convention as rows of ULTRA's head-query convention table
+(the checkpoint, the convention and whether it was fine-tuned read off each line):
 
-    bench/result_rows.py --accuracy MODEL --command COMMAND [FILE.jsonl ...]   (or stdin)"""
+    bench/result_rows.py (--accuracy MODEL | --convention) --command COMMAND [FILE.jsonl ...]
+    (or stdin)"""
 
 import argparse
 import datetime
@@ -52,9 +54,29 @@ def accuracy_rows(lines, model, command):
     return rows
 
 
+def convention_rows(lines, command):
+    """Rows of ULTRA's head-query convention table from bench/ultra_zero_shot.sh's lines."""
+    rows = []
+    for line in lines:
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        rows.append({"table": "convention", "split": r["split"],
+                     "checkpoint": r["checkpoint"].replace("ultra_", "").replace(".pth", ""),
+                     "head_queries": r["head_queries"],
+                     "setting": "fine-tuned" if r.get("fine_tuned") else "zero-shot",
+                     "seed": r.get("seed") if r.get("fine_tuned") else None,
+                     "full_mrr": round(100 * r["full_mrr"], 2),
+                     "hits_at_10": round(100 * r["full_hits_at_10"], 2), "command": command,
+                     "date": today(), "machine": machine()})
+    return rows
+
+
 def main(argv, results=RESULTS):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
-    parser.add_argument("--accuracy", required=True, metavar="MODEL")
+    kind = parser.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--accuracy", metavar="MODEL")
+    kind.add_argument("--convention", action="store_true")
     parser.add_argument("--command", required=True)
     parser.add_argument("files", nargs="*")
     args = parser.parse_args(argv)
@@ -63,6 +85,13 @@ def main(argv, results=RESULTS):
         sys.exit(f"result_rows.py: no command '{args.command}' in commands.json")
     lines = [line for f in args.files for line in Path(f).read_text().splitlines()] \
         if args.files else sys.stdin.read().splitlines()
+    if args.convention:
+        rows = convention_rows(lines, args.command)
+        replace_rows(results / "convention.jsonl", rows,
+                     lambda x: (x.get("split"), x.get("checkpoint"), x.get("head_queries"),
+                                x.get("setting"), x.get("seed")))
+        print(f"recorded {len(rows)} rows of the head-query convention")
+        return
     rows = accuracy_rows(lines, args.accuracy, args.command)
     replace_rows(results / "accuracy.jsonl", rows,
                  lambda x: (x.get("model"), x.get("split"), x.get("seed")))

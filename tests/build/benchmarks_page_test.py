@@ -134,6 +134,21 @@ class BenchmarksPageTest(unittest.TestCase):
             rows.main(["--accuracy", "x", "--command", "no-such-command", str(lines)],
                       results=self.results)
 
+    def test_the_convention_table_sets_each_checkpoints_two_conventions_side_by_side(self):
+        rows = bench_module("result_rows")
+        lines = self.dir / "eval.jsonl"
+        lines.write_text("".join(json.dumps(
+            {"split": "WN18RR_v2", "checkpoint": "ultra_9g.pth", "head_queries": convention,
+             "fine_tuned": 1, "seed": 0, "full_mrr": mrr, "full_hits_at_10": 0.7}) + "\n"
+            for convention, mrr in (("forward", 0.6012), ("inverse", 0.6234))))
+        rows.main(["--convention", "--command", "ultra-convention-fine-tuned", str(lines)],
+                  results=self.results)
+        args = ["--page", self.page, "--results", self.results]
+        self.assertEqual(page("--write", *args)[0], 0)
+        text = self.page.read_text()
+        self.assertIn("9g fine-tuned: forward / inverse |", text)
+        self.assertIn("60.12 / **62.34** |", text)
+
     def test_recording_a_throughput_run_replaces_that_configurations_row(self):
         harness = bench_module("score_throughput")
         path = self.results / "serving.jsonl"
