@@ -70,8 +70,11 @@ def accuracy_table(rows, commands):
            "Full MRR (%) and Hits@10 over every entity, both directions, filtered, on each `_ind` "
            "split's valid and test facts together (the test set behind the published figures). "
            "A model with several seeds shows their mean and, in brackets, each seed's MRR.", ""]
-    header = "| split | " + " | ".join(models) + " | NBFNet (published) | best published |"
-    out += [header, "|---|" + "---:|" * (len(models) + 2)]
+    cited_models = list(dict.fromkeys(r["model"] for r in published))
+    header = ("| split | " + " | ".join(models) + " | " +
+              " | ".join(m if m == "best published" else f"{m} (published)" for m in cited_models)
+              + " |")
+    out += [header, "|---|" + "---:|" * (len(models) + len(cited_models))]
     for split in SPLITS:
         cells = []
         for model in models:
@@ -83,7 +86,7 @@ def accuracy_table(rows, commands):
             hits = statistics.mean(r["hits_at_10"] for r in runs)
             seeds = " (" + ", ".join(f"{r['full_mrr']:.2f}" for r in runs) + ")" if len(runs) > 1 else ""
             cells.append(f"{mrr:.2f} / {hits:.2f}{seeds}")
-        for name in ("NBFNet", "best published"):
+        for name in cited_models:
             found = [r for r in published if r["split"] == split and r["model"] == name]
             cells.append(f"{found[0]['full_mrr']:.1f}" if found else "")
         out.append(f"| {split} | " + " | ".join(cells) + " |")
