@@ -10,6 +10,18 @@
 #include "model/ultra/ultra_network.h"
 
 namespace grail {
+namespace {
+
+// The path model's network whose archives have `format`, or null: one model class, whichever
+// network it runs.
+const PathNetworkDefinition* PathNetworkReading(const std::string& format) {
+  for (const PathNetworkDefinition* network : {&PathNetworks(), &UltraNetwork()}) {
+    if (network->Reads(format)) return network;
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view device_name) {
   absl::StatusOr<OpenedArchive> opened = OpenArchive(path, device_name);
@@ -21,10 +33,7 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
         ModelFromArchive<GrailModel, GrailModule>(*std::move(opened), path, device_name);
     if (!model.ok()) return model.status();
     any.grail = *std::move(model);
-  } else if (PathNetworks().Reads(format) || UltraNetwork().Reads(format)) {
-    // One model class, whichever network it runs.
-    const PathNetworkDefinition* network =
-        PathNetworks().Reads(format) ? &PathNetworks() : &UltraNetwork();
+  } else if (const PathNetworkDefinition* network = PathNetworkReading(format)) {
     absl::StatusOr<std::unique_ptr<PathModel>> model =
         ModelFromArchive<PathModel, PathModule>(*std::move(opened), path, device_name, network);
     if (!model.ok()) return model.status();

@@ -56,8 +56,6 @@ void RegisterAttributes(const PathConfig& c, const std::vector<std::string>& rel
                         const PathNetworkDefinition& network, torch::jit::Module& m) {
   m.register_attribute("format", c10::StringType::get(), network.Format(c));
   network.RegisterAttributes(c, m);
-  m.register_attribute("relation_layers", c10::IntType::get(),
-                       static_cast<int64_t>(c.relation_graph ? c.relation_layers : 0));
   m.register_attribute("num_layers", c10::IntType::get(), static_cast<int64_t>(c.num_layers));
   m.register_attribute("dim", c10::IntType::get(), static_cast<int64_t>(c.dim));
   m.register_attribute("pna", c10::BoolType::get(), c.pna);
@@ -453,13 +451,11 @@ absl::StatusOr<std::unique_ptr<PathModel>> PathModel::FromModule(
     c.pna_delta = m.attr("pna_delta").toDouble();
     c.reach_mask = !m.hasattr("reach_mask") || m.attr("reach_mask").toBool();
     c.reach_feature = m.hasattr("reach_feature") && m.attr("reach_feature").toBool();
-    c.relation_graph = m.hasattr("relation_layers") && m.attr("relation_layers").toInt() > 0;
     c.priority = m.hasattr("priority") && m.attr("priority").toBool();
     if (c.priority) {
       c.prune_node_ratio = m.attr("prune_node_ratio").toDouble();
       c.prune_degree_ratio = m.attr("prune_degree_ratio").toDouble();
     }
-    if (c.relation_graph) c.relation_layers = static_cast<int>(m.attr("relation_layers").toInt());
     network->ReadAttributes(m, c);
     std::vector<std::string> relations = ArchiveRelations(m);
     absl::Status valid = ValidateConfig(c, relations.size(), *network);

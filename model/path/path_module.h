@@ -34,8 +34,8 @@ class PathNetworkDefinition {
   virtual std::string Source(const PathConfig& c) const = 0;
   virtual void RegisterParameters(const PathConfig& c, int64_t num_relations,
                                   torch::jit::Module& m) const = 0;
-  // Attributes of its own beyond those of PathConfig's every network has: written into a new
-  // module, and read back from an archive into `c` (absent in older archives: the default).
+  // Attributes of its own beyond those every path network has: written into a new module, and
+  // read back from an archive this network Reads() into `c`.
   virtual void RegisterAttributes(const PathConfig& c, torch::jit::Module& m) const {}
   virtual void ReadAttributes(const torch::jit::Module& m, PathConfig& c) const {}
   // What forward() takes after the seven inputs every path network takes (PathForward).

@@ -24,16 +24,21 @@ struct Source {
 
 std::map<std::string, Source> UltraNames(const PathConfig& c) {
   std::map<std::string, Source> names;
+  // A relational layer's combine and layer norm: ours <prefix>combine_w_<l>, ..., its
+  // <from>linear.weight, ...
+  auto combine = [&](const std::string& prefix, const std::string& from, const std::string& to) {
+    names[prefix + "combine_w" + to] = {from + "linear.weight", true};
+    names[prefix + "combine_b" + to] = {from + "linear.bias"};
+    if (c.layer_norm) {
+      names[prefix + "norm_w" + to] = {from + "layer_norm.weight"};
+      names[prefix + "norm_b" + to] = {from + "layer_norm.bias"};
+    }
+  };
   for (int l = 0; l < c.relation_layers; ++l) {
     const std::string from = absl::StrCat("relation_model.layers.", l, "."),
                       to = absl::StrCat("_", l);
     names["rel_relation" + to] = {from + "relation.weight"};
-    names["rel_combine_w" + to] = {from + "linear.weight", true};
-    names["rel_combine_b" + to] = {from + "linear.bias"};
-    if (c.layer_norm) {
-      names["rel_norm_w" + to] = {from + "layer_norm.weight"};
-      names["rel_norm_b" + to] = {from + "layer_norm.bias"};
-    }
+    combine("rel_", from, to);
   }
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string from = absl::StrCat("entity_model.layers.", l, "."),
@@ -42,12 +47,7 @@ std::map<std::string, Source> UltraNames(const PathConfig& c) {
     names["project_b1" + to] = {from + "relation_projection.0.bias"};
     names["project_w2" + to] = {from + "relation_projection.2.weight", true};
     names["project_b2" + to] = {from + "relation_projection.2.bias"};
-    names["combine_w" + to] = {from + "linear.weight", true};
-    names["combine_b" + to] = {from + "linear.bias"};
-    if (c.layer_norm) {
-      names["norm_w" + to] = {from + "layer_norm.weight"};
-      names["norm_b" + to] = {from + "layer_norm.bias"};
-    }
+    combine("", from, to);
   }
   names["mlp_w1"] = {"entity_model.mlp.0.weight", true};
   names["mlp_b1"] = {"entity_model.mlp.0.bias"};

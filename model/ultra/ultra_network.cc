@@ -116,9 +116,14 @@ class UltraNetworkDefinition final : public PathNetworkDefinition {
     return absl::OkStatus();
   }
   void RegisterAttributes(const PathConfig& c, torch::jit::Module& m) const override {
+    m.register_attribute("relation_layers", c10::IntType::get(),
+                         static_cast<int64_t>(c.relation_layers));
     m.register_attribute("inverse_head_queries", c10::BoolType::get(), c.inverse_head_queries);
   }
+  // Archives written before inverse_head_queries start at the relation read forwards.
   void ReadAttributes(const torch::jit::Module& m, PathConfig& c) const override {
+    c.relation_graph = true;
+    c.relation_layers = static_cast<int>(m.attr("relation_layers").toInt());
     c.inverse_head_queries =
         m.hasattr("inverse_head_queries") && m.attr("inverse_head_queries").toBool();
   }
