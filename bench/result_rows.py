@@ -40,36 +40,33 @@ def replace_rows(results, new_rows, key):
     results.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def accuracy_rows(lines, model, command):
-    """Accuracy rows of `model` from grail-eval's JSON lines (full_mrr, full_hits_at_10, split)."""
-    rows = []
+def eval_rows(lines, command):
+    """Per grail-eval JSON line (bench/ultra_zero_shot.sh's): the line, and what a row of any
+    table records of it (its seed when fine-tuned, full MRR and Hits@10, the command, the day
+    and the machine)."""
     for line in lines:
         if not line.strip():
             continue
         r = json.loads(line)
-        rows.append({"table": "accuracy", "split": r["split"], "model": model, "seed": None,
-                     "full_mrr": round(100 * r["full_mrr"], 2),
-                     "hits_at_10": round(100 * r["full_hits_at_10"], 2), "command": command,
-                     "date": today(), "machine": machine()})
-    return rows
+        yield r, {"seed": r.get("seed") if r.get("fine_tuned") else None,
+                  "full_mrr": round(100 * r["full_mrr"], 2),
+                  "hits_at_10": round(100 * r["full_hits_at_10"], 2), "command": command,
+                  "date": today(), "machine": machine()}
+
+
+def accuracy_rows(lines, model, command):
+    """Accuracy rows of `model` from grail-eval's JSON lines (full_mrr, full_hits_at_10, split)."""
+    return [{"table": "accuracy", "split": r["split"], "model": model, **measured}
+            for r, measured in eval_rows(lines, command)]
 
 
 def convention_rows(lines, command):
     """Rows of ULTRA's head-query convention table from bench/ultra_zero_shot.sh's lines."""
-    rows = []
-    for line in lines:
-        if not line.strip():
-            continue
-        r = json.loads(line)
-        rows.append({"table": "convention", "split": r["split"],
-                     "checkpoint": r["checkpoint"].replace("ultra_", "").replace(".pth", ""),
-                     "head_queries": r["head_queries"],
-                     "setting": "fine-tuned" if r.get("fine_tuned") else "zero-shot",
-                     "seed": r.get("seed") if r.get("fine_tuned") else None,
-                     "full_mrr": round(100 * r["full_mrr"], 2),
-                     "hits_at_10": round(100 * r["full_hits_at_10"], 2), "command": command,
-                     "date": today(), "machine": machine()})
-    return rows
+    return [{"table": "convention", "split": r["split"],
+             "checkpoint": r["checkpoint"].replace("ultra_", "").replace(".pth", ""),
+             "head_queries": r["head_queries"],
+             "setting": "fine-tuned" if r.get("fine_tuned") else "zero-shot", **measured}
+            for r, measured in eval_rows(lines, command)]
 
 
 def main(argv, results=RESULTS):
