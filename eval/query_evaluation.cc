@@ -13,45 +13,18 @@
 #include "graph/negative_sampling.h"
 
 namespace grail {
-namespace {
 
-// Known answers of a query, for the filtered full ranking: by (source, query relation in
-// [0, 2R)), the entities that complete a fact of the graph, of the test set or of the
-// other known facts.
-class KnownAnswers {
- public:
-  KnownAnswers(const GraphView& graph, int32_t num_relations,
-               std::initializer_list<absl::Span<const Triple>> facts)
-      : graph_(graph), num_relations_(num_relations) {
-    for (absl::Span<const Triple> list : facts) {
-      for (const Triple& f : list) {
-        if (static_cast<int32_t>(f.relation) >= num_relations) continue;  // never a query's
-        extra_[Key(f.head, f.relation)].insert(f.tail);
-        extra_[Key(f.tail, f.relation + num_relations)].insert(f.head);
-      }
+KnownAnswers::KnownAnswers(const GraphView& graph, int32_t num_relations,
+                           std::initializer_list<absl::Span<const Triple>> facts)
+    : graph_(graph), num_relations_(num_relations) {
+  for (absl::Span<const Triple> list : facts) {
+    for (const Triple& f : list) {
+      if (static_cast<int32_t>(f.relation) >= num_relations) continue;  // never a query's
+      extra_[Key(f.head, f.relation)].insert(f.tail);
+      extra_[Key(f.tail, f.relation + num_relations)].insert(f.head);
     }
   }
-
-  // Calls `fn(entity)` for each known answer of (source, graph relation r, inverse or not).
-  template <typename Fn>
-  void ForEach(EntityId source, RelationId r, bool inverse, Fn fn) const {
-    for (const Neighbor& n : inverse ? graph_.InEdges(source) : graph_.OutEdges(source)) {
-      if (n.relation == r) fn(n.entity);
-    }
-    auto it = extra_.find(Key(source, inverse ? r + num_relations_ : r));
-    if (it != extra_.end()) {
-      for (EntityId e : it->second) fn(e);
-    }
-  }
-
- private:
-  static uint64_t Key(EntityId e, int64_t r) { return (static_cast<uint64_t>(e) << 32) | r; }
-  const GraphView& graph_;
-  const int32_t num_relations_;
-  absl::flat_hash_map<uint64_t, absl::flat_hash_set<EntityId>> extra_;
-};
-
-}  // namespace
+}
 
 absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
                                                         const RelationMap& relations,

@@ -18,7 +18,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -52,6 +55,33 @@ class QueryScores {
 using QueryRunner =
     std::function<absl::Status(absl::Span<const RankingQuery> queries,
                                const std::function<void(size_t, const QueryScores&)>& read)>;
+
+// Known answers of a query, for the filtered full ranking: by (source, query relation in
+// [0, 2R)), the entities that complete a fact of the graph or of `facts`.
+class KnownAnswers {
+ public:
+  KnownAnswers(const GraphView& graph, int32_t num_relations,
+               std::initializer_list<absl::Span<const Triple>> facts);
+
+  // Calls `fn(entity)` for each known answer of (source, graph relation r, inverse or not);
+  // an entity may come more than once.
+  template <typename Fn>
+  void ForEach(EntityId source, RelationId r, bool inverse, Fn fn) const {
+    for (const Neighbor& n : inverse ? graph_.InEdges(source) : graph_.OutEdges(source)) {
+      if (n.relation == r) fn(n.entity);
+    }
+    auto it = extra_.find(Key(source, inverse ? r + num_relations_ : r));
+    if (it != extra_.end()) {
+      for (EntityId e : it->second) fn(e);
+    }
+  }
+
+ private:
+  static uint64_t Key(EntityId e, int64_t r) { return (static_cast<uint64_t>(e) << 32) | r; }
+  const GraphView& graph_;
+  const int32_t num_relations_;
+  absl::flat_hash_map<uint64_t, absl::flat_hash_set<EntityId>> extra_;
+};
 
 struct RankingEvaluationOptions {
   uint64_t seed = 0;

@@ -3,12 +3,16 @@
 namespace grail {
 
 ModelGraph::ModelGraph(absl::Span<const NamedTriple> graph_facts,
-                       const std::vector<std::string>& model_relations)
+                       const std::vector<std::string>& model_relations, bool any_relation)
     : model_relations(model_relations.size()) {
   indexed.relations = Vocabulary(model_relations);
   IndexTriples(graph_facts, &indexed);
   graph = StaticGraph(indexed.entities.size(), indexed.triples);
-  relations = MapRelationsByName(indexed.relations.names(), model_relations);
+  if (any_relation) {
+    this->model_relations = indexed.relations.size();  // the identity map
+  } else {
+    relations = MapRelationsByName(indexed.relations.names(), model_relations);
+  }
 }
 
 std::vector<Triple> ModelGraph::NewFacts(absl::Span<const NamedTriple> facts) const {

@@ -16,9 +16,10 @@
 namespace grail {
 
 struct ModelGraph {
-  // `graph_facts` indexed after `model_relations` (names in the model's id order).
+  // `graph_facts` indexed after `model_relations` (names in the model's id order). A model of
+  // any relation (`any_relation`: ULTRA's, an ensemble of them) has the graph's ids as its own.
   ModelGraph(absl::Span<const NamedTriple> graph_facts,
-             const std::vector<std::string>& model_relations);
+             const std::vector<std::string>& model_relations, bool any_relation = false);
 
   // `facts` in the graph's ids, leaving out each one whose head or tail the graph lacks, whose
   // relation the model lacks, whose head is its tail, or that is a fact of the graph already:

@@ -49,10 +49,16 @@ absl::StatusOr<AnyModel> LoadAnyModel(const std::string& path, absl::string_view
         FusionModel::FromArchive(*opened, path, device_name);
     if (!model.ok()) return model.status();
     any.fusion = *std::move(model);
+  } else if (format == kEnsembleModelFormat) {
+    // Its members load as path models with their own networks.
+    absl::StatusOr<std::unique_ptr<EnsembleModel>> model =
+        EnsembleModel::FromArchive(*opened, path, device_name, PathNetworkReading);
+    if (!model.ok()) return model.status();
+    any.ensemble = *std::move(model);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         path, " is not a ", kGrailModelFormat, ", ", kPathModelFormat, ", ", kUltraModelFormat,
-        ", ", kKgeModelFormat, " or ", kFusionModelFormat, " archive"));
+        ", ", kKgeModelFormat, ", ", kFusionModelFormat, " or ", kEnsembleModelFormat, " archive"));
   }
   return any;
 }

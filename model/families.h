@@ -2,9 +2,9 @@
 //
 // This is the one place that lists every family; each lives in its own folder (model/grail,
 // model/path, model/ultra, model/kge, model/fusion) and none includes another's, but for two
-// compositions: fusion combines GraIL and KGE members, and ULTRA runs the path model with a
-// network of its own. It sits above the families rather than in model/core, which they are
-// all built on.
+// compositions: fusion combines GraIL and KGE members, ULTRA runs the path model with a
+// network of its own, and an ensemble combines path models (ULTRA's included). It sits above the
+// families rather than in model/core, which they are all built on.
 #ifndef GRAIL_MODEL_FAMILIES_H_
 #define GRAIL_MODEL_FAMILIES_H_
 
@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/ensemble/ensemble_model.h"
 #include "model/fusion/fusion_model.h"
 #include "model/grail/grail_model.h"
 #include "model/kge/kge_model.h"
@@ -21,20 +22,22 @@
 
 namespace grail {
 
-enum class ModelFamily { kGrail, kPath, kKge, kFusion };
+enum class ModelFamily { kGrail, kPath, kKge, kFusion, kEnsemble };
 
-// A model archive of any family: exactly one of the four is set (ULTRA's are path models).
+// A model archive of any family: exactly one of the five is set (ULTRA's are path models).
 struct AnyModel {
   std::unique_ptr<GrailModel> grail;
   std::unique_ptr<PathModel> path;
   std::unique_ptr<KgeModel> kge;
   std::unique_ptr<FusionModel> fusion;
+  std::unique_ptr<EnsembleModel> ensemble;
 
   ModelFamily family() const {
-    return path     ? ModelFamily::kPath
-           : kge    ? ModelFamily::kKge
-           : fusion ? ModelFamily::kFusion
-                    : ModelFamily::kGrail;
+    return path       ? ModelFamily::kPath
+           : kge      ? ModelFamily::kKge
+           : fusion   ? ModelFamily::kFusion
+           : ensemble ? ModelFamily::kEnsemble
+                      : ModelFamily::kGrail;
   }
 };
 

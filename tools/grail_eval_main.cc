@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
 #include "common/json.h"
+#include "eval/ensemble_evaluation.h"
 #include "eval/evaluation.h"
 #include "eval/kge_evaluation.h"
 #include "eval/path_evaluation.h"
@@ -125,11 +126,13 @@ int main(int argc, char** argv) {
   std::unique_ptr<grail::PathModel> path_model = std::move(loaded->path);
   std::unique_ptr<grail::KgeModel> kge_model = std::move(loaded->kge);
   std::unique_ptr<grail::FusionModel> fusion_model = std::move(loaded->fusion);
+  std::unique_ptr<grail::EnsembleModel> ensemble = std::move(loaded->ensemble);
   const std::vector<std::string>& model_relations = path_model  ? path_model->relations()
                                                     : kge_model ? kge_model->relations()
                                                     : fusion_model
                                                         ? fusion_model->grail().relations()
-                                                        : grail_model->relations();
+                                                    : ensemble ? ensemble->relations()
+                                                               : grail_model->relations();
   absl::StatusOr<std::vector<grail::NamedTriple>> graph_facts = grail::ReadTripleFile(graph_path);
   if (!graph_facts.ok()) return Fail(graph_facts.status());
   absl::StatusOr<std::vector<grail::NamedTriple>> test_facts = grail::ReadTripleFile(test_path);
@@ -143,8 +146,10 @@ int main(int argc, char** argv) {
   if (kge_model) indexed.entities = grail::Vocabulary(kge_model->entities());
   grail::IndexTriples(*graph_facts, &indexed);
   const grail::StaticGraph graph(indexed.entities.size(), indexed.triples);
-  // An ULTRA model scores any relation: graph ids are its own (an empty map).
-  const bool open_vocabulary = path_model != nullptr && path_model->open_vocabulary();
+  // An ULTRA model scores any relation: graph ids are its own (an empty map); so does an
+  // ensemble of them.
+  const bool open_vocabulary = (path_model != nullptr && path_model->open_vocabulary()) ||
+                               (ensemble != nullptr && ensemble->open_vocabulary());
   const grail::RelationMap relations =
       open_vocabulary ? grail::RelationMap()
                       : grail::MapRelationsByName(indexed.relations.names(), model_relations);
@@ -206,12 +211,12 @@ int main(int argc, char** argv) {
       return out;
     });
   }
-  if (path_model || kge_model) {
+  if (path_model || kge_model || ensemble) {
     if (absl::GetFlag(FLAGS_score_only)) {
       std::fprintf(stderr, "--score-only is for GraIL, path and fused models\n");
       return 2;
     }
-    grail::SetComputeThreads(path_model ? 1 : absl::GetFlag(FLAGS_threads));
+    grail::SetComputeThreads(kge_model ? absl::GetFlag(FLAGS_threads) : 1);
     // Each run draws new negatives; the full ranking has none to draw, so only run 1 does it.
     absl::StatusOr<grail::EvaluationResult> result =
         grail::MeanOverRuns(absl::GetFlag(FLAGS_runs), [&](int r) {
@@ -229,6 +234,11 @@ int main(int argc, char** argv) {
           static_cast<grail::RankingEvaluationOptions&>(options) = run;
           options.scoring.threads = absl::GetFlag(FLAGS_threads);  // parallel workers
           options.scoring.batch_queries = absl::GetFlag(FLAGS_batch_queries);
+          if (ensemble) {
+            // Test facts and queries in the graph's ids; each member maps them to its own.
+            return grail::EvaluateEnsemble(*ensemble, graph, indexed.relations.names(), test,
+                                           options);
+          }
           return grail::EvaluatePath(*path_model, graph, relations, test, options);
         });
     if (!result.ok()) return Fail(result.status());

@@ -1,6 +1,9 @@
 // grail-fuse: late fusion of a GraIL model with KGE models (the GraIL paper's ensembles):
 // fits a linear classifier over their scores on validation facts against negatives, and
-// writes one archive that grail-eval scores with.
+// writes one archive that grail-eval scores with. With --member: an ensemble of path-family
+// models (the path preset, ULTRA zero-shot or fine-tuned), its rule fitted on the validation
+// facts' rankings (model/ensemble/ensemble_model.h), one archive that grail-eval and
+// grail-server take as any other.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,9 +13,12 @@
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
 #include "common/durable_file.h"
+#include "eval/ensemble_evaluation.h"
 #include "graph/model_graph.h"
 #include "graph/triple_file.h"
 #include "model/core/runtime.h"
+#include "model/ensemble/ensemble_fit.h"
+#include "model/families.h"
 #include "model/fusion/fusion_model.h"
 #include "train/fusion_trainer.h"
 
@@ -20,7 +26,13 @@ ABSL_FLAG(std::string, grail, "", "the GraIL model (grail-train's archive)");
 ABSL_FLAG(std::string, kge, "",
           "a KGE model (grail-kge-train's archive); repeat the flag or separate archives with "
           "commas for several");
-ABSL_FLAG(std::string, graph, "", "the graph GraIL reasons over (triple file)");
+ABSL_FLAG(std::string, member, "",
+          "an ensemble's member: a path-family archive (grail-train --family path or ultra, "
+          "grail-tools import-ultra); repeat the flag or separate archives with commas");
+ABSL_FLAG(size_t, max_valid_facts, 500,
+          "ensemble: validation facts the rule is fitted on, at most (each a tail and a head "
+          "query); 0: all");
+ABSL_FLAG(std::string, graph, "", "the graph the models reason over (triple file)");
 ABSL_FLAG(std::string, valid, "", "validation facts (triple file), not in --graph");
 ABSL_FLAG(std::string, out, "", "where to write the fusion archive (.pt)");
 ABSL_FLAG(uint64_t, seed, 0, "seed of the validation facts' negatives");
@@ -33,24 +45,85 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// Every --kge value: the flag may be repeated (Abseil keeps only the last) and hold lists.
-std::vector<std::string> KgePaths(int argc, char** argv) {
+// Every value of the flag `name` (--kge, --member): it may be repeated (Abseil keeps only the
+// last) and hold lists.
+std::vector<std::string> RepeatedPaths(int argc, char** argv, absl::string_view name) {
   std::vector<std::string> paths;
   auto add = [&paths](absl::string_view list) {
     for (absl::string_view p : absl::StrSplit(list, ',', absl::SkipEmpty())) {
       paths.emplace_back(p);
     }
   };
+  const std::string flag = absl::StrCat("--", name);
   for (int i = 1; i < argc; ++i) {
     const absl::string_view arg = argv[i];
     if (arg == "--") break;
-    if (arg == "--kge" && i + 1 < argc) {
+    if (arg == flag && i + 1 < argc) {
       add(argv[++i]);
-    } else if (absl::StartsWith(arg, "--kge=")) {
-      add(arg.substr(6));
+    } else if (absl::StartsWith(arg, flag + "=")) {
+      add(arg.substr(flag.size() + 1));
     }
   }
   return paths;
+}
+
+// The ensemble of `member_paths`: its rule fitted on the validation facts' rankings, saved.
+int FitEnsemble(const std::vector<std::string>& member_paths, const std::string& out) {
+  std::vector<std::unique_ptr<grail::PathModel>> members;
+  for (const std::string& path : member_paths) {
+    absl::StatusOr<grail::AnyModel> loaded = grail::LoadAnyModel(path);
+    if (!loaded.ok()) return Fail(loaded.status());
+    if (loaded->path == nullptr) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat(path,
+                       " is not a path-family model (the path preset or ULTRA's): an ensemble's "
+                       "members score every entity of a query in one pass")));
+    }
+    members.push_back(std::move(loaded->path));
+  }
+  const size_t count = members.size();
+  absl::StatusOr<std::unique_ptr<grail::EnsembleModel>> ensemble = grail::EnsembleModel::Create(
+      std::move(members), grail::LinearFusion{std::vector<double>(count, 1.0), 0});
+  if (!ensemble.ok()) return Fail(ensemble.status());
+  const grail::EnsembleModel& model = **ensemble;
+  absl::StatusOr<std::vector<grail::NamedTriple>> graph_facts =
+      grail::ReadTripleFile(absl::GetFlag(FLAGS_graph));
+  if (!graph_facts.ok()) return Fail(graph_facts.status());
+  absl::StatusOr<std::vector<grail::NamedTriple>> valid_facts =
+      grail::ReadTripleFile(absl::GetFlag(FLAGS_valid));
+  if (!valid_facts.ok()) return Fail(valid_facts.status());
+  const grail::ModelGraph indexed(*graph_facts, model.relations(), model.open_vocabulary());
+  const std::vector<grail::Triple> valid = indexed.NewFacts(*valid_facts);
+  grail::ValidationQueryOptions options;
+  options.max_facts = absl::GetFlag(FLAGS_max_valid_facts);
+  options.scoring.threads = absl::GetFlag(FLAGS_threads);
+  grail::SetComputeThreads(1);
+  absl::StatusOr<std::vector<grail::QueryCandidates>> queries = grail::CollectValidationQueries(
+      model, indexed.graph, indexed.indexed.relations.names(), valid, {}, options);
+  if (!queries.ok()) return Fail(queries.status());
+  grail::EnsembleFitOptions fit_options;
+  fit_options.seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<grail::EnsembleFit> fit = grail::FitEnsembleRule(*queries, count, fit_options);
+  if (!fit.ok()) return Fail(fit.status());
+  if (absl::Status s = (*ensemble)->SetRule(fit->rule); !s.ok()) return Fail(s);
+  std::fprintf(stderr,
+               "grail-fuse: %zu validation queries (of %zu facts); MRR on their candidates:",
+               queries->size(), valid.size());
+  for (size_t m = 0; m < count; ++m) {
+    std::vector<double> alone(count, 0.0);
+    alone[m] = 1.0;
+    std::fprintf(stderr, " %s %.4f,", member_paths[m].c_str(),
+                 grail::CandidateMrr(*queries, alone));
+  }
+  std::fprintf(stderr, " equal weights %.4f, fitted %.4f\n  weights:",
+               grail::CandidateMrr(*queries, std::vector<double>(count, 1.0)),
+               grail::CandidateMrr(*queries, fit->rule.weights));
+  for (double w : fit->rule.weights) std::fprintf(stderr, " %.6g", w);
+  std::fprintf(stderr, ", bias %.6g; loss %.4f (equal weights %.4f)\n", fit->rule.bias, fit->loss,
+               fit->loss_equal_weights);
+  if (absl::Status saved = (*ensemble)->Save(out); !saved.ok()) return Fail(saved);
+  std::fprintf(stderr, "saved %s\n", out.c_str());
+  return 0;
 }
 
 }  // namespace
@@ -58,10 +131,32 @@ std::vector<std::string> KgePaths(int argc, char** argv) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "grail-fuse --grail G.pt --kge K.pt [--kge K2.pt ...] --graph FILE --valid FILE --out F.pt\n"
-      "  [--seed S] [--threads T]");
-  const std::vector<std::string> kge_paths = KgePaths(argc, argv);
+      "  [--seed S] [--threads T]\n"
+      "grail-fuse --member A.pt --member B.pt [...] --graph FILE --valid FILE --out E.pt\n"
+      "  [--max-valid-facts N] [--seed S] [--threads T]");
+  const std::vector<std::string> kge_paths = RepeatedPaths(argc, argv, "kge");
+  const std::vector<std::string> member_paths = RepeatedPaths(argc, argv, "member");
   grail::ParseCommandLine(argc, argv);
   const std::string out = absl::GetFlag(FLAGS_out);
+  if (!member_paths.empty()) {
+    if (!absl::GetFlag(FLAGS_grail).empty() || !kge_paths.empty() ||
+        absl::GetFlag(FLAGS_graph).empty() || absl::GetFlag(FLAGS_valid).empty() || out.empty()) {
+      std::fprintf(stderr,
+                   "an ensemble (--member) needs --graph, --valid and --out, and neither --grail "
+                   "nor --kge (see --help)\n");
+      return 2;
+    }
+    absl::Status usable = grail::CheckOutputPath(
+        "out", out, {{"graph", absl::GetFlag(FLAGS_graph)}, {"valid", absl::GetFlag(FLAGS_valid)}});
+    for (const std::string& path : member_paths) {
+      if (usable.ok()) usable = grail::CheckOutputPath("out", out, {{"member", path}});
+    }
+    if (!usable.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(usable.message()).c_str());
+      return 2;
+    }
+    return FitEnsemble(member_paths, out);
+  }
   if (absl::GetFlag(FLAGS_grail).empty() || kge_paths.empty() ||
       absl::GetFlag(FLAGS_graph).empty() || absl::GetFlag(FLAGS_valid).empty() || out.empty()) {
     std::fprintf(stderr,

@@ -6,11 +6,8 @@
 #include "absl/strings/str_cat.h"
 
 namespace grail {
-namespace {
 
-// Solves a x = b in place by Gaussian elimination with partial pivoting (a is n x n, tiny).
-// Returns false for a singular system.
-bool Solve(std::vector<std::vector<double>> a, std::vector<double>& b) {
+bool SolveLinear(std::vector<std::vector<double>> a, std::vector<double>& b) {
   const size_t n = b.size();
   for (size_t c = 0; c < n; ++c) {
     size_t pivot = c;
@@ -32,8 +29,6 @@ bool Solve(std::vector<std::vector<double>> a, std::vector<double>& b) {
   }
   return true;
 }
-
-}  // namespace
 
 double LinearFusion::Logit(absl::Span<const double> x) const {
   double z = bias;
@@ -93,7 +88,7 @@ absl::StatusOr<LinearFusion> FitLogistic(const std::vector<std::vector<double>>&
       gradient[j] += 2 * l2 * theta[j];
       hessian[j][j] += 2 * l2;
     }
-    if (!Solve(hessian, gradient)) {
+    if (!SolveLinear(hessian, gradient)) {
       return absl::InvalidArgumentError("the scores are degenerate: the fit is singular");
     }
     double step = 0;

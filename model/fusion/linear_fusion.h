@@ -20,6 +20,10 @@ struct LinearFusion {
   double Logit(absl::Span<const double> x) const;
 };
 
+// Solves a x = b (a is n x n, small) by Gaussian elimination with partial pivoting, the
+// solution replacing b. Returns false for a singular system.
+bool SolveLinear(std::vector<std::vector<double>> a, std::vector<double>& b);
+
 // Fits the classifier to rows `x` (one per fact, one column per method) with labels
 // `is_true`, by Newton's method on the mean log-loss plus `l2` times the squared weights.
 // Columns are standardised while fitting (so l2 treats them alike, whatever their scales)

@@ -1,0 +1,185 @@
+#include "model/ensemble/ensemble_model.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/vocabulary.h"
+#include "model/core/model_archive.h"
+#include "model/path/path_module.h"
+
+namespace grail {
+namespace {
+
+absl::Status CheckRule(size_t members, const LinearFusion& rule) {
+  if (members == 0) return absl::InvalidArgumentError("an ensemble needs a member");
+  if (rule.weights.size() != members) {
+    return absl::InvalidArgumentError(absl::StrCat("the ensemble's rule has ", rule.weights.size(),
+                                                   " weights for ", members, " members"));
+  }
+  return absl::OkStatus();
+}
+
+// The relations every member with a vocabulary knows, in the first such member's order;
+// empty when every member scores any relation.
+absl::StatusOr<std::vector<std::string>> SharedRelations(
+    const std::vector<std::unique_ptr<PathModel>>& members) {
+  const PathModel* first = nullptr;
+  for (const auto& m : members) {
+    if (!m->open_vocabulary()) {
+      first = m.get();
+      break;
+    }
+  }
+  if (first == nullptr) return std::vector<std::string>();
+  std::vector<std::string> shared;
+  for (const std::string& name : first->relations()) {
+    bool everywhere = true;
+    for (const auto& m : members) {
+      if (m->open_vocabulary()) continue;
+      const std::vector<std::string>& own = m->relations();
+      if (std::find(own.begin(), own.end(), name) == own.end()) everywhere = false;
+    }
+    if (everywhere) shared.push_back(name);
+  }
+  if (shared.empty()) {
+    return absl::InvalidArgumentError("the ensemble's members share no relation");
+  }
+  return shared;
+}
+
+c10::List<double> DoubleList(const std::vector<double>& values) {
+  c10::List<double> list;
+  for (double v : values) list.push_back(v);
+  return list;
+}
+
+}  // namespace
+
+EnsembleModel::EnsembleModel(std::vector<std::unique_ptr<PathModel>> members, LinearFusion rule,
+                             std::vector<std::string> relations)
+    : members_(std::move(members)), rule_(std::move(rule)), relations_(std::move(relations)) {
+  for (const auto& m : members_) {
+    std::vector<int32_t> ids(relations_.size(), -1);
+    if (!m->open_vocabulary()) {
+      const Vocabulary own(m->relations());
+      for (size_t r = 0; r < relations_.size(); ++r) {
+        ids[r] = static_cast<int32_t>(*own.Find(relations_[r]));
+      }
+    }
+    member_relation_.push_back(std::move(ids));
+  }
+}
+
+EnsembleModel::~EnsembleModel() = default;
+
+absl::StatusOr<std::unique_ptr<EnsembleModel>> EnsembleModel::Create(
+    std::vector<std::unique_ptr<PathModel>> members, LinearFusion rule) {
+  for (const auto& m : members) {
+    if (m == nullptr) return absl::InvalidArgumentError("an ensemble's member is missing");
+  }
+  if (absl::Status s = CheckRule(members.size(), rule); !s.ok()) return s;
+  absl::StatusOr<std::vector<std::string>> relations = SharedRelations(members);
+  if (!relations.ok()) return relations.status();
+  return std::unique_ptr<EnsembleModel>(
+      new EnsembleModel(std::move(members), std::move(rule), *std::move(relations)));
+}
+
+absl::Status EnsembleModel::SetRule(LinearFusion rule) {
+  if (absl::Status s = CheckRule(members_.size(), rule); !s.ok()) return s;
+  rule_ = std::move(rule);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const PathModel> EnsembleModel::SharedMember(
+    std::shared_ptr<const EnsembleModel> self, size_t m) const {
+  const PathModel* member = members_[m].get();
+  return std::shared_ptr<const PathModel>(std::move(self), member);
+}
+
+bool EnsembleModel::reads_relation_graph() const {
+  for (const auto& m : members_) {
+    if (m->open_vocabulary()) return true;
+  }
+  return false;
+}
+
+RelationMap EnsembleModel::MemberRelations(size_t m,
+                                           absl::Span<const std::string> graph_relations) const {
+  const PathModel& member = *members_[m];
+  if (member.open_vocabulary()) return RelationMap();
+  return MapRelationsByName(graph_relations, member.relations());
+}
+
+int64_t EnsembleModel::num_parameters() const {
+  int64_t total = 0;
+  for (const auto& m : members_) total += m->num_parameters();
+  return total;
+}
+
+std::string EnsembleModel::training_fingerprint() const {
+  std::vector<std::string> parts;
+  for (const auto& m : members_) parts.push_back(m->training_fingerprint());
+  return absl::StrJoin(parts, "+");
+}
+
+absl::Status EnsembleModel::Save(const std::string& path) const {
+  try {
+    torch::jit::Module m("EnsembleModel");
+    m.register_attribute("format", c10::StringType::get(), std::string(kEnsembleModelFormat));
+    for (size_t i = 0; i < members_.size(); ++i) {
+      m.register_module(absl::StrCat("member_", i), members_[i]->module().module);
+    }
+    m.register_attribute("num_members", c10::IntType::get(), static_cast<int64_t>(members_.size()));
+    m.register_attribute("weights", c10::ListType::ofFloats(), DoubleList(rule_.weights));
+    m.register_attribute("bias", c10::FloatType::get(), rule_.bias);
+    return SaveModule(m, path);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("cannot save model to ", path, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<EnsembleModel>> EnsembleModel::FromArchive(
+    OpenedArchive& opened, const std::string& path, absl::string_view device_name,
+    const PathNetworkOf& network_of) {
+  torch::jit::Module& module = opened.module;
+  if (ArchiveFormat(module) != kEnsembleModelFormat) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a ", kEnsembleModelFormat,
+                                                   " archive (no or another 'format')"));
+  }
+  try {
+    std::vector<std::unique_ptr<PathModel>> members;
+    const int64_t count = module.attr("num_members").toInt();
+    for (int64_t i = 0; i < count; ++i) {
+      torch::jit::Module member(module.attr(absl::StrCat("member_", i)).toObject());
+      const std::string where = absl::StrCat(path, " (its member ", i, ")");
+      const std::string format = ArchiveFormat(member);
+      const PathNetworkDefinition* network = network_of(format);
+      if (network == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, " is not a path-family model (its format is ",
+                         format.empty() ? "missing" : format, ")"));
+      }
+      absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::FromModule(
+          std::make_unique<PathModule>(PathModule{std::move(member), opened.device}), where,
+          device_name, network);
+      if (!loaded.ok()) return loaded.status();
+      members.push_back(*std::move(loaded));
+    }
+    LinearFusion rule;
+    for (const c10::IValue& w : module.attr("weights").toListRef()) {
+      rule.weights.push_back(w.toDouble());
+    }
+    rule.bias = module.attr("bias").toDouble();
+    absl::StatusOr<std::unique_ptr<EnsembleModel>> model =
+        Create(std::move(members), std::move(rule));
+    if (!model.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", model.status().message()));
+    }
+    return model;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot load model ", path, ": ", e.what()));
+  }
+}
+
+}  // namespace grail
