@@ -239,7 +239,7 @@ struct Session {
   grpc::ChannelArguments channel_args;
 };
 
-// The scorer's name as the JSON output gives it: grail, path or fused ("" if unset).
+// The scorer's name as the JSON output gives it: grail, path, fused or ensemble ("" if unset).
 std::string ScoredByName(kg::v1::ScoredBy scored_by) {
   switch (scored_by) {
     case kg::v1::SCORED_BY_GRAIL:
@@ -248,6 +248,8 @@ std::string ScoredByName(kg::v1::ScoredBy scored_by) {
       return "path";
     case kg::v1::SCORED_BY_FUSED:
       return "fused";
+    case kg::v1::SCORED_BY_ENSEMBLE:
+      return "ensemble";
     default:
       return "";
   }

@@ -36,6 +36,12 @@ void LinkPredictor::SetModel(std::shared_ptr<const ServedModel> model) {
   // The old model is released outside the lock (below), or by its last call.
 }
 
+std::function<void(SubmittedJob)> LinkPredictor::Submitter(
+    const std::shared_ptr<CallControl>& control) const {
+  return
+      [this, control](SubmittedJob job) { engine_.Submit(std::move(job.job), control, job.size); };
+}
+
 LinkPredictor::View LinkPredictor::CurrentView() const {
   View view;
   view.model = served_model();
@@ -66,7 +72,7 @@ void LinkPredictor::Score(std::vector<NamedTriple> facts, std::shared_ptr<CallCo
   }
   FactJobSetup setup{
       view.model,     view.snapshot, view.relations, std::move(scoring), limits_.ScoreBudget(),
-      limits_.budget, passes_.get(), staleness};
+      limits_.budget, passes_.get(), staleness,      Submitter(control)};
   const ServedFamily& family = view.model->family();
   if (absl::Status explainable = family.CheckExplanations(explain_paths); !explainable.ok()) {
     return done(explainable);
@@ -123,6 +129,7 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   setup.budget = *budget;
   setup.cap = limits_.budget;
   setup.passes = passes_.get();
+  setup.submit = Submitter(control);
   SubmittedJob job = view.model->family().RankingJob(std::move(setup), std::move(done));
   engine_.Submit(std::move(job.job), std::move(control), job.size);
 }

@@ -30,7 +30,9 @@
 // whose single pass scores every entity of the fixed entity's neighbourhood, every other entity
 // sharing the query's far score; RankHeads is the inverse query; facts scored together that
 // share (head, relation) share the query, and a query's pass is kept (pass_cache.h): asked
-// again on the same graph, by any call, it costs a lookup.
+// again on the same graph, by any call, it costs a lookup. An ensemble archive
+// (model/ensemble/ensemble_model.h) runs each member's path-family job in turn on the call's
+// snapshot and gives each fact or candidate its rule over the members' scores.
 //
 // Thread safety: every method may be called from any number of threads.
 #ifndef GRAIL_SERVER_SCORING_LINK_PREDICTOR_H_
@@ -57,6 +59,8 @@
 
 namespace grail {
 
+struct SubmittedJob;  // scoring_jobs.h
+
 // A path explaining a score (model/grail/explanation.h), with names instead of ids.
 struct NamedPathStep {
   std::string from, to, relation;
@@ -72,19 +76,21 @@ struct NamedPath {
 
 // Which scorer produced a score (the proto's ScoredBy): GraIL's network (with a fusion archive:
 // through its GraIL-only classifier, for a fact some KGE model has no embedding for), the
-// path-based scorer, or a fusion archive's classifier over GraIL's and the KGE models' scores.
-enum class ScoredBy { kGrail, kPath, kFusion };
+// path-based scorer, a fusion archive's classifier over GraIL's and the KGE models' scores, or
+// an ensemble archive's rule over its members' scores.
+enum class ScoredBy { kGrail, kPath, kFusion, kEnsemble };
 
 // Every scorer, in the enum's order; a family added adds one here and in the API's
 // kg.v1.ScoredBy, and nothing in rpc/ or metrics/, which go through these.
-inline constexpr ScoredBy kScorers[] = {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFusion};
+inline constexpr ScoredBy kScorers[] = {ScoredBy::kGrail, ScoredBy::kPath, ScoredBy::kFusion,
+                                        ScoredBy::kEnsemble};
 inline constexpr size_t kScorerCount = sizeof(kScorers) / sizeof(kScorers[0]);
 
 // A scorer's name: the label of its scores in grail_scores_total{scored_by} and, upper-cased
 // after "SCORED_BY_", its value in the API's kg.v1.ScoredBy. The fusion family's is "fused",
 // as the API and the dashboards have always named it.
 inline absl::string_view ScorerName(ScoredBy scored_by) {
-  static constexpr absl::string_view kNames[kScorerCount] = {"grail", "path", "fused"};
+  static constexpr absl::string_view kNames[kScorerCount] = {"grail", "path", "fused", "ensemble"};
   return kNames[static_cast<size_t>(scored_by)];
 }
 
@@ -216,6 +222,9 @@ class LinkPredictor {
     std::shared_ptr<const RelationMap> relations;
   };
   View CurrentView() const;
+  // Submits a later job of the call `control` is for (JobSubmitter, scoring_jobs.h).
+  std::function<void(struct SubmittedJob)> Submitter(
+      const std::shared_ptr<CallControl>& control) const;
   // The budget of a call that asked for `asked` (RankQuery::budget), or the error refusing it.
   absl::StatusOr<PathBudget> CallBudget(const PathBudget& asked) const;
 

@@ -269,6 +269,11 @@ class PathRankingJob final : public PathJob {
   }
 
   void Finish(absl::Status status) override {
+    const CandidateScoresCallback& member = r_.setup().member_scores;
+    if (member) {
+      if (!status.ok()) return member(std::move(status));
+      return member(r_.MemberScores());
+    }
     if (!status.ok()) return done_(std::move(status));
     done_(r_.Result(r_.shared_score(), ScoredBy::kPath));
   }

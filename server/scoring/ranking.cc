@@ -151,6 +151,25 @@ absl::Status RankingState::CheckResultCount(uint64_t candidates) const {
 
 EntityId RankingState::FirstFar() const { return FarCursor(*this).Next(); }
 
+CandidateScores RankingState::MemberScores() {
+  std::vector<Candidate> all = top_.TakeSorted();
+  std::sort(all.begin(), all.end(),
+            [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  CandidateScores out;
+  out.near.reserve(all.size());
+  out.score.reserve(all.size());
+  out.pruned.reserve(all.size());
+  for (const Candidate& c : all) {
+    out.near.push_back(c.id);
+    out.score.push_back(c.score);
+    out.pruned.push_back(c.pruned ? 1 : 0);
+  }
+  out.not_far = std::move(not_far_);
+  out.far = shared_score_;
+  out.pruned_pass = pruned_;
+  return out;
+}
+
 Ranking RankingState::Result(float far_score, ScoredBy far_scored_by) {
   const GraphSnapshot& graph = *s_.graph;
   Ranking ranking;

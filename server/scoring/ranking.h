@@ -103,6 +103,9 @@ class RankingState {
 
   // The answer: the kept candidates merged with the far ones, which share `far_score`.
   Ranking Result(float far_score, ScoredBy far_scored_by);
+  // The answer as an ensemble's member gives it (RankingSetup::member_scores): every candidate
+  // added (the setup's top_k must be 0), by id, with shared_score() as the far score.
+  CandidateScores MemberScores();
 
   size_t MemoryBytes() const;
 

@@ -35,6 +35,17 @@ struct FactToScore {
   int32_t model_relation = 0;
 };
 
+// A job for the engine and the work it admits the call for (InferenceEngine::Submit).
+struct SubmittedJob {
+  std::shared_ptr<ScoringJob> job;
+  size_t size = 0;
+};
+
+// Hands a job to the engine as part of the call a setup is for (LinkPredictor binds it to the
+// call's control): a family whose answer takes several jobs, an ensemble's members one after
+// another, submits the later ones through it. Submit before the earlier job's callback returns.
+using JobSubmitter = std::function<void(SubmittedJob)>;
+
 // What a fact-scoring job works on: the call's model, snapshot and relation map.
 struct FactJobSetup {
   std::shared_ptr<const ServedModel> model;
@@ -46,7 +57,20 @@ struct FactJobSetup {
   // The path family's pass cache (null: none), and how stale a pass the call accepts.
   PassCache* passes = nullptr;
   Staleness staleness;
+  JobSubmitter submit;
 };
+
+// A member's ranking, as an ensemble combines it (RankingSetup::member_scores): the candidates
+// it scored on their own, by id, and the far score every other entity shares.
+struct CandidateScores {
+  std::vector<EntityId> near;     // sorted
+  std::vector<float> score;       // near's
+  std::vector<uint8_t> pruned;    // near's: a pruned pass did not visit it (it has the far score)
+  std::vector<EntityId> not_far;  // over every entity: sorted, those not sharing the far score
+  float far = 0;
+  bool pruned_pass = false;  // the pass was pruned (Ranking::candidates_pruned)
+};
+using CandidateScoresCallback = std::function<void(absl::StatusOr<CandidateScores>)>;
 
 // What a ranking job works on.
 struct RankingSetup {
@@ -66,12 +90,11 @@ struct RankingSetup {
   PathBudget budget;            // the call's (the server's unless it asked for less)
   PathBudget cap;               // the server's
   PassCache* passes = nullptr;  // the path family's pass cache (null: none); exact passes only
-};
-
-// A job for the engine and the work it admits the call for (InferenceEngine::Submit).
-struct SubmittedJob {
-  std::shared_ptr<ScoringJob> job;
-  size_t size = 0;
+  JobSubmitter submit;
+  // Set for an ensemble's member: the job ends by handing every candidate's own score and the
+  // far score here, unfiltered and untruncated, instead of a Ranking to its callback (which is
+  // then not called). The path family's jobs support it.
+  CandidateScoresCallback member_scores;
 };
 
 // One model family as the server serves it, made once per served model (ServedModel).
@@ -82,6 +105,8 @@ class ServedFamily {
   virtual const std::vector<std::string>& relations() const = 0;
   // Whether the model scores any relation, its ids the graph's (ULTRA's).
   virtual bool open_vocabulary() const { return false; }
+  // Whether it builds a graph of relations (ServedModel::reads_relation_graph).
+  virtual bool reads_relation_graph() const { return open_vocabulary(); }
   virtual ModelSummary Summary() const = 0;
   // Whether a ScoreTriplet call may ask for `explain_paths` paths per fact: INVALID_ARGUMENT
   // saying why not where the family has none.
@@ -107,6 +132,15 @@ std::unique_ptr<const ServedFamily> ServeGrail(std::shared_ptr<const GrailModel>
 // (fixed, r^-1, ?), whose pass scores every candidate; entities beyond its neighbourhood share
 // its far score. A query whose pass is cached (FactJobSetup::passes) costs a lookup.
 std::unique_ptr<const ServedFamily> ServePath(std::shared_ptr<const PathModel> model);
+
+// An ensemble of path-family models (model/ensemble/ensemble_model.h): each member served as
+// ServePath serves it, one after another on the call's snapshot (each member's passes batched
+// and cached as its own), and each fact's or candidate's score the ensemble's rule over the
+// members'; in a ranking over every entity, an entity beyond every member's neighbourhood
+// shares the rule over their far scores. `path`, `sha256` and `generation` are the archive's.
+std::unique_ptr<const ServedFamily> ServeEnsemble(std::shared_ptr<const EnsembleModel> model,
+                                                  const std::string& path,
+                                                  const std::string& sha256, uint64_t generation);
 
 // Entity `name` of `graph`, or NOT_FOUND naming it.
 absl::StatusOr<EntityId> FindEntity(const GraphSnapshot& graph, const std::string& name);

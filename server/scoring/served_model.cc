@@ -73,6 +73,11 @@ ServedModel::ServedModel(std::shared_ptr<const FusionModel> model, std::string p
     : ServedModel(ServeGrail(std::shared_ptr<const GrailModel>(model, &model->grail()), model),
                   std::move(path), std::move(sha256), generation) {}
 
+ServedModel::ServedModel(std::shared_ptr<const EnsembleModel> model, std::string path,
+                         std::string sha256, uint64_t generation)
+    : ServedModel(ServeEnsemble(std::move(model), path, sha256, generation), path, sha256,
+                  generation) {}
+
 ServedModel::ServedModel(std::unique_ptr<const ServedFamily> family, std::string path,
                          std::string sha256, uint64_t generation)
     : family_(std::move(family)),
@@ -115,8 +120,20 @@ absl::StatusOr<int32_t> ServedModel::RelationId(absl::string_view name,
         absl::StrCat("relation ", QuoteName(name), " is not in the model's vocabulary (",
                      relation_ids_.size(), " relations; GetStats lists them)"));
   }
+  if (reads_relation_graph()) {
+    // An ensemble with an ULTRA member: that member scores a relation by its graph of relations.
+    const std::optional<grail::RelationId> id = graph.FindRelation(name);
+    if (!id.has_value() || graph.RelationFacts(*id) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("relation ", QuoteName(name),
+                       " has no fact in the graph (the served ensemble's ULTRA member scores a "
+                       "relation once a fact of it is stored)"));
+    }
+  }
   return it->second;
 }
+
+bool ServedModel::reads_relation_graph() const { return family_->reads_relation_graph(); }
 
 std::shared_ptr<const RelationMap> ServedModel::RelationsOf(const GraphSnapshot& graph) const {
   if (open_vocabulary()) {
@@ -150,6 +167,11 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
         std::shared_ptr<const FusionModel>(std::move(model->fusion)), path, *std::move(sha256),
         generation);
   }
+  if (model->ensemble) {
+    return std::make_shared<const ServedModel>(
+        std::shared_ptr<const EnsembleModel>(std::move(model->ensemble)), path, *std::move(sha256),
+        generation);
+  }
   if (model->path) {
     return std::make_shared<const ServedModel>(
         std::shared_ptr<const PathModel>(std::move(model->path)), path, *std::move(sha256),
@@ -171,7 +193,7 @@ std::vector<std::string> UnknownRelations(const ServedModel& model, const GraphS
 absl::Status CheckRelationGraphFits(const ServedModel& model, const GraphSnapshot& graph,
                                     uint64_t max_relation_side_pairs) {
   const uint64_t pairs = graph.SidePairs()->size();
-  if (!model.open_vocabulary() || max_relation_side_pairs == 0 ||
+  if (!model.reads_relation_graph() || max_relation_side_pairs == 0 ||
       pairs <= max_relation_side_pairs) {
     return absl::OkStatus();
   }

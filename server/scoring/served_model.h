@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/relation_map.h"
+#include "model/ensemble/ensemble_model.h"
 #include "model/fusion/fusion_model.h"
 #include "model/grail/grail_model.h"
 #include "model/path/path_model.h"
@@ -68,6 +69,9 @@ class ServedModel {
   // with the KGE models'.
   ServedModel(std::shared_ptr<const FusionModel> model, std::string path, std::string sha256,
               uint64_t generation);
+  // An ensemble archive: each member served as a path model, their scores combined by its rule.
+  ServedModel(std::shared_ptr<const EnsembleModel> model, std::string path, std::string sha256,
+              uint64_t generation);
   // Any family's served form (ServedFamily), e.g. one the tests define.
   ServedModel(std::unique_ptr<const ServedFamily> family, std::string path, std::string sha256,
               uint64_t generation);
@@ -91,6 +95,9 @@ class ServedModel {
 
   // Whether the model scores any relation (ULTRA's): its relation ids are the graph's.
   bool open_vocabulary() const;
+  // Whether it builds a graph of relations (ULTRA's, an ensemble with an ULTRA member): it
+  // then scores only relations the graph has facts of, and its size is bounded.
+  bool reads_relation_graph() const;
   // The model's id of relation `name` on `graph`, or INVALID_ARGUMENT naming it: not in the
   // model's vocabulary, or for a model of any relation, not in the graph.
   absl::StatusOr<int32_t> RelationId(absl::string_view name, const GraphSnapshot& graph) const;

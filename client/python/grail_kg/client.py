@@ -58,8 +58,9 @@ class Score:
     graph_sequence: int
     model_version: str = ""
     paths: Tuple[ExplanationPath, ...] = ()  # with score(..., explain=True)
-    # The scorer: "grail", "path" or "fused" (a fusion archive's classifier over GraIL's and
-    # its KGE models' scores; its facts with an entity the KGE models lack are "grail").
+    # The scorer: "grail", "path", "fused" (a fusion archive's classifier over GraIL's and
+    # its KGE models' scores; its facts with an entity the KGE models lack are "grail") or
+    # "ensemble" (an ensemble archive's rule over its path-family members' scores).
     scored_by: str = ""
     # A path-family score from a propagation pruned to the server's budget: approximate.
     pruned: bool = False
@@ -404,7 +405,7 @@ class Client:
 def _scored_by(value) -> str:
     """The proto's ScoredBy as the lower-case scorer name ("" if unset)."""
     return {pb.SCORED_BY_GRAIL: "grail", pb.SCORED_BY_PATH: "path",
-            pb.SCORED_BY_FUSED: "fused"}.get(value, "")
+            pb.SCORED_BY_FUSED: "fused", pb.SCORED_BY_ENSEMBLE: "ensemble"}.get(value, "")
 
 
 def _score(triple: Triple, r) -> Score:

@@ -1,0 +1,223 @@
+// An ensemble archive (a path preset model and an ULTRA model) served by the real grail-server
+// binary (loopback port, real RocksDB directory, real gRPC): every score, of a fact or of a
+// candidate in a ranking of every entity, is the ensemble's rule over what each member computes
+// offline on the stored graph; scored_by names the ensemble.
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "graph/static_graph.h"
+#include "graph/triple_file.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kg/v1/knowledge_graph.grpc.pb.h"
+#include "model/ensemble/ensemble_model.h"
+#include "model/path/path_batch.h"
+#include "model/ultra/ultra_model.h"
+#include "tests/testing/graph_calls.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace grail {
+namespace {
+
+using kg::v1::KnowledgeGraph;
+using ::testing::HasSubstr;
+
+// A ring of u0..u39, each entity linked to the next two, with chords: farther than the path
+// member's two hops from most entities, so its far score stands in for them.
+std::vector<NamedTriple> Graph() {
+  const std::vector<std::string> relations = {"mentors", "cites", "funds"};
+  std::vector<NamedTriple> facts;
+  for (int i = 0; i < 40; ++i) {
+    facts.push_back({absl::StrCat("u", i), relations[i % 3], absl::StrCat("u", (i + 1) % 40)});
+    facts.push_back(
+        {absl::StrCat("u", i), relations[(i + 1) % 3], absl::StrCat("u", (i + 2) % 40)});
+    if (i % 5 == 0)
+      facts.push_back({absl::StrCat("u", i), "cites", absl::StrCat("u", (i + 11) % 40)});
+  }
+  return facts;
+}
+
+constexpr double kBias = 0.25;
+constexpr double kPathWeight = 0.7;
+constexpr double kUltraWeight = -1.3;
+
+class EnsembleServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PathConfig path;
+    path.num_layers = 2;
+    path.dim = 8;
+    absl::StatusOr<std::unique_ptr<PathModel>> preset =
+        PathModel::Create(path, {"funds", "cites", "mentors", "advises"}, 3);
+    ASSERT_TRUE(preset.ok()) << preset.status();
+    PathConfig ultra = UltraConfig();
+    ultra.num_layers = 2;
+    ultra.relation_layers = 2;
+    ultra.dim = 8;
+    absl::StatusOr<std::unique_ptr<PathModel>> zero_shot = CreateUltraModel(ultra, 5);
+    ASSERT_TRUE(zero_shot.ok()) << zero_shot.status();
+    std::vector<std::unique_ptr<PathModel>> members;
+    members.push_back(*std::move(preset));
+    members.push_back(*std::move(zero_shot));
+    absl::StatusOr<std::unique_ptr<EnsembleModel>> ensemble =
+        EnsembleModel::Create(std::move(members), LinearFusion{{kPathWeight, kUltraWeight}, kBias});
+    ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+    ASSERT_TRUE((*ensemble)->Save(dir_.Sub("ensemble.pt")).ok());
+    ensemble_ = *std::move(ensemble);
+    ASSERT_TRUE(
+        server_.Start({"--model=" + dir_.Sub("ensemble.pt"), "--data-dir=" + dir_.Sub("store")},
+                      dir_.Sub("server.log")));
+    stub_ = KnowledgeGraph::NewStub(
+        grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+    const AddOutcome added = AddChunks(*stub_, {Graph()});
+    ASSERT_TRUE(added.status.ok()) << added.status.error_message();
+  }
+
+  // Every entity's score for (source, relation, ?) (inverse: (?, relation, source)) by member
+  // m alone on the stored facts.
+  std::map<std::string, float> Member(size_t m, const std::string& source,
+                                      const std::string& relation, bool inverse) {
+    IndexedTriples indexed;
+    IndexTriples(Graph(), &indexed);
+    const StaticGraph graph(indexed.entities.size(), indexed.triples);
+    const PathModel& model = ensemble_->member(m);
+    const RelationMap relations = ensemble_->MemberRelations(m, indexed.relations.names());
+    const PathNeighbourhoodSpec spec = model.Neighbourhood(&graph, &relations, 0);
+    const int32_t r = relations(*indexed.relations.Find(relation));
+    PathBatchBuilder builder;
+    PathBatch batch;
+    EXPECT_TRUE(builder
+                    .Build(spec,
+                           {PathQuery(*indexed.entities.Find(source),
+                                      r + (inverse ? model.NumRelations(graph) : 0))},
+                           &batch)
+                    .ok());
+    absl::StatusOr<PathScores> scores = model.Score(batch);
+    EXPECT_TRUE(scores.ok()) << scores.status();
+    std::map<std::string, float> out;
+    for (EntityId e = 0; e < graph.num_entities(); ++e) {
+      out[indexed.entities.Name(e)] = scores->Of(batch, 0, e);
+    }
+    return out;
+  }
+
+  // The rule over both members' offline scores.
+  std::map<std::string, double> Offline(const std::string& source, const std::string& relation,
+                                        bool inverse) {
+    const std::map<std::string, float> path = Member(0, source, relation, inverse);
+    const std::map<std::string, float> ultra = Member(1, source, relation, inverse);
+    std::map<std::string, double> out;
+    for (const auto& [entity, score] : path) {
+      out[entity] = kBias + kPathWeight * score + kUltraWeight * ultra.at(entity);
+    }
+    return out;
+  }
+
+  kg::v1::RankResponse Rank(const std::string& fixed, const std::string& relation, bool tails,
+                            const kg::v1::RankOptions& options = {},
+                            grpc::Status* status_out = nullptr) {
+    kg::v1::RankResponse response;
+    const grpc::Status status = RankCall(*stub_, tails, fixed, relation, options, &response);
+    if (status_out != nullptr) {
+      *status_out = status;
+    } else {
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    }
+    return response;
+  }
+
+  void ExpectOffline(const kg::v1::RankResponse& ranking, const std::string& source,
+                     const std::string& relation, bool inverse) {
+    const std::map<std::string, double> offline = Offline(source, relation, inverse);
+    ASSERT_GT(ranking.ranked_size(), 0);
+    for (const kg::v1::RankedEntity& e : ranking.ranked()) {
+      EXPECT_NEAR(e.score(), offline.at(e.entity()), 1e-4 * (1 + std::fabs(e.score())))
+          << source << " " << relation << " " << e.entity();
+      EXPECT_EQ(e.scored_by(), kg::v1::SCORED_BY_ENSEMBLE);
+    }
+  }
+
+  ScopedTempDir dir_;
+  ServerProcess server_;
+  std::unique_ptr<KnowledgeGraph::Stub> stub_;
+  std::unique_ptr<EnsembleModel> ensemble_;
+};
+
+TEST_F(EnsembleServingTest, RankingsOfEveryEntityAreTheRuleOverEachMembersOfflineScores) {
+  const kg::v1::RankResponse tails = Rank("u4", "cites", true);
+  EXPECT_EQ(tails.ranked_size(), 39);  // every entity but u4
+  ExpectOffline(tails, "u4", "cites", false);
+  // The path member reaches only u4's two hops: the rest are near through ULTRA alone.
+  EXPECT_EQ(tails.candidates_shared_score(), 0u);
+  for (int i = 1; i < tails.ranked_size(); ++i) {
+    EXPECT_GE(tails.ranked(i - 1).score(), tails.ranked(i).score());
+  }
+  ExpectOffline(Rank("u9", "funds", false), "u9", "funds", true);
+
+  grpc::ClientContext context;
+  kg::v1::GetStatsResponse stats;
+  ASSERT_TRUE(stub_->GetStats(&context, kg::v1::GetStatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.model().format(), kEnsembleModelFormat);
+  EXPECT_EQ(stats.model().parameters(), static_cast<uint64_t>(ensemble_->num_parameters()));
+}
+
+TEST_F(EnsembleServingTest, AFactsScoreIsItsScoreInTheRanking) {
+  const std::map<std::string, double> offline = Offline("u7", "mentors", false);
+  for (const char* tail : {"u8", "u9", "u30"}) {
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto(NamedTriple{"u7", "mentors", tail});
+    kg::v1::ScoreTripletResponse response;
+    const grpc::Status status = stub_->ScoreTriplet(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_NEAR(response.score(), offline.at(tail), 1e-4 * (1 + std::fabs(response.score())))
+        << tail;
+    EXPECT_EQ(response.scored_by(), kg::v1::SCORED_BY_ENSEMBLE);
+  }
+}
+
+TEST_F(EnsembleServingTest,
+       ATopKFilteredRankingKeepsTheBestNewFactsAndExplicitCandidatesScoreAlike) {
+  const kg::v1::RankResponse all = Rank("u10", "cites", true);
+  kg::v1::RankOptions options;
+  options.set_top_k(5);
+  options.set_filter_known_facts(true);
+  const kg::v1::RankResponse best = Rank("u10", "cites", true, options);
+  ASSERT_EQ(best.ranked_size(), 5);
+  EXPECT_GT(best.candidates_filtered(), 0u);  // u10 cites u12 and u21
+  std::vector<std::string> expected;
+  for (const kg::v1::RankedEntity& e : all.ranked()) {
+    if (!e.known_fact() && expected.size() < 5) expected.push_back(e.entity());
+  }
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(best.ranked(i).entity(), expected[i]);
+    EXPECT_FALSE(best.ranked(i).known_fact());
+  }
+
+  kg::v1::RankOptions listed;
+  for (const char* c : {"u11", "u25", "u39", "u10"}) listed.add_candidates(c);
+  const kg::v1::RankResponse some = Rank("u10", "cites", true, listed);
+  EXPECT_EQ(some.ranked_size(), 3);  // u10 itself left out
+  ExpectOffline(some, "u10", "cites", false);
+}
+
+TEST_F(EnsembleServingTest, ARelationOutsideTheEnsemblesVocabularyIsRefusedNamingIt) {
+  grpc::Status refused;
+  Rank("u3", "employs", true, {}, &refused);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("employs"));
+  // Known to the path member but without a fact yet: the ULTRA member cannot read it.
+  Rank("u3", "advises", true, {}, &refused);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("advises"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("ULTRA member"));
+}
+
+}  // namespace
+}  // namespace grail
