@@ -32,6 +32,9 @@ ABSL_FLAG(std::string, member, "",
 ABSL_FLAG(size_t, max_valid_facts, 500,
           "ensemble: validation facts the rule is fitted on, at most (each a tail and a head "
           "query); 0: all");
+ABSL_FLAG(bool, equal_weights, false,
+          "ensemble: every member weighs the same (only the calibration's scale and bias are "
+          "fitted), instead of the weights fitted on the validation rankings");
 ABSL_FLAG(std::string, graph, "", "the graph the models reason over (triple file)");
 ABSL_FLAG(std::string, valid, "", "validation facts (triple file), not in --graph");
 ABSL_FLAG(std::string, out, "", "where to write the fusion archive (.pt)");
@@ -103,6 +106,7 @@ int FitEnsemble(const std::vector<std::string>& member_paths, const std::string&
   if (!queries.ok()) return Fail(queries.status());
   grail::EnsembleFitOptions fit_options;
   fit_options.seed = absl::GetFlag(FLAGS_seed);
+  fit_options.fit_weights = !absl::GetFlag(FLAGS_equal_weights);
   absl::StatusOr<grail::EnsembleFit> fit = grail::FitEnsembleRule(*queries, count, fit_options);
   if (!fit.ok()) return Fail(fit.status());
   if (absl::Status s = (*ensemble)->SetRule(fit->rule); !s.ok()) return Fail(s);
@@ -133,7 +137,7 @@ int main(int argc, char** argv) {
       "grail-fuse --grail G.pt --kge K.pt [--kge K2.pt ...] --graph FILE --valid FILE --out F.pt\n"
       "  [--seed S] [--threads T]\n"
       "grail-fuse --member A.pt --member B.pt [...] --graph FILE --valid FILE --out E.pt\n"
-      "  [--max-valid-facts N] [--seed S] [--threads T]");
+      "  [--max-valid-facts N] [--equal-weights] [--seed S] [--threads T]");
   const std::vector<std::string> kge_paths = RepeatedPaths(argc, argv, "kge");
   const std::vector<std::string> member_paths = RepeatedPaths(argc, argv, "member");
   grail::ParseCommandLine(argc, argv);

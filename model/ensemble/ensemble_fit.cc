@@ -90,7 +90,7 @@ absl::StatusOr<EnsembleFit> FitEnsembleRule(absl::Span<const QueryCandidates> qu
   fit.loss_equal_weights = loss;
   std::vector<double> gradient;
   std::vector<std::vector<double>> hessian;
-  for (int iteration = 0; iteration < 100; ++iteration) {
+  for (int iteration = 0; options.fit_weights && iteration < 100; ++iteration) {
     Loss(queries, w, options.l2, &gradient, &hessian);
     std::vector<double> step = gradient;
     if (!SolveLinear(hessian, step)) {

@@ -29,6 +29,9 @@ struct QueryCandidates {
 struct EnsembleFitOptions {
   double l2 = 1e-3;   // times the squared weights, added to the mean loss
   uint64_t seed = 0;  // of the candidate each answer is calibrated against
+  // false: every member weighs the same, and only the calibration's common scale and bias are
+  // fitted (the ablation of the listwise fit).
+  bool fit_weights = true;
 };
 
 // What the fit found: the rule and the mean loss before (every weight 1) and after.

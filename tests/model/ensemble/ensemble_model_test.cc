@@ -151,6 +151,15 @@ TEST(EnsembleFitTest, TheFitWeighsTheInformativeMemberAboveTheNoisyOne) {
   // candidate's.
   EXPECT_GT(fit->rule.Logit({2.5, 3.0}), fit->rule.Logit({0.5, 3.0}));
 
+  // The ablation: equal weights, only their common scale and the bias fitted.
+  EnsembleFitOptions equal;
+  equal.fit_weights = false;
+  absl::StatusOr<EnsembleFit> unweighted = FitEnsembleRule(queries, 2, equal);
+  ASSERT_TRUE(unweighted.ok()) << unweighted.status();
+  EXPECT_GT(unweighted->rule.weights[0], 0);
+  EXPECT_DOUBLE_EQ(unweighted->rule.weights[0], unweighted->rule.weights[1]);
+  EXPECT_DOUBLE_EQ(unweighted->loss, unweighted->loss_equal_weights);
+
   std::vector<QueryCandidates> bad(1);
   bad[0].scores = {1.0f, 2.0f, 3.0f};
   bad[0].count = {1, 1};
