@@ -265,10 +265,17 @@ absl::StatusOr<int> EnsembleServing::WarmUp(const ServedModel&, const WarmupInpu
     const RelationMap relations = any_relation ? RelationMap() : RelationMap(std::move(ids));
     WarmupInput own = input;
     own.relations = &relations;
-    for (WarmupFact& f : own.facts) {
-      f.model_relation = any_relation ? static_cast<int32_t>(f.fact.relation)
-                                      : model_->MemberRelation(m, f.model_relation);
+    own.facts.clear();
+    for (const WarmupFact& f : input.facts) {
+      if (!any_relation) {
+        own.facts.push_back({f.fact, model_->MemberRelation(m, f.model_relation)});
+      } else if (f.fact.relation < input.graph->num_relations()) {
+        // ULTRA's ids are the graph's: a relation of the ensemble's vocabulary that the graph
+        // (the small synthetic one of an empty store) lacks is none of its.
+        own.facts.push_back({f.fact, static_cast<int32_t>(f.fact.relation)});
+      }
     }
+    if (own.facts.empty()) continue;
     absl::StatusOr<int> ran = members_[m]->family().WarmUp(*members_[m], own, options);
     if (!ran.ok()) return ran;
     forwards += *ran;

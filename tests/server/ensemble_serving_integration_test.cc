@@ -53,8 +53,11 @@ class EnsembleServingTest : public ::testing::Test {
     PathConfig path;
     path.num_layers = 2;
     path.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> preset =
-        PathModel::Create(path, {"funds", "cites", "mentors", "advises"}, 3);
+    // More relations than twice the warm-up's synthetic graph of an empty store has (2 x 33): the
+    // ULTRA member warms up on the ones it has.
+    std::vector<std::string> vocabulary = {"funds", "cites", "mentors", "advises"};
+    for (int r = 0; r < 80; ++r) vocabulary.push_back(absl::StrCat("unused", r));
+    absl::StatusOr<std::unique_ptr<PathModel>> preset = PathModel::Create(path, vocabulary, 3);
     ASSERT_TRUE(preset.ok()) << preset.status();
     PathConfig ultra = UltraConfig();
     ultra.num_layers = 2;
