@@ -15,6 +15,7 @@
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
 #include "gtest/gtest.h"
+#include "model/families.h"
 #include "model/fusion/fusion_model.h"
 #include "model/grail/fact_scoring.h"
 #include "model/grail/grail_model.h"
@@ -586,6 +587,59 @@ TEST_F(TrainEvalCommandTest, GrailFuseWritesAFusedArchiveThatGrailEvalScoresWith
                                                  held, " --out ", fused))
                 .exit_code,
             2);
+}
+
+// grail-fuse --member fits an ensemble of path-family archives and writes one archive that
+// grail-eval ranks every entity with; a member of another family, or --member beside --grail,
+// is refused saying why.
+TEST_F(TrainEvalCommandTest, GrailFuseMembersWriteAnEnsembleThatGrailEvalRanksWith) {
+  const std::string graph = Path("train", "graph.txt");
+  const std::string held = Path("train", "held.txt");
+  std::vector<std::string> members;
+  for (int seed = 0; seed < 2; ++seed) {
+    members.push_back(Path("model", absl::StrCat("member", seed, ".pt")));
+    ASSERT_EQ(RunBinary("grail-train",
+                        absl::StrCat("--family path --train ", graph, " --out ", members.back(),
+                                     " --layers 2 --dim 8 --negatives 8 --threads 1 "
+                                     "--max-steps 2 --seed ",
+                                     seed))
+                  .exit_code,
+              0);
+  }
+  const std::string ensemble = Path("model", "ensemble.pt");
+  BinaryRun fuse = RunBinary(
+      "grail-fuse", absl::StrCat("--member ", members[0], " --member=", members[1], " --graph ",
+                                 graph, " --valid ", held, " --out ", ensemble, " --threads 1"));
+  ASSERT_EQ(fuse.exit_code, 0) << fuse.all();
+  EXPECT_THAT(fuse.err, HasSubstr("60 validation queries (of 30 facts)"));
+  EXPECT_THAT(fuse.err, HasSubstr("weights:"));
+  absl::StatusOr<AnyModel> loaded = LoadAnyModel(ensemble);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_NE(loaded->ensemble, nullptr);
+  EXPECT_EQ(loaded->ensemble->size(), 2u);
+
+  BinaryRun eval = RunBinary("grail-eval", absl::StrCat("--model ", ensemble, " --graph ", graph,
+                                                        " --test ", held, " --threads 1"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+  std::vector<std::string> lines = absl::StrSplit(eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), MatchesRegex(".*\"n\":30,\"full_mrr\":[01]\\.[0-9]+,.*"));
+
+  const std::string grail = Path("model", "ensemble_grail.pt");
+  ASSERT_EQ(RunBinary("grail-train", absl::StrCat("--train ", graph, " --out ", grail,
+                                                  " --epochs 1 --hops 2 --threads 1"))
+                .exit_code,
+            0);
+  BinaryRun other = RunBinary(
+      "grail-fuse", absl::StrCat("--member ", members[0], " --member ", grail, " --graph ", graph,
+                                 " --valid ", held, " --out ", ensemble));
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_THAT(other.err, HasSubstr("is not a path-family model"));
+  BinaryRun both =
+      RunBinary("grail-fuse", absl::StrCat("--member ", members[0], " --grail ", grail, " --graph ",
+                                           graph, " --valid ", held, " --out ", ensemble));
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("neither --grail nor --kge"));
 }
 
 // Early fusion (the paper's GraIL++): grail-train --node-features concatenates a KGE model's
