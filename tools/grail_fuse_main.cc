@@ -70,6 +70,20 @@ std::vector<std::string> RepeatedPaths(int argc, char** argv, absl::string_view 
   return paths;
 }
 
+// --graph's facts and --valid's.
+struct GraphAndValid {
+  std::vector<grail::NamedTriple> graph, valid;
+};
+absl::StatusOr<GraphAndValid> ReadGraphAndValid() {
+  absl::StatusOr<std::vector<grail::NamedTriple>> graph =
+      grail::ReadTripleFile(absl::GetFlag(FLAGS_graph));
+  if (!graph.ok()) return graph.status();
+  absl::StatusOr<std::vector<grail::NamedTriple>> valid =
+      grail::ReadTripleFile(absl::GetFlag(FLAGS_valid));
+  if (!valid.ok()) return valid.status();
+  return GraphAndValid{*std::move(graph), *std::move(valid)};
+}
+
 // The ensemble of `member_paths`: its rule fitted on the validation facts' rankings, saved.
 int FitEnsemble(const std::vector<std::string>& member_paths, const std::string& out) {
   std::vector<std::unique_ptr<grail::PathModel>> members;
@@ -89,14 +103,12 @@ int FitEnsemble(const std::vector<std::string>& member_paths, const std::string&
       std::move(members), grail::LinearFusion{std::vector<double>(count, 1.0), 0});
   if (!ensemble.ok()) return Fail(ensemble.status());
   const grail::EnsembleModel& model = **ensemble;
-  absl::StatusOr<std::vector<grail::NamedTriple>> graph_facts =
-      grail::ReadTripleFile(absl::GetFlag(FLAGS_graph));
-  if (!graph_facts.ok()) return Fail(graph_facts.status());
-  absl::StatusOr<std::vector<grail::NamedTriple>> valid_facts =
-      grail::ReadTripleFile(absl::GetFlag(FLAGS_valid));
-  if (!valid_facts.ok()) return Fail(valid_facts.status());
-  const grail::ModelGraph indexed(*graph_facts, model.relations(), model.open_vocabulary());
-  const std::vector<grail::Triple> valid = indexed.NewFacts(*valid_facts);
+  absl::StatusOr<GraphAndValid> read = ReadGraphAndValid();
+  if (!read.ok()) return Fail(read.status());
+  const std::vector<grail::NamedTriple>& graph_facts = read->graph;
+  const std::vector<grail::NamedTriple>& valid_facts = read->valid;
+  const grail::ModelGraph indexed(graph_facts, model.relations(), model.open_vocabulary());
+  const std::vector<grail::Triple> valid = indexed.NewFacts(valid_facts);
   grail::ValidationQueryOptions options;
   options.max_facts = absl::GetFlag(FLAGS_max_valid_facts);
   options.scoring.threads = absl::GetFlag(FLAGS_threads);
@@ -187,16 +199,14 @@ int main(int argc, char** argv) {
     if (!member.ok()) return Fail(member.status());
     members.push_back(*std::move(member));
   }
-  absl::StatusOr<std::vector<grail::NamedTriple>> graph_facts =
-      grail::ReadTripleFile(absl::GetFlag(FLAGS_graph));
-  if (!graph_facts.ok()) return Fail(graph_facts.status());
-  absl::StatusOr<std::vector<grail::NamedTriple>> valid_facts =
-      grail::ReadTripleFile(absl::GetFlag(FLAGS_valid));
-  if (!valid_facts.ok()) return Fail(valid_facts.status());
+  absl::StatusOr<GraphAndValid> read = ReadGraphAndValid();
+  if (!read.ok()) return Fail(read.status());
+  const std::vector<grail::NamedTriple>& graph_facts = read->graph;
+  const std::vector<grail::NamedTriple>& valid_facts = read->valid;
 
   // As grail-eval indexes the graph: GraIL's relations first, so its ids are the model's.
-  const grail::ModelGraph indexed(*graph_facts, (*grail_model)->relations());
-  const std::vector<grail::Triple> valid = indexed.NewFacts(*valid_facts);
+  const grail::ModelGraph indexed(graph_facts, (*grail_model)->relations());
+  const std::vector<grail::Triple> valid = indexed.NewFacts(valid_facts);
 
   const size_t count = members.size();
   grail::LinearFusion unfitted_fused{std::vector<double>(1 + count, 0.0), 0};

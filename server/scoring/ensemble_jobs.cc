@@ -167,8 +167,9 @@ class EnsembleRanking : public std::enable_shared_from_this<EnsembleRanking> {
 
  private:
   // Candidate e's score: the rule over each member's own score of it, or its far score.
-  Candidate Score(EntityId e, const RankingState& r) const {
-    std::vector<double> x(scores_.size());
+  Candidate Score(EntityId e, const RankingState& r) {
+    std::vector<double>& x = member_scores_;  // one per member, reused for every candidate
+    x.resize(scores_.size());
     bool pruned = false;
     for (size_t m = 0; m < scores_.size(); ++m) {
       const CandidateScores& s = scores_[m];
@@ -235,6 +236,7 @@ class EnsembleRanking : public std::enable_shared_from_this<EnsembleRanking> {
   const RankingSetup setup_;
   const LinkPredictor::RankCallback done_;
   std::vector<CandidateScores> scores_;  // per member
+  std::vector<double> member_scores_;    // Score()'s
 };
 
 SubmittedJob EnsembleServing::FactJob(FactJobSetup setup, int,

@@ -41,12 +41,17 @@ void TopCandidates::Add(const Candidate& c) {
   }
 }
 
-std::vector<Candidate> TopCandidates::TakeSorted() {
+std::vector<Candidate> TopCandidates::TakeAll() {
   std::vector<Candidate> out = std::move(all_);
   while (!heap_.empty()) {
     out.push_back(heap_.top());
     heap_.pop();
   }
+  return out;
+}
+
+std::vector<Candidate> TopCandidates::TakeSorted() {
+  std::vector<Candidate> out = TakeAll();
   std::sort(out.begin(), out.end(), Better);
   return out;
 }
@@ -152,7 +157,7 @@ absl::Status RankingState::CheckResultCount(uint64_t candidates) const {
 EntityId RankingState::FirstFar() const { return FarCursor(*this).Next(); }
 
 CandidateScores RankingState::MemberScores() {
-  std::vector<Candidate> all = top_.TakeSorted();
+  std::vector<Candidate> all = top_.TakeAll();
   std::sort(all.begin(), all.end(),
             [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
   CandidateScores out;

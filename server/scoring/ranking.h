@@ -36,6 +36,8 @@ class TopCandidates {
   void Add(const Candidate& c);
   // Best first.
   std::vector<Candidate> TakeSorted();
+  // In no order.
+  std::vector<Candidate> TakeAll();
   size_t MemoryBytes() const { return (std::max<size_t>(k_, all_.capacity())) * sizeof(Candidate); }
 
  private:

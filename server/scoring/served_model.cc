@@ -102,16 +102,21 @@ bool ServedModel::open_vocabulary() const { return family_->open_vocabulary(); }
 
 absl::StatusOr<int32_t> ServedModel::RelationId(absl::string_view name,
                                                 const GraphSnapshot& graph) const {
-  if (open_vocabulary()) {
-    // A relation whose facts were all removed is in the same state as one never stored: the
-    // graph of relations holds no side of it, so there is nothing to score it by.
+  // A model that reads the graph of relations (ULTRA, an ensemble with an ULTRA member) scores
+  // only a relation with facts: one whose facts were all removed is in the same state as one
+  // never stored, the graph of relations holds no side of it, so there is nothing to score it by.
+  auto with_facts = [&](absl::string_view scorer) -> absl::StatusOr<grail::RelationId> {
     const std::optional<grail::RelationId> id = graph.FindRelation(name);
     if (!id.has_value() || graph.RelationFacts(*id) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("relation ", QuoteName(name),
-                       " has no fact in the graph (the served ULTRA model scores "
-                       "any relation once a fact of it is stored)"));
+      return absl::InvalidArgumentError(absl::StrCat("relation ", QuoteName(name),
+                                                     " has no fact in the graph (", scorer,
+                                                     " once a fact of it is stored)"));
     }
+    return *id;
+  };
+  if (open_vocabulary()) {
+    absl::StatusOr<grail::RelationId> id = with_facts("the served ULTRA model scores any relation");
+    if (!id.ok()) return id.status();
     return static_cast<int32_t>(*id);
   }
   auto it = relation_ids_.find(name);
@@ -121,14 +126,9 @@ absl::StatusOr<int32_t> ServedModel::RelationId(absl::string_view name,
                      relation_ids_.size(), " relations; GetStats lists them)"));
   }
   if (reads_relation_graph()) {
-    // An ensemble with an ULTRA member: that member scores a relation by its graph of relations.
-    const std::optional<grail::RelationId> id = graph.FindRelation(name);
-    if (!id.has_value() || graph.RelationFacts(*id) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("relation ", QuoteName(name),
-                       " has no fact in the graph (the served ensemble's ULTRA member scores a "
-                       "relation once a fact of it is stored)"));
-    }
+    absl::Status has_facts =
+        with_facts("the served ensemble's ULTRA member scores a relation").status();
+    if (!has_facts.ok()) return has_facts;
   }
   return it->second;
 }
