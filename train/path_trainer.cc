@@ -49,6 +49,9 @@ absl::Status ValidateOptions(const PathTrainOptions& o) {
   if (o.input_threads < 0) return absl::InvalidArgumentError("input threads must be >= 0");
   if (o.detached_walks < 0) return absl::InvalidArgumentError("detached walks must be >= 0");
   if (o.max_steps < 0) return absl::InvalidArgumentError("max_steps must be >= 0");
+  if (!(o.time_budget_seconds >= 0)) {
+    return absl::InvalidArgumentError("the time budget must be >= 0 seconds");
+  }
   if (o.resume && o.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("resume needs a checkpoint directory");
   }
@@ -466,6 +469,7 @@ absl::StatusOr<std::unique_ptr<PathModel>> TrainPath(
   schedule.eval_every = options.eval_every;
   schedule.checkpoint_every_steps = options.checkpoint_every_steps;
   schedule.max_steps = options.max_steps;
+  schedule.time_budget_seconds = options.time_budget_seconds;
   schedule.trace = options.trace;
   schedule.cuda = path.device.is_cuda();
   if (absl::Status s = run.Train(family, schedule, on_epoch, on_step); !s.ok()) return s;

@@ -85,6 +85,10 @@ struct PathTrainOptions {
   // > 0: the run stops after this many steps, reports the epoch so far (no validation) and
   // returns the model as it is: for measuring a step (bench/path_training.sh).
   int64_t max_steps = 0;
+  // > 0: this call trains for at most about this many seconds (TrainingSchedule): the epoch
+  // under way when they run out ends there, validated, and the best model is returned. A
+  // checkpoint counts that epoch as done.
+  double time_budget_seconds = 0;
   // A path: the run traces steps [trace.after, trace.after + trace.steps) of this call
   // (train/step_trace.h), writes the trace and stops there like max_steps.
   StepTraceOptions trace;

@@ -30,6 +30,7 @@ struct EpochReport {
   bool best = false;                    // a validation of this epoch found the best so far
   double seconds = 0;
   int64_t positives = 0;
+  bool cut = false;  // the run's time budget ended the epoch before its order did
 };
 
 // Progress within an epoch, after each training step.

@@ -43,7 +43,14 @@ absl::Status TrainingRun::Train(TrainingFamily& family, const TrainingSchedule& 
   int64_t steps_run = 0;  // by this call, over its epochs
   std::vector<uint32_t> order(family.examples());
   EpochProgress resumed = done_.within;  // of the first epoch this call runs
-  for (int epoch = done_.epoch + 1; epoch <= schedule.epochs; ++epoch) {
+  const auto called = std::chrono::steady_clock::now();
+  auto out_of_time = [&] {
+    return schedule.time_budget_seconds > 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count() >=
+               schedule.time_budget_seconds;
+  };
+  bool cut = false;
+  for (int epoch = done_.epoch + 1; epoch <= schedule.epochs && !cut; ++epoch) {
     EpochProgress progress = std::exchange(resumed, EpochProgress{});
     const auto start = std::chrono::steady_clock::now() -
                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -113,9 +120,14 @@ absl::Status TrainingRun::Train(TrainingFamily& family, const TrainingSchedule& 
         r.seconds = seconds;
         on_step(r);
       }
+      if (out_of_time()) {
+        cut = true;
+        break;
+      }
     }
     steps->reset();  // a family's threads for the epoch end before it does
     report.positives = progress.seen;
+    report.cut = cut;
     absl::StatusOr<EpochReport> ended =
         EndEpoch(std::move(report), schedule, family, progress.steps, progress.loss, start);
     if (!ended.ok()) return ended.status();
@@ -133,7 +145,7 @@ absl::StatusOr<EpochReport> TrainingRun::EndEpoch(EpochReport report,
   const int epoch = report.epoch;
   report.loss = report.positives > 0 ? total_loss / static_cast<double>(report.positives) : 0;
   if (schedule.eval_every_steps == 0 &&
-      (epoch % schedule.eval_every == 0 || epoch == schedule.epochs)) {
+      (epoch % schedule.eval_every == 0 || epoch == schedule.epochs || report.cut)) {
     if (absl::Status s =
             family.Validate(report, epoch % schedule.eval_every == 0, done_.steps + steps);
         !s.ok()) {

@@ -85,6 +85,11 @@ struct TrainingSchedule {
   // > 0: stop after that many steps of an epoch, reporting it unvalidated, and return the
   // parameters as they are (a benchmark's run); the profiled window stops the run likewise.
   int64_t max_steps = 0;
+  // > 0: the run's time budget in seconds, counted from Train's call and checked after each
+  // step (so a run makes one step at least). The epoch under way when it runs out ends there
+  // (validated, checkpointed and reported as an epoch, `cut`) and no other starts; the
+  // parameters are the best model's, as at the end of any run.
+  double time_budget_seconds = 0;
   StepTraceOptions trace;
   bool cuda = false;  // the trace profiles the GPU's kernels too
 };

@@ -928,6 +928,34 @@ TEST_F(PathTrainingTest, TrainingResumedFromACheckpointEqualsTrainingStraight) {
   EXPECT_THAT(refused.status().message(), HasSubstr("another run"));
 }
 
+// A time budget ends the epoch under way when it runs out: a budget smaller than one step
+// trains one step, validates and reports that epoch as cut, and no other epoch starts.
+TEST_F(PathTrainingTest, ATimeBudgetEndsTheEpochUnderWayAndKeepsItsValidatedModel) {
+  PathTrainOptions options = Options();
+  options.epochs = 50;
+  options.batch_size = 8;
+  options.time_budget_seconds = 1e-6;
+  std::vector<EpochReport> epochs;
+  absl::StatusOr<std::unique_ptr<PathModel>> model =
+      TrainPath(train_, valid_, options, [&](const EpochReport& r) { epochs.push_back(r); });
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_TRUE(epochs[0].cut);
+  EXPECT_TRUE(epochs[0].valid_mrr.has_value());
+  EXPECT_TRUE(epochs[0].best);
+  EXPECT_EQ(epochs[0].positives, options.batch_size);  // one step's queries
+
+  options.time_budget_seconds = 0;  // none: every epoch, none cut
+  options.epochs = 2;
+  epochs.clear();
+  ASSERT_TRUE(
+      TrainPath(train_, valid_, options, [&](const EpochReport& r) { epochs.push_back(r); }).ok());
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_FALSE(epochs[1].cut);
+  options.time_budget_seconds = -1;
+  EXPECT_EQ(TrainPath(train_, valid_, options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // An ULTRA archive fine-tunes with the path family's trainer: the loss falls, the model it
 // returns ranks the rule's answers first on the unseen graph (other names and ids) where the
 // archive ranked them at random, and a run resumed from its checkpoint trains the model a
