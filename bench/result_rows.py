@@ -42,13 +42,14 @@ def replace_rows(results, new_rows, key):
 
 def eval_rows(lines, command):
     """Per grail-eval JSON line (bench/ultra_zero_shot.sh's): the line, and what a row of any
-    table records of it (its seed when fine-tuned, full MRR and Hits@10, the command, the day
-    and the machine)."""
+    table records of it (its training seed: "train_seed", or "seed" when fine-tuned; full MRR
+    and Hits@10, the command, the day and the machine)."""
     for line in lines:
         if not line.strip():
             continue
         r = json.loads(line)
-        yield r, {"seed": r.get("seed") if r.get("fine_tuned") else None,
+        seed = r.get("train_seed", r.get("seed") if r.get("fine_tuned") else None)
+        yield r, {"seed": seed,
                   "full_mrr": round(100 * r["full_mrr"], 2),
                   "hits_at_10": round(100 * r["full_hits_at_10"], 2), "command": command,
                   "date": today(), "machine": machine()}

@@ -12,14 +12,17 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/command_line.h"
 #include "common/durable_file.h"
+#include "common/json.h"
 #include "graph/triple_file.h"
 #include "model/core/blas_kernels.h"
 #include "model/core/runtime.h"
 #include "model/kge/kge_model.h"
 #include "tools/training_presets.h"
 #include "tools/training_progress.h"
+#include "train/best_recipe.h"
 #include "train/grail_trainer.h"
 #include "train/path_trainer.h"
 
@@ -148,6 +151,13 @@ ABSL_FLAG(std::string, message_passing, "fused",
           "path family: fused (the fused operator, one graph per batch where cheaper) or "
           "per-edge (every message materialised, one graph per query: the formulation before "
           "the operator, for comparison)");
+ABSL_FLAG(absl::Duration, time_budget, absl::ZeroDuration(),
+          "train for at most about this long (e.g. 90m, 2h): the epoch under way when it runs out "
+          "ends there, validated, and the best model is kept (path-based families); --family "
+          "best's whole budget (0: none)");
+ABSL_FLAG(std::string, report, "",
+          "--family best: where to write what it did (JSON: each candidate's MRR on the held-out "
+          "validation facts, its seconds and epochs, the ensemble's rule, the one kept)");
 ABSL_FLAG(bool, progress, true,
           "on a terminal, a progress bar with steps/s and ETA within each epoch (plain epoch "
           "lines when stderr is not a terminal)");
@@ -176,7 +186,16 @@ constexpr TrainFamily kFamilies[] = {
     {"grail", false, {50, 16, 3, 3, 0.01, 0.0}},
     {"path", true, {20, 32, 6, 1, 5e-3, 0.0}},
     {"ultra", true, {1, 16, 6, 1, 5e-4, 1.0}},
+    // train/best_recipe.h: ULTRA fine-tuned by its recipe, a path model by the flags, and
+    // their ensemble, the best of the three on held-out validation facts kept.
+    {"best", true, {20, 32, 6, 1, 5e-3, 0.0}},
 };
+const TrainFamily& FamilyNamed(absl::string_view name) {
+  for (const TrainFamily& f : kFamilies) {
+    if (name == f.name) return f;
+  }
+  std::abort();
+}
 
 // A flag only some families take, and whether the command line set it.
 struct FamilyFlag {
@@ -215,12 +234,32 @@ absl::StatusOr<const TrainFamily*> ChosenFamily() {
   }
   if (family == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--family must be grail, path or ultra, got '", name, "'"));
+        absl::StrCat("--family must be grail, path, ultra or best, got '", name, "'"));
   }
-  if (name == "ultra" && absl::GetFlag(FLAGS_init).empty()) {
-    return absl::InvalidArgumentError(
-        "--family ultra fine-tunes an archive: pass --init MODEL.pt (grail-tools import-ultra "
-        "makes one from a released checkpoint)");
+  if ((name == "ultra" || name == "best") && absl::GetFlag(FLAGS_init).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--family ", name,
+        " fine-tunes ULTRA's archive: pass --init MODEL.pt (grail-tools import-ultra makes one "
+        "from a released checkpoint)"));
+  }
+  if (name == "best") {
+    if (absl::GetFlag(FLAGS_time_budget) <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "--family best runs within a time budget: pass --time-budget (e.g. 2h; the preset's)");
+    }
+    const std::pair<const char*, bool> refused[] = {
+        {"--checkpoint-dir", !absl::GetFlag(FLAGS_checkpoint_dir).empty()},
+        {"--max-steps", absl::GetFlag(FLAGS_max_steps) != 0},
+        {"--trace", !absl::GetFlag(FLAGS_trace).empty()}};
+    for (const auto& [flag, set] : refused) {
+      if (set) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag, " is not one of --family best's options: it trains two models in one budget"));
+      }
+    }
+  }
+  if (!absl::GetFlag(FLAGS_report).empty() && name != "best") {
+    return absl::InvalidArgumentError("--report is written by --family best only");
   }
   for (const FamilyFlag& flag : FamilyFlags()) {
     if (flag.path_based != family->path_based && flag.set()) {
@@ -296,6 +335,7 @@ grail::PathTrainOptions PathOptions(const TrainFamily& family, bool remove_one_h
   options.resume = absl::GetFlag(FLAGS_resume);
   options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
   options.max_steps = absl::GetFlag(FLAGS_max_steps);
+  options.time_budget_seconds = absl::ToDoubleSeconds(absl::GetFlag(FLAGS_time_budget));
   options.input_threads = absl::GetFlag(FLAGS_input_threads);
   const std::string layout = absl::GetFlag(FLAGS_batch_layout);
   options.layout = layout == "shared"     ? grail::PathLayout::kShared
@@ -304,6 +344,24 @@ grail::PathTrainOptions PathOptions(const TrainFamily& family, bool remove_one_h
   options.trace = {absl::GetFlag(FLAGS_trace), absl::GetFlag(FLAGS_trace_after),
                    absl::GetFlag(FLAGS_trace_steps)};
   return options;
+}
+
+// ULTRA's recipe inside --family best, from `flags` (PathOptions of the command line): the
+// ultra family's defaults for what the flags set for the path model, the run's own settings
+// (seed, threads, device, checkpoints) as given.
+grail::PathTrainOptions UltraRecipe(grail::PathTrainOptions flags) {
+  const FamilyDefaults& d = FamilyNamed("ultra").defaults;
+  grail::PathTrainOptions o = std::move(flags);
+  o.epochs = d.epochs;
+  o.batch_size = d.batch_size;
+  o.accumulate = 1;
+  o.learning_rate = d.learning_rate;
+  o.adversarial_temperature = d.adversarial_temperature;
+  o.eval_every = d.eval_every;
+  o.remove_one_hop = false;
+  o.detached_walks = 0;
+  o.source_negatives = false;
+  return o;
 }
 
 // GraIL's options; with --node-features, the KGE archive's entity embeddings read.
@@ -367,12 +425,41 @@ absl::Status TrainAndSave(const TrainFamily& family, bool remove_one_hop_given,
                           const std::vector<grail::NamedTriple>& valid, const std::string& out,
                           const std::function<void(const grail::EpochReport&)>& report,
                           const std::function<void(const grail::StepReport&)>& step,
-                          int64_t* parameters) {
+                          const std::function<void(int)>& on_epochs, int64_t* parameters) {
   auto save = [&](auto& model) {
     model.set_training_fingerprint(grail::FingerprintFacts(train));
     *parameters = model.num_parameters();
     return model.Save(out);
   };
+  if (std::string(family.name) == "best") {
+    grail::BestRecipeOptions options;
+    options.ultra = UltraRecipe(PathOptions(family, remove_one_hop_given));
+    options.path = PathOptions(family, remove_one_hop_given);
+    options.path.init.clear();
+    options.time_budget_seconds = options.path.time_budget_seconds;
+    options.seed = options.path.seed;
+    options.threads = options.path.threads;
+    auto phase = [&on_epochs](const std::string& what, int epochs) {
+      std::fprintf(stderr, "grail-train: best: %s\n", what.c_str());
+      if (epochs > 0) on_epochs(epochs);
+    };
+    absl::StatusOr<grail::BestRecipeResult> result =
+        grail::RunBestRecipe(indexed, train, valid, options, phase, report, step);
+    if (!result.ok()) return result.status();
+    for (const grail::BestRecipeResult::Candidate& c : result->candidates) {
+      std::fprintf(stderr, "grail-train: best: %-8s MRR on %zu held-out validation facts %.4f\n",
+                   c.name.c_str(), result->judge_facts, c.judge_mrr);
+    }
+    std::fprintf(stderr, "grail-train: best: kept %s (%.0f s of the %.0f s budget)\n",
+                 result->chosen.c_str(), result->seconds, options.time_budget_seconds);
+    *parameters = result->num_parameters();
+    if (absl::Status s = result->Save(out); !s.ok()) return s;
+    if (const std::string path = absl::GetFlag(FLAGS_report); !path.empty()) {
+      return grail::WriteAndReplaceFile(
+          path, grail::JsonLine(result->ToJson(options.time_budget_seconds)) + "\n");
+    }
+    return absl::OkStatus();
+  }
   if (family.path_based) {
     absl::StatusOr<std::unique_ptr<grail::PathModel>> model =
         grail::TrainPath(indexed, valid, PathOptions(family, remove_one_hop_given), report, step);
@@ -481,7 +568,7 @@ int main(int argc, char** argv) {
                indexed.triples.size(), valid.size(),
                static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)));
 
-  const int epochs = Or(absl::GetFlag(FLAGS_epochs), (*family)->defaults.epochs);
+  int epochs = Or(absl::GetFlag(FLAGS_epochs), (*family)->defaults.epochs);
   const bool bar = absl::GetFlag(FLAGS_progress) && isatty(fileno(stderr));
   grail::ProgressBar progress(stderr, epochs);
   std::vector<grail::EpochReport> history;
@@ -492,9 +579,13 @@ int main(int argc, char** argv) {
   };
   std::function<void(const grail::StepReport&)> step;
   if (bar) step = [&progress](const grail::StepReport& s) { progress.Step(s); };
+  auto set_epochs = [&](int phase_epochs) {  // --family best's phases
+    epochs = phase_epochs;
+    progress.set_epochs(phase_epochs);
+  };
   int64_t parameters = 0;
   if (absl::Status saved = TrainAndSave(**family, remove_one_hop_given, indexed, *train, valid, out,
-                                        report, step, &parameters);
+                                        report, step, set_epochs, &parameters);
       !saved.ok()) {
     std::fprintf(stderr, "%s\n", saved.ToString().c_str());
     return 1;

@@ -58,8 +58,9 @@ std::string EpochLine(const EpochReport& report, int epochs) {
   } else if (report.valid_mrr) {
     valid = absl::StrFormat("  valid_mrr %.4f%s", *report.valid_mrr, report.best ? " (best)" : "");
   }
-  return absl::StrFormat("epoch %d/%d  loss %.4f%s  %.1f s", report.epoch, epochs, report.loss,
-                         valid, report.seconds);
+  return absl::StrFormat("epoch %d/%d  loss %.4f%s  %.1f s%s", report.epoch, epochs, report.loss,
+                         valid, report.seconds,
+                         report.cut ? "  (cut by the time budget: the run ends here)" : "");
 }
 
 absl::Status CheckPlotter() {

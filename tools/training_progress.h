@@ -20,10 +20,12 @@ class ProgressBar {
   ProgressBar(std::FILE* out, int epochs) : out_(out), epochs_(epochs) {}
   void Step(const StepReport& step);
   void Clear();
+  // Another run's epochs from now on (grail-train --family best trains two models).
+  void set_epochs(int epochs) { epochs_ = epochs; }
 
  private:
   std::FILE* const out_;
-  const int epochs_;
+  int epochs_;
   bool shown_ = false;
   std::chrono::steady_clock::time_point last_{};
 };

@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/file_text.h"
+#include "common/json.h"
 #include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "graph/static_graph.h"
@@ -21,6 +23,7 @@
 #include "model/grail/grail_model.h"
 #include "model/kge/kge_model.h"
 #include "model/path/path_model.h"
+#include "model/ultra/ultra_model.h"
 #include "tests/testing/archive_surgery.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/temp_dir.h"
@@ -640,6 +643,59 @@ TEST_F(TrainEvalCommandTest, GrailFuseMembersWriteAnEnsembleThatGrailEvalRanksWi
                                            graph, " --valid ", held, " --out ", ensemble));
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_THAT(both.err, HasSubstr("neither --grail nor --kge"));
+}
+
+// --preset best: ULTRA fine-tuned from --init, the path model, their ensemble; the report
+// names the one kept, the archive is it, and grail-eval ranks with it. What it cannot run is
+// refused before training.
+TEST_F(TrainEvalCommandTest, ThePresetBestKeepsTheBestOfUltraThePathModelAndTheirEnsemble) {
+  const std::string graph = Path("train", "graph.txt");
+  const std::string held = Path("train", "held.txt");
+  const std::string ultra = Path("model", "best_ultra.pt");
+  PathConfig config = UltraConfig();
+  config.num_layers = 2;
+  config.relation_layers = 2;
+  config.dim = 8;
+  absl::StatusOr<std::unique_ptr<PathModel>> initial = CreateUltraModel(config, 3);
+  ASSERT_TRUE(initial.ok()) << initial.status();
+  ASSERT_TRUE((*initial)->Save(ultra).ok());
+  const std::string model = Path("model", "best.pt");
+  const std::string report = Path("model", "best.json");
+  const std::string common =
+      absl::StrCat("--preset best --train ", graph, " --valid ", held, " --out ", model,
+                   " --layers 2 --dim 8 --negatives 8 --threads 1 --epochs 1");
+  BinaryRun train = RunBinary("grail-train", absl::StrCat(common, " --init ", ultra,
+                                                          " --time-budget 30m --report ", report));
+  ASSERT_EQ(train.exit_code, 0) << train.all();
+  EXPECT_THAT(train.err, HasSubstr("best: fine-tuning ULTRA"));
+  EXPECT_THAT(train.err, HasSubstr("best: ensemble MRR on 15 held-out validation facts"));
+  absl::StatusOr<std::string> text = ReadFileText(report, "the report");
+  ASSERT_TRUE(text.ok()) << text.status();
+  const Json json = Json::parse(*text);
+  const std::string chosen = json["chosen"];
+  EXPECT_THAT(train.err, HasSubstr(absl::StrCat("best: kept ", chosen)));
+  EXPECT_EQ(json["judge_facts"], 15);
+  EXPECT_EQ(json["time_budget_seconds"], 1800.0);
+  absl::StatusOr<AnyModel> loaded = LoadAnyModel(model);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->ensemble != nullptr, chosen == "ensemble");
+  BinaryRun eval = RunBinary("grail-eval", absl::StrCat("--model ", model, " --graph ", graph,
+                                                        " --test ", held, " --threads 1"));
+  ASSERT_EQ(eval.exit_code, 0) << eval.all();
+
+  BinaryRun no_init = RunBinary("grail-train", common);
+  EXPECT_EQ(no_init.exit_code, 2);
+  EXPECT_THAT(no_init.err, HasSubstr("fine-tunes ULTRA's archive: pass --init"));
+  BinaryRun checkpoints =
+      RunBinary("grail-train", absl::StrCat(common, " --init ", ultra, " --checkpoint-dir ",
+                                            Path("model", "best_checkpoints")));
+  EXPECT_EQ(checkpoints.exit_code, 2);
+  EXPECT_THAT(checkpoints.err, HasSubstr("not one of --family best's options"));
+  BinaryRun not_best =
+      RunBinary("grail-train", absl::StrCat("--family path --train ", graph, " --out ", model,
+                                            " --report ", report, " --max-steps 1"));
+  EXPECT_EQ(not_best.exit_code, 2);
+  EXPECT_THAT(not_best.err, HasSubstr("--report is written by --family best only"));
 }
 
 // Early fusion (the paper's GraIL++): grail-train --node-features concatenates a KGE model's

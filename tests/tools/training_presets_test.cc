@@ -2,6 +2,7 @@
 // line's own flags win; unknown names and repeats are refused with the list of presets.
 #include "tools/training_presets.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,13 @@ TEST(TrainingPresetsTest, EveryPresetNamesItsFamilyFirst) {
     ASSERT_FALSE(preset.flags.empty());
     EXPECT_THAT(preset.flags.front(), HasSubstr("--family="));
   }
-  EXPECT_THAT(names, ElementsAre("path", "path-free", "grail"));
+  EXPECT_THAT(names, ElementsAre("path", "best", "path-free", "grail"));
+  // `best` trains the path preset's model beside ULTRA: the same flags but the family.
+  const std::vector<std::string>& path = Named("path").flags;
+  const std::vector<std::string>& best = Named("best").flags;
+  for (size_t i = 1; i < path.size(); ++i) {
+    EXPECT_NE(std::find(best.begin(), best.end(), path[i]), best.end()) << path[i];
+  }
 }
 
 }  // namespace
