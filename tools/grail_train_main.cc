@@ -215,6 +215,8 @@ const std::vector<FamilyFlag>& FamilyFlags() {
       {"--checkpoint-every-steps", true,
        [] { return absl::GetFlag(FLAGS_checkpoint_every_steps) != 0; }},
       {"--max-steps", true, [] { return absl::GetFlag(FLAGS_max_steps) != 0; }},
+      {"--time-budget", true,
+       [] { return absl::GetFlag(FLAGS_time_budget) != absl::ZeroDuration(); }},
       {"--message-passing", true, [] { return absl::GetFlag(FLAGS_message_passing) != "fused"; }},
       {"--input-threads", true, [] { return absl::GetFlag(FLAGS_input_threads) != 0; }},
       {"--batch-layout", true, [] { return absl::GetFlag(FLAGS_batch_layout) != "cheaper"; }},

@@ -696,6 +696,10 @@ TEST_F(TrainEvalCommandTest, ThePresetBestKeepsTheBestOfUltraThePathModelAndThei
                                             " --report ", report, " --max-steps 1"));
   EXPECT_EQ(not_best.exit_code, 2);
   EXPECT_THAT(not_best.err, HasSubstr("--report is written by --family best only"));
+  BinaryRun grail = RunBinary(
+      "grail-train", absl::StrCat("--train ", graph, " --out ", model, " --time-budget 1m"));
+  EXPECT_EQ(grail.exit_code, 2);
+  EXPECT_THAT(grail.err, HasSubstr("--time-budget is one of the options of the path family"));
 }
 
 // Early fusion (the paper's GraIL++): grail-train --node-features concatenates a KGE model's
