@@ -134,6 +134,29 @@ class BenchmarksPageTest(unittest.TestCase):
             rows.main(["--accuracy", "x", "--command", "no-such-command", str(lines)],
                       results=self.results)
 
+    def test_the_last_column_is_the_best_measured_model_minus_the_best_published(self):
+        rows = bench_module("result_rows")
+        lines = self.dir / "eval.jsonl"
+        lines.write_text(json.dumps({"split": "WN18RR_v3", "full_mrr": 0.9123,
+                                     "full_hits_at_10": 0.95}) + "\n")
+        args = ["--page", self.page, "--results", self.results]
+        self.assertEqual(page("--write", *args)[0], 0)
+        before = self.page.read_text()
+        rows.main(["--accuracy", "a new model", "--command", "ultra-zero-shot-3g", str(lines)],
+                  results=self.results)
+        self.assertEqual(page("--write", *args)[0], 0)
+        text = self.page.read_text()
+        row = next(line for line in text.splitlines() if line.startswith("| WN18RR_v3 |"))
+        published = [json.loads(line) for line in
+                     (self.results / "published.jsonl").read_text().splitlines()
+                     if line and json.loads(line).get("table") == "published"
+                     and json.loads(line)["model"] == "best published"
+                     and json.loads(line)["split"] == "WN18RR_v3"][0]["full_mrr"]
+        self.assertTrue(row.endswith(f"| {91.23 - published:+.2f} |"), row)
+        count = lambda page_text: int(page_text.split("at or above the best published figure on ")
+                                      [1].split(" of ")[0])
+        self.assertEqual(count(text), count(before) + 1)
+
     def test_the_convention_table_sets_each_checkpoints_two_conventions_side_by_side(self):
         rows = bench_module("result_rows")
         lines = self.dir / "eval.jsonl"
