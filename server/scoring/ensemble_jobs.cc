@@ -153,6 +153,7 @@ class EnsembleRanking : public std::enable_shared_from_this<EnsembleRanking> {
     s.model_relation = family_.MemberRelation(m, setup_.model_relation, setup_.graph_relation);
     s.top_k = 0;
     s.filter_known_facts = false;
+    s.answer.reset();  // ranked by the ensemble's own scores (Combine)
     // The ensemble bounds what it returns (Combine); a member returns its neighbourhood.
     s.limits.max_rank_results = std::numeric_limits<uint32_t>::max();
     auto self = shared_from_this();

@@ -111,6 +111,12 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   if (!model_relation.ok()) return done(model_relation.status());
   absl::StatusOr<EntityId> fixed = FindEntity(*view.snapshot, query.fixed);
   if (!fixed.ok()) return done(fixed.status());
+  std::optional<EntityId> answer;
+  if (!query.answer.empty()) {
+    absl::StatusOr<EntityId> found = FindEntity(*view.snapshot, query.answer);
+    if (!found.ok()) return done(found.status());
+    answer = *found;
+  }
 
   RankingSetup setup;
   setup.model = view.model;
@@ -126,6 +132,7 @@ void LinkPredictor::Rank(RankQuery query, std::shared_ptr<CallControl> control,
   setup.candidates = std::move(query.candidates);
   setup.top_k = query.top_k;
   setup.filter_known_facts = query.filter_known_facts;
+  setup.answer = answer;
   setup.budget = *budget;
   setup.cap = limits_.budget;
   setup.passes = passes_.get();

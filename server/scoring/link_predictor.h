@@ -110,6 +110,9 @@ struct RankQuery {
   std::vector<std::string> candidates;  // empty: every entity but `fixed`
   uint32_t top_k = 0;                   // 0: all
   bool filter_known_facts = false;
+  // Non-empty: an entity whose rank among every candidate the ranking also gives
+  // (Ranking::answer_rank), as the benchmarks rank an answer: ties at the mean rank.
+  std::string answer;
   // The call's own budget for pruned propagation (model/path/path_batch.h, PathBudget), each
   // part at most the server's (0: the server's); a path-family ranking whose neighbourhood
   // passes it is pruned to it.
@@ -136,6 +139,10 @@ struct Ranking {
   uint32_t candidates_pruned = 0;
   uint64_t graph_sequence = 0;
   std::string model_version;  // the model that scored them (ServedModel::version)
+  // With RankQuery::answer: its rank among every candidate, 1 + the candidates scored above it
+  // + half those scored the same (eval/ranking_metrics.h's rule), whatever top_k kept; 0 when
+  // it is not a candidate (the fixed entity, left out of an explicit list, or filtered).
+  double answer_rank = 0;
 };
 
 struct RankLimits {

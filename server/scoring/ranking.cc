@@ -185,6 +185,7 @@ Ranking RankingState::Result(float far_score, ScoredBy far_scored_by) {
   const uint64_t far_shared = far_count_ - far_apart_.size();
   ranking.candidates_shared_score = static_cast<uint32_t>(far_shared);
   ranking.candidates_pruned = (pruned_ ? static_cast<uint32_t>(far_count_) : 0) + pruned_apart_;
+  if (s_.answer) ranking.answer_rank = AnswerRank(far_score);
   const std::vector<Candidate> best = top_.TakeSorted();
   const size_t total = best.size() + far_shared;
   const size_t keep = s_.top_k == 0 ? total : std::min<size_t>(s_.top_k, total);
@@ -218,10 +219,47 @@ Ranking RankingState::Result(float far_score, ScoredBy far_scored_by) {
   return ranking;
 }
 
+double RankingState::AnswerRank(float far_score) const {
+  const EntityId answer = *s_.answer;
+  std::optional<float> score = answer_score_;
+  const uint64_t far_shared = far_count_ - far_apart_.size();
+  bool answer_far = false;
+  if (!score && !explicit_candidates_ && answer != s_.fixed && far_shared > 0 &&
+      !std::binary_search(not_far_.begin(), not_far_.end(), answer) &&
+      !std::binary_search(far_apart_.begin(), far_apart_.end(), answer)) {
+    const absl::Span<const EntityId> removed = s_.graph->RemovedEntities();
+    if (!std::binary_search(removed.begin(), removed.end(), answer)) {
+      score = far_score;
+      answer_far = true;
+    }
+  }
+  if (!score) return 0;
+  // As Better() orders them: a NaN below every number, NaNs level with each other.
+  auto above = [](float a, float b) {
+    return std::isnan(b) ? !std::isnan(a) : !std::isnan(a) && a > b;
+  };
+  auto level = [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  double higher = 0, ties = 0;
+  for (float other : added_scores_) {
+    if (above(other, *score)) {
+      ++higher;
+    } else if (level(other, *score)) {
+      ++ties;
+    }
+  }
+  const double others_far = static_cast<double>(far_shared - (answer_far ? 1 : 0));
+  if (above(far_score, *score)) {
+    higher += others_far;
+  } else if (level(far_score, *score)) {
+    ties += others_far;
+  }
+  return 1 + higher + ties / 2;
+}
+
 size_t RankingState::MemoryBytes() const {
   size_t bytes = sizeof(*this) + near_.capacity() * sizeof(EntityId) +
-                 not_far_.capacity() * sizeof(EntityId) + top_.MemoryBytes() +
-                 far_apart_.capacity() * sizeof(EntityId);
+                 added_scores_.capacity() * sizeof(float) + not_far_.capacity() * sizeof(EntityId) +
+                 top_.MemoryBytes() + far_apart_.capacity() * sizeof(EntityId);
   for (const std::string& c : s_.candidates) bytes += sizeof(std::string) + c.capacity();
   return bytes;
 }

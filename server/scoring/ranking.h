@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <queue>
 #include <string>
 #include <vector>
@@ -98,7 +99,16 @@ class RankingState {
   // answer): Add it with Candidate::pruned.
   void count_pruned() { ++pruned_apart_; }
   float shared_score() const { return shared_score_; }
-  void Add(const Candidate& c) { top_.Add(c); }
+  void Add(const Candidate& c) {
+    top_.Add(c);
+    if (s_.answer) {
+      if (c.id == *s_.answer) {
+        answer_score_ = c.score;
+      } else {
+        added_scores_.push_back(c.score);
+      }
+    }
+  }
 
   // The first far candidate that shares the far score (in id order).
   EntityId FirstFar() const;
@@ -125,6 +135,12 @@ class RankingState {
   TopCandidates top_;
   float shared_score_ = 0;
   bool explicit_candidates_ = false;
+  // With setup().answer: its score once added, and every other added candidate's.
+  std::optional<float> answer_score_;
+  std::vector<float> added_scores_;
+
+  // Ranking::answer_rank, the far candidates sharing `far_score`.
+  double AnswerRank(float far_score) const;
 };
 
 }  // namespace grail

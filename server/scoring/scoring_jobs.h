@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,9 @@ struct RankingSetup {
   std::vector<std::string> candidates;  // empty: every entity
   uint32_t top_k = 0;
   bool filter_known_facts = false;
+  // Set: the ranking also says where this entity ranks among every candidate
+  // (Ranking::answer_rank), whatever top_k keeps.
+  std::optional<EntityId> answer;
   PathBudget budget;            // the call's (the server's unless it asked for less)
   PathBudget cap;               // the server's
   PassCache* passes = nullptr;  // the path family's pass cache (null: none); exact passes only

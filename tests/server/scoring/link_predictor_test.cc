@@ -233,6 +233,79 @@ TEST(LinkPredictorRankingTest, RankingEveryEntityEqualsScoringEachCandidateAlone
   EXPECT_GT(shared, 5);  // the shortcut was exercised
 }
 
+// With an answer, a ranking also says where it ranks among every candidate, as the benchmarks
+// rank an answer (1 + those above + half those level), whatever top_k keeps: near or far (the
+// far ones share a score), and 0 for one that is no candidate (the fixed entity, a filtered
+// known answer, one left out of an explicit list).
+TEST(LinkPredictorRankingTest, TheAnswersRankIsItsMeanPlaceAmongEveryCandidate) {
+  SeededRandom rng(20261207);
+  int far_answers = 0, near_answers = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    ServingStack s;
+    s.config.hops = 1 + static_cast<int>(rng.Uniform(2));
+    ASSERT_NO_FATAL_FAILURE(s.Start(RandomGraph(rng, 30 + static_cast<uint32_t>(rng.Uniform(30)))));
+    const std::shared_ptr<const GraphSnapshot> graph = s.store->Snapshot();
+    RankQuery query;
+    query.rank_tails = trial % 2 == 0;
+    query.fixed = "e0";
+    query.relation = "r0";
+    query.filter_known_facts = true;
+    query.top_k = 0;
+    for (int a = 0; a < 4; ++a) {
+      query.answer = graph->EntityName(static_cast<EntityId>(rng.Uniform(graph->num_entities())));
+      if (query.answer == query.fixed) continue;
+      const EntityId answer = *graph->FindEntity(query.answer);
+      const EntityId fixed = *graph->FindEntity(query.fixed);
+      const std::optional<RelationId> r0 = graph->FindRelation("r0");
+      const bool known = r0 && (query.rank_tails ? graph->HasFact(fixed, *r0, answer)
+                                                 : graph->HasFact(answer, *r0, fixed));
+      absl::StatusOr<Ranking> all = RankNow(*s.predictor, query);
+      ASSERT_TRUE(all.ok()) << all.status();
+      const auto it = std::find_if(all->ranked.begin(), all->ranked.end(),
+                                   [&](const RankedEntity& r) { return r.entity == query.answer; });
+      if (known) {
+        EXPECT_EQ(it, all->ranked.end());
+        EXPECT_EQ(all->answer_rank, 0);  // filtered
+        continue;
+      }
+      ASSERT_NE(it, all->ranked.end()) << query.answer;
+      double higher = 0, level = 0;
+      for (const RankedEntity& r : all->ranked) {
+        if (r.entity == query.answer) continue;
+        higher += r.score > it->score;
+        level += r.score == it->score;
+      }
+      EXPECT_EQ(all->answer_rank, 1 + higher + level / 2) << query.answer;
+      (level > 0 ? far_answers : near_answers) += 1;
+      // Kept or not, the answer ranks the same.
+      RankQuery top = query;
+      top.top_k = 1;
+      absl::StatusOr<Ranking> one = RankNow(*s.predictor, top);
+      ASSERT_TRUE(one.ok()) << one.status();
+      EXPECT_EQ(one->ranked.size(), 1u);
+      EXPECT_NEAR(one->answer_rank, all->answer_rank, level / 2 + 1) << query.answer;
+    }
+    query.answer = query.fixed;
+    absl::StatusOr<Ranking> itself = RankNow(*s.predictor, query);
+    ASSERT_TRUE(itself.ok());
+    EXPECT_EQ(itself->answer_rank, 0);
+    RankQuery listed = query;
+    std::vector<std::string> others;  // three entities other than e0
+    for (EntityId e = 0; others.size() < 3; ++e) {
+      if (graph->EntityName(e) != query.fixed) others.push_back(graph->EntityName(e));
+    }
+    listed.candidates = {others[0], others[1]};
+    listed.answer = others[2];
+    absl::StatusOr<Ranking> left_out = RankNow(*s.predictor, listed);
+    ASSERT_TRUE(left_out.ok());
+    EXPECT_EQ(left_out->answer_rank, 0);
+    listed.answer = "no-such-entity";
+    EXPECT_EQ(RankNow(*s.predictor, listed).status().code(), absl::StatusCode::kNotFound);
+  }
+  EXPECT_GT(far_answers, 0);
+  EXPECT_GT(near_answers, 0);
+}
+
 TEST(LinkPredictorRankingTest, WithoutEnclosingSubgraphsEveryCandidateIsScoredAlone) {
   SeededRandom rng(3);
   ServingStack s;
