@@ -83,6 +83,11 @@ Labelled<prometheus::Counter> Counters(prometheus::Registry& registry, const std
   return {Register<prometheus::Counter>(registry, name, help), std::move(label_names)};
 }
 
+Labelled<prometheus::Gauge> Gauges(prometheus::Registry& registry, const std::string& name,
+                                   const std::string& help, std::vector<std::string> label_names) {
+  return {Register<prometheus::Gauge>(registry, name, help), std::move(label_names)};
+}
+
 Labelled<prometheus::Histogram> Histograms(prometheus::Registry& registry, const std::string& name,
                                            const std::string& help,
                                            std::vector<std::string> label_names) {
@@ -143,6 +148,10 @@ struct ServerMetrics::Instruments {
   std::array<prometheus::Counter*, kScorerCount> scores{};  // by ScoredBy
   prometheus::Counter* pruned_answers = nullptr;
   prometheus::Gauge* tokens = nullptr;
+  // Online evaluation (--online-eval-rate), per model version.
+  std::optional<Labelled<prometheus::Histogram>> online_rank;
+  std::optional<Labelled<prometheus::Gauge>> online_mrr, online_hits, online_window;
+  std::optional<Labelled<prometheus::Counter>> online_skipped;
   std::unique_ptr<MetricsHttpServer> http;
 };
 
@@ -198,6 +207,32 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
                                 LatencyBucketsSeconds());
   m.removal_chunks =
       &Counter(r, "grail_removal_chunks_total", "RemoveTriples chunks applied and acknowledged.");
+  m.online_rank = Histograms(
+      r, "grail_online_rank",
+      "Online evaluation (--online-eval-rate): the rank of each sampled added fact's answer "
+      "among every entity, filtered, on the graph before its chunk (a tail and a head query "
+      "each), by the model version that ranked it.",
+      {"model_version"});
+  m.online_mrr = Gauges(r, "grail_online_mrr",
+                        "Online evaluation: mean reciprocal rank over the window of the last "
+                        "ranks (--online-eval-window), by model version.",
+                        {"model_version"});
+  m.online_hits = Gauges(r, "grail_online_hits_at_10",
+                         "Online evaluation: the share of the window's answers ranked in the "
+                         "first 10, by model version.",
+                         {"model_version"});
+  m.online_window =
+      Gauges(r, "grail_online_window_ranks",
+             "Online evaluation: ranks in the window so far, by model version.", {"model_version"});
+  m.online_skipped = Counters(
+      r, "grail_online_eval_skipped_total",
+      "Online evaluation: sampled queries not ranked, by reason: busy (within the CPU share's "
+      "pause), new_entity, known (already stored), unscorable, dropped (its chunk was refused) "
+      "or error.",
+      {"reason"});
+  for (const char* reason : {"busy", "new_entity", "known", "unscorable", "dropped", "error"}) {
+    m.online_skipped->Add({reason});
+  }
   m.removal_seconds = &Histogram(r, "grail_removal_chunk_duration_seconds",
                                  "Time to validate, remove durably and index one RemoveTriples "
                                  "chunk.",
@@ -483,6 +518,21 @@ void ServerMetrics::OnTokensLoaded(bool ok, size_t tokens) {
 }
 
 void ServerMetrics::OnStoreRecoveredFromCorruption() { instruments_->wal_truncated->Set(1); }
+
+void ServerMetrics::OnOnlineRank(const std::string& model_version, double rank, double window_mrr,
+                                 double window_hits_at_10, size_t window_ranks) {
+  Instruments& m = *instruments_;
+  static const std::vector<double> kRankBounds = {1,   2,    3,   5,   10,  20, 50,
+                                                  100, 1000, 1e4, 1e5, 1e6, 1e7};
+  m.online_rank->Add({model_version}, kRankBounds).Observe(rank);
+  m.online_mrr->Add({model_version}).Set(window_mrr);
+  m.online_hits->Add({model_version}).Set(window_hits_at_10);
+  m.online_window->Add({model_version}).Set(static_cast<double>(window_ranks));
+}
+
+void ServerMetrics::OnOnlineSkipped(const std::string& reason, size_t queries) {
+  instruments_->online_skipped->Add({reason}).Increment(static_cast<double>(queries));
+}
 
 void ServerMetrics::OnModelReload(bool ok, double seconds) {
   instruments_->reloads[ok ? 1 : 0]->Increment();

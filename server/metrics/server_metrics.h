@@ -39,6 +39,11 @@
 //   grail_replication_skipped_chunks, grail_replication_connected,
 //   grail_replication_stalled
 //                                                  with --nats-url (AttachReplication)
+//   grail_online_rank{model_version}               histogram: with --online-eval-rate, each
+//                                                  sampled added fact's answer's rank
+//   grail_online_mrr, grail_online_hits_at_10, grail_online_window_ranks {model_version}
+//                                                  gauges over the window of the last ranks
+//   grail_online_eval_skipped_total{reason}        sampled queries not ranked
 //   grail_build_info{version}                      gauge, always 1
 //   process_*                                      CPU, memory, file descriptors, start time
 //
@@ -56,10 +61,13 @@
 #include "server/metrics/service_observer.h"
 #include "server/replication/replication.h"
 #include "server/scoring/link_predictor.h"
+#include "server/scoring/online_evaluation.h"
 
 namespace grail {
 
-class ServerMetrics final : public EngineObserver, public ServiceObserver {
+class ServerMetrics final : public EngineObserver,
+                            public ServiceObserver,
+                            public OnlineEvalObserver {
  public:
   explicit ServerMetrics(const std::string& version);
   ~ServerMetrics() override;
@@ -105,6 +113,10 @@ class ServerMetrics final : public EngineObserver, public ServiceObserver {
   // A model reload finished: `ok` (the new model serves; `seconds` to load, check and warm
   // it up) or not.
   void OnModelReload(bool ok, double seconds);
+  // OnlineEvalObserver.
+  void OnOnlineRank(const std::string& model_version, double rank, double window_mrr,
+                    double window_hits_at_10, size_t window_ranks) override;
+  void OnOnlineSkipped(const std::string& reason, size_t queries) override;
 
   // The --auth-tokens file was (re)read: `ok` with `tokens` in use, or not (the old ones stay).
   void OnTokensLoaded(bool ok, size_t tokens);

@@ -242,6 +242,7 @@ template <>
 struct ChunkStreamKind<kg::v1::AddTriplesRequest> {
   using Ack = kg::v1::AddTriplesAck;
   static constexpr absl::string_view kMethod = "AddTriples";
+  static constexpr bool kEvaluated = true;  // its facts are what online evaluation ranks
   static int Size(const kg::v1::AddTriplesRequest& chunk) { return chunk.triples_size(); }
   // What the chunk holds, for messages: "lines A-B".
   static std::string Contents(const kg::v1::AddTriplesRequest& chunk, uint64_t first_line) {
@@ -274,6 +275,7 @@ template <>
 struct ChunkStreamKind<kg::v1::RemoveTriplesRequest> {
   using Ack = kg::v1::RemoveTriplesAck;
   static constexpr absl::string_view kMethod = "RemoveTriples";
+  static constexpr bool kEvaluated = false;
   static int Size(const kg::v1::RemoveTriplesRequest& chunk) {
     return chunk.triples_size() + chunk.entities_size() + chunk.relations_size();
   }
@@ -408,8 +410,12 @@ class KnowledgeGraphService::ChunkStreamCall final
     facts_.clear();
     for (const kg::v1::Triple& t : chunk_.triples()) facts_.push_back(ToNamed(t));
     const Clock::time_point start = Clock::now();
+    OnlineEvaluator* const online = Kind::kEvaluated ? service_->online_ : nullptr;
+    const std::shared_ptr<OnlineEvaluator::Chunk> evaluated =
+        online != nullptr ? online->BeforeApply(facts_) : nullptr;
     absl::StatusOr<ChunkResult> result =
         Kind::Apply(*predictor_, service_->replicator_, facts_, chunk_);
+    if (evaluated != nullptr) online->AfterApply(evaluated, result.ok());
     if (!result.ok()) {
       const std::optional<size_t> position = RejectedFactIndex(result.status());
       const grpc::Status status = ToGrpcStatus(result.status());

@@ -34,6 +34,7 @@
 #include "server/rpc/access_tokens.h"
 #include "server/scoring/link_predictor.h"
 #include "server/scoring/model_reloader.h"
+#include "server/scoring/online_evaluation.h"
 
 namespace grail {
 
@@ -102,6 +103,10 @@ class KnowledgeGraphService final : public KnowledgeGraphBase, public ServiceLoa
   // `replicator` (which applies them to the store like every replica's), instead of being
   // written to the store directly. Before Activate.
   void UseReplicator(Replicator* replicator) { replicator_ = replicator; }
+  // The served model's accuracy on the facts AddTriples brings (online_evaluation.h): each
+  // chunk is offered to `evaluator` before it is applied. Before Activate; `evaluator` must
+  // outlive the service's calls.
+  void UseOnlineEvaluation(OnlineEvaluator* evaluator) { online_ = evaluator; }
 
   // Graceful shutdown has begun: open AddTriples streams end after their current chunk
   // (UNAVAILABLE, saying what is stored); unary calls still being delivered are served, as
@@ -184,6 +189,7 @@ class KnowledgeGraphService final : public KnowledgeGraphBase, public ServiceLoa
   SequenceGate* gate_ = nullptr;
   std::chrono::milliseconds max_sequence_wait_{10000};
   Replicator* replicator_ = nullptr;
+  OnlineEvaluator* online_ = nullptr;
   std::unique_ptr<TaskThread> writer_;
   std::unique_ptr<TaskThread> reloads_;
 };

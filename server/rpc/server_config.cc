@@ -149,6 +149,15 @@ ABSL_FLAG(int, replication_timeout_ms, 30000,
 ABSL_FLAG(int, max_sequence_wait_ms, 10000,
           "longest a call with min_graph_sequence waits for this replica to apply that far "
           "(within the call's deadline) before it fails UNAVAILABLE");
+ABSL_FLAG(double, online_eval_rate, 0,
+          "share of the facts AddTriples brings that are first ranked against every entity on "
+          "the graph they arrive at, for the served model's online accuracy "
+          "(grail_online_mrr and the like; 0: off, 1: every fact)");
+ABSL_FLAG(double, online_eval_cpu_share, 0.1,
+          "the online evaluation's rankings' share of the time, in (0, 1]: after a chunk's "
+          "rankings took d seconds, none starts for d * (1 / share - 1)");
+ABSL_FLAG(int, online_eval_window, 1000,
+          "ranks (a tail and a head query per fact) the online MRR and Hits@10 average");
 ABSL_FLAG(std::string, ready_file, "",
           "once serving, write {\"port\":P,\"metrics_port\":M} to this file (for scripts and "
           "tests that start the server on port 0)");
@@ -235,6 +244,7 @@ std::vector<NumericFlag> NumericFlags() {
                          replication.stream_max_chunks),
       GRAIL_NUMERIC_FLAG(replication_timeout_ms, 100, 3600000, replication.publish_timeout),
       GRAIL_NUMERIC_FLAG(max_sequence_wait_ms, 0, 3600000, max_sequence_wait_ms),
+      GRAIL_NUMERIC_FLAG(online_eval_window, 1, 10000000, online_eval.window),
   };
 }
 
@@ -264,6 +274,16 @@ absl::StatusOr<ServerConfig> ReadServerConfig() {
   }
   c.engine.max_caller_share = caller_share;
   c.limits.max_caller_share = caller_share;
+  c.online_eval.rate = absl::GetFlag(FLAGS_online_eval_rate);
+  if (!(c.online_eval.rate >= 0 && c.online_eval.rate <= 1)) {
+    return UsageError(absl::StrFormat("--online-eval-rate=%g is out of range: it takes [0, 1]",
+                                      c.online_eval.rate));
+  }
+  c.online_eval.cpu_share = absl::GetFlag(FLAGS_online_eval_cpu_share);
+  if (!(c.online_eval.cpu_share > 0 && c.online_eval.cpu_share <= 1)) {
+    return UsageError(absl::StrFormat("--online-eval-cpu-share=%g is out of range: it takes (0, 1]",
+                                      c.online_eval.cpu_share));
+  }
   c.model_path = absl::GetFlag(FLAGS_model);
   c.data_dir = absl::GetFlag(FLAGS_data_dir);
   if (c.model_path.empty() || c.data_dir.empty()) {
@@ -325,6 +345,8 @@ Json ConfigLogFields(const ServerConfig& config) {
                  {"device", config.device}};
   for (const NumericFlag& f : NumericFlags()) fields[f.name] = f.logged(config);
   fields["max_caller_share"] = config.engine.max_caller_share;
+  fields["online_eval_rate"] = config.online_eval.rate;
+  fields["online_eval_cpu_share"] = config.online_eval.cpu_share;
   fields["allow_unknown_relations"] = config.allow_unknown_relations;
   fields["pruning"] = config.rank_limits.budget.nodes > 0;
   fields["sync_writes"] = config.store.sync;

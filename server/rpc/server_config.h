@@ -49,6 +49,7 @@ struct ServerConfig {
   // With a NATS URL (replication.url non-empty); replica defaults to the host name.
   ReplicationOptions replication;
   int max_sequence_wait_ms = 0;
+  OnlineEvalOptions online_eval;  // rate 0: off
   std::string ready_file;
 
   bool replicated() const { return !replication.url.empty(); }

@@ -400,6 +400,13 @@ int Run(const ServerConfig& config) {
     metrics.AttachReplication(*replicator);
   }
   service.UseSequenceGate(&sequence_gate, std::chrono::milliseconds(config.max_sequence_wait_ms));
+  // Declared after the engine, so destroyed first: it waits for its rankings, which the
+  // engine still runs.
+  std::unique_ptr<OnlineEvaluator> online;
+  if (config.online_eval.rate > 0) {
+    online = std::make_unique<OnlineEvaluator>(predictor, config.online_eval, &metrics);
+    service.UseOnlineEvaluation(online.get());
+  }
   metrics.Attach(predictor, service);
   // From here on a scrape reads the predictor, the engine and the service: on every way out
   // of Run() the endpoint stops before they are destroyed (they were declared after the

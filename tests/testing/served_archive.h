@@ -19,10 +19,12 @@ namespace grail {
 
 class ServedArchiveFixture : public ::testing::Test {
  protected:
-  // Starts grail-server on the archive at `archive` with a store in this test's directory.
-  void StartServer(const std::string& archive) {
-    ASSERT_TRUE(server_.Start({"--model=" + archive, "--data-dir=" + dir_.Sub("store")},
-                              dir_.Sub("server.log")));
+  // Starts grail-server on the archive at `archive` with a store in this test's directory,
+  // and `flags` besides.
+  void StartServer(const std::string& archive, const std::vector<std::string>& flags = {}) {
+    std::vector<std::string> args = {"--model=" + archive, "--data-dir=" + dir_.Sub("store")};
+    args.insert(args.end(), flags.begin(), flags.end());
+    ASSERT_TRUE(server_.Start(args, dir_.Sub("server.log")));
     stub_ = kg::v1::KnowledgeGraph::NewStub(
         grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
   }
