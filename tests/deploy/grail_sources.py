@@ -127,14 +127,14 @@ def exported_metrics():
             metrics.setdefault(m.group(1), Metric(m.group(1), "untyped", []))
         # Registrations: the kind, and the label names declared with it (server_metrics.cc's
         # Counters/Histograms, the scrape-time AddFamily).
-        for m in re.finditer(r"\b(Counters?|Histograms?|Gauge|AddGauge|AddCounter|AddFamily)"
+        for m in re.finditer(r"\b(Counters?|Histograms?|Gauges?|AddGauge|AddCounter|AddFamily)"
                              r"\s*\(", text):
             args = _call_arguments(text, m.end() - 1)
             name = re.search(r'"([a-z_:][a-z0-9_:]*)"', args)
             if name is None:
                 continue  # a name passed through a variable (graph_gauge's `name`)
             kind = {"Counter": "counter", "Counters": "counter", "Histogram": "histogram",
-                    "Histograms": "histogram", "Gauge": "gauge", "AddGauge": "gauge",
+                    "Histograms": "histogram", "Gauge": "gauge", "Gauges": "gauge", "AddGauge": "gauge",
                     "AddCounter": "counter", "AddFamily": "gauge"}[m.group(1)]
             if m.group(1) == "AddFamily" and "MetricType::Counter" in args:
                 kind = "counter"
