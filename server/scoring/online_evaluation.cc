@@ -44,6 +44,7 @@ class OnlineEvaluator::Chunk {
       last = --pending_ == 0;
     }
     if (last) evaluator_.Finished(*this);
+    evaluator_.RankingEnded();  // the last use of the evaluator: it may be destroyed after
   }
 
   void Decide(bool stored) {
@@ -76,6 +77,11 @@ OnlineEvaluator::~OnlineEvaluator() {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](int64_t* in_flight) { return *in_flight == 0; }, &in_flight_));
+}
+
+void OnlineEvaluator::RankingEnded() {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
 }
 
 int64_t OnlineEvaluator::in_flight() const {
@@ -164,7 +170,6 @@ void OnlineEvaluator::Finished(Chunk& chunk) {
   const auto now = std::chrono::steady_clock::now();
   {
     absl::MutexLock lock(&mu_);
-    in_flight_ -= chunk.rankings_;
     // The duty cycle: busy for d, then idle for d * (1 / share - 1).
     const auto busy = now - chunk.start_;
     const double share = std::clamp(options_.cpu_share, 1e-3, 1.0);

@@ -87,12 +87,16 @@ class OnlineEvaluator {
   // ranking are done.
   void AfterApply(const std::shared_ptr<Chunk>& chunk, bool stored);
 
-  // Rankings in flight (for tests and shutdown: zero once every started one ended).
+  // Rankings in flight: zero once every started one ended (reported or not: a chunk's ranks
+  // wait for its AfterApply).
   int64_t in_flight() const;
 
  private:
   friend class Chunk;
+  // Every ranking of `chunk` and its outcome are in: its ranks are reported.
   void Finished(Chunk& chunk);
+  // One ranking ended (after its chunk's part in it).
+  void RankingEnded();
 
   const LinkPredictor& predictor_;
   const OnlineEvalOptions options_;

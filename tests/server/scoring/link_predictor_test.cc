@@ -4,10 +4,13 @@
 #include "server/scoring/link_predictor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -15,6 +18,7 @@
 #include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/scoring/online_evaluation.h"
 #include "tests/testing/reference_extraction.h"
 #include "tests/testing/temp_dir.h"
 
@@ -405,6 +409,131 @@ TEST(LinkPredictorRankingTest, ExplicitCandidatesExcludeTheFixedEntityAndDuplica
   }
   query.candidates = {"e3", "nobody"};
   EXPECT_EQ(RankNow(*s.predictor, query).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace grail
+
+namespace grail {
+namespace {
+
+// What an OnlineEvaluator reported.
+class RecordingOnlineObserver : public OnlineEvalObserver {
+ public:
+  void OnOnlineRank(const std::string& model_version, double rank, double window_mrr,
+                    double window_hits_at_10, size_t window_ranks) override {
+    absl::MutexLock lock(&mu);
+    ranks.push_back(rank);
+    last_mrr = window_mrr;
+  }
+  void OnOnlineSkipped(const std::string& reason, size_t queries) override {
+    absl::MutexLock lock(&mu);
+    skipped[reason] += queries;
+  }
+  absl::Mutex mu;
+  std::vector<double> ranks;
+  double last_mrr = 0;
+  std::map<std::string, size_t> skipped;
+};
+
+void AwaitRankings(const OnlineEvaluator& evaluator) {
+  while (evaluator.in_flight() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+TEST(RankWindowTest, AveragesTheLastRanksOnly) {
+  RankWindow window(2);
+  EXPECT_EQ(window.mrr(), 0);
+  window.Add(1);
+  window.Add(4);
+  window.Add(10);
+  EXPECT_EQ(window.count(), 2u);
+  EXPECT_DOUBLE_EQ(window.mrr(), (1.0 / 4 + 1.0 / 10) / 2);
+  EXPECT_EQ(window.hits_at_10(), 1.0);
+  window.Add(11);
+  EXPECT_EQ(window.hits_at_10(), 0.5);
+}
+
+// A chunk's facts are ranked on the graph before it (as a ranking with the answer ranks them
+// then), reported only once it is stored; a refused chunk's ranks are dropped; within a small
+// CPU share the next chunk waits out the pause unranked; new entities are counted apart.
+TEST(OnlineEvaluatorTest, RanksOnTheGraphBeforeTheChunkAndReportsOnlyStoredChunks) {
+  SeededRandom rng(7);
+  ServingStack s;
+  s.config.hops = 2;
+  ASSERT_NO_FATAL_FAILURE(s.Start(RandomGraph(rng, 40)));
+  std::shared_ptr<const GraphSnapshot> graph = s.store->Snapshot();
+  std::vector<NamedTriple> fresh;  // facts between stored entities the graph lacks
+  for (EntityId h = 0; fresh.size() < 4; ++h) {
+    for (EntityId t = 0; t < graph->num_entities() && fresh.size() < 4; t += 7) {
+      if (h != t && !graph->HasFact(h, *graph->FindRelation("r0"), t)) {
+        fresh.push_back({graph->EntityName(h), "r0", graph->EntityName(t)});
+        break;
+      }
+    }
+  }
+  std::vector<double> expected;
+  for (const NamedTriple& f : {fresh[0], fresh[1]}) {
+    for (const bool tails : {true, false}) {
+      RankQuery q;
+      q.rank_tails = tails;
+      q.fixed = tails ? f.head : f.tail;
+      q.answer = tails ? f.tail : f.head;
+      q.relation = f.relation;
+      q.top_k = 1;
+      q.filter_known_facts = true;
+      absl::StatusOr<Ranking> r = RankNow(*s.predictor, q);
+      ASSERT_TRUE(r.ok()) << r.status();
+      expected.push_back(r->answer_rank);
+    }
+  }
+
+  RecordingOnlineObserver observer;
+  OnlineEvalOptions options;
+  options.rate = 1;
+  options.cpu_share = 1;
+  {
+    OnlineEvaluator evaluator(*s.predictor, options, &observer);
+    const std::vector<NamedTriple> chunk = {fresh[0], fresh[1], {fresh[0].head, "r0", "new"}};
+    std::shared_ptr<OnlineEvaluator::Chunk> evaluated = evaluator.BeforeApply(chunk);
+    ASSERT_NE(evaluated, nullptr);
+    ASSERT_TRUE(s.store->AddChunk(chunk).ok());
+    AwaitRankings(evaluator);  // ended, but not reported before the outcome
+    {
+      absl::MutexLock lock(&observer.mu);
+      EXPECT_TRUE(observer.ranks.empty());
+      EXPECT_EQ(observer.skipped["new_entity"], 2u);
+    }
+    evaluator.AfterApply(evaluated, /*stored=*/true);
+    {
+      absl::MutexLock lock(&observer.mu);
+      ASSERT_EQ(observer.ranks.size(), 4u);
+      std::vector<double> got = observer.ranks, want = expected;
+      std::sort(got.begin(), got.end());
+      std::sort(want.begin(), want.end());
+      for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(got[i], want[i], 1) << i;
+    }
+
+    // Refused: its rankings run, and are dropped.
+    std::shared_ptr<OnlineEvaluator::Chunk> refused = evaluator.BeforeApply({fresh[2]});
+    ASSERT_NE(refused, nullptr);
+    evaluator.AfterApply(refused, /*stored=*/false);
+    AwaitRankings(evaluator);
+    absl::MutexLock lock(&observer.mu);
+    EXPECT_EQ(observer.skipped["dropped"], 2u);
+    EXPECT_EQ(observer.ranks.size(), 4u);
+  }
+
+  // A share of 1e-6: the pause after one chunk's rankings outlasts the test.
+  options.cpu_share = 1e-6;
+  OnlineEvaluator paced(*s.predictor, options, &observer);
+  std::shared_ptr<OnlineEvaluator::Chunk> first = paced.BeforeApply({fresh[2]});
+  ASSERT_NE(first, nullptr);
+  paced.AfterApply(first, true);
+  AwaitRankings(paced);
+  EXPECT_EQ(paced.BeforeApply({fresh[3]}), nullptr);
+  absl::MutexLock lock(&observer.mu);
+  EXPECT_EQ(observer.skipped["busy"], 2u);
+  EXPECT_EQ(observer.ranks.size(), 6u);
 }
 
 }  // namespace
