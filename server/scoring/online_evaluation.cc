@@ -96,12 +96,17 @@ std::shared_ptr<OnlineEvaluator::Chunk> OnlineEvaluator::BeforeApply(
   {
     absl::MutexLock lock(&mu_);
     for (const NamedTriple& f : facts) {
-      if (sampled.size() < options_.max_facts_per_chunk &&
-          (options_.rate >= 1 || random_.Uniform(1u << 30) < options_.rate * (1u << 30))) {
+      if (options_.rate >= 1 || random_.Uniform(1u << 30) < options_.rate * (1u << 30)) {
         sampled.push_back(&f);
       }
     }
     if (sampled.empty()) return nullptr;
+    if (sampled.size() > options_.max_facts_per_chunk) {  // a uniform subset of them
+      for (size_t i = 0; i < options_.max_facts_per_chunk; ++i) {
+        std::swap(sampled[i], sampled[i + random_.Uniform(sampled.size() - i)]);
+      }
+      sampled.resize(options_.max_facts_per_chunk);
+    }
     if (in_flight_ > 0 || std::chrono::steady_clock::now() < next_start_) {
       observer_->OnOnlineSkipped("busy", 2 * sampled.size());
       return nullptr;

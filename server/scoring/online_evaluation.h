@@ -31,10 +31,10 @@
 namespace grail {
 
 struct OnlineEvalOptions {
-  double rate = 0;         // share of the added facts ranked, in [0, 1]; 0: off
-  double cpu_share = 0.1;  // in (0, 1]: the rankings' busy time over the wall time
-  size_t window = 1000;    // the last ranks (each direction one) MRR and Hits@10 average
-  size_t max_facts_per_chunk = 64;
+  double rate = 0;                  // share of the added facts ranked, in [0, 1]; 0: off
+  double cpu_share = 0.1;           // in (0, 1]: the rankings' busy time over the wall time
+  size_t window = 1000;             // the last ranks (each direction one) MRR and Hits@10 average
+  size_t max_facts_per_chunk = 64;  // sampled from one chunk, at most (a uniform subset)
   uint64_t seed = 0;
 };
 

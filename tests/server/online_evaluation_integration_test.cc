@@ -109,7 +109,7 @@ TEST_F(OnlineEvaluationTest, AddedFactsAreRankedOnTheGraphTheyArriveAtAsRankingC
   // The ring's own facts were all between new entities.
   EXPECT_EQ(ScrapedMetric(server_.metrics_port(),
                           R"(grail_online_eval_skipped_total\{reason="new_entity"\})"),
-            2 * 64);  // the first 64 facts of the ring's chunk were sampled
+            2 * 64);  // 64 facts of the ring's chunk were sampled, at most a chunk
 
   // A fact with a new entity cannot be ranked; one the graph holds is filtered away.
   Add({{"c0", "r0", "fresh"}});
