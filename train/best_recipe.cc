@@ -73,14 +73,19 @@ std::string ChooseBest(absl::Span<const BestRecipeResult::Candidate> candidates,
   return better->name;
 }
 
+const PathModel* BestRecipeResult::ChosenMember() const {
+  if (chosen == "ensemble") return nullptr;
+  return &ensemble->member(chosen == kCandidateNames[0] ? 0 : 1);
+}
+
 absl::Status BestRecipeResult::Save(const std::string& path) const {
-  if (chosen == "ensemble") return ensemble->Save(path);
-  return ensemble->member(chosen == "ultra" ? 0 : 1).Save(path);
+  const PathModel* member = ChosenMember();
+  return member != nullptr ? member->Save(path) : ensemble->Save(path);
 }
 
 int64_t BestRecipeResult::num_parameters() const {
-  if (chosen == "ensemble") return ensemble->num_parameters();
-  return ensemble->member(chosen == "ultra" ? 0 : 1).num_parameters();
+  const PathModel* member = ChosenMember();
+  return member != nullptr ? member->num_parameters() : ensemble->num_parameters();
 }
 
 Json BestRecipeResult::ToJson(double time_budget_seconds) const {

@@ -66,6 +66,10 @@ struct BestRecipeResult {
   int64_t num_parameters() const;
   // Every figure above, the rule's weights, and the budget.
   Json ToJson(double time_budget_seconds) const;
+
+ private:
+  // The member kept, or null when the ensemble is.
+  const PathModel* ChosenMember() const;
 };
 
 // The candidate kept: the member the judge ranks best (the first of equals: ULTRA, which needs
@@ -74,9 +78,8 @@ std::string ChooseBest(absl::Span<const BestRecipeResult::Candidate> candidates,
 
 // Runs the recipe on `train` (`train_facts` by name, the same facts) with `valid`. Epoch reports
 // of both trainings go to `on_epoch` after `on_phase` names the phase and its epochs (0 for the
-// fit). Errors: INVALID_ARGUMENT
-// for bad options, fewer than 4 usable validation facts, or an `ultra.init` that is not
-// ULTRA's; the trainers' and the fit's errors.
+// fit). Errors: INVALID_ARGUMENT for bad options, fewer than 4 usable validation facts, or an
+// `ultra.init` that is not ULTRA's; the trainers' and the fit's errors.
 absl::StatusOr<BestRecipeResult> RunBestRecipe(
     const IndexedTriples& train, absl::Span<const NamedTriple> train_facts,
     absl::Span<const NamedTriple> valid, const BestRecipeOptions& options,

@@ -254,6 +254,16 @@ absl::Status UsageError(std::string message) {
   return absl::InvalidArgumentError(std::move(message));
 }
 
+// A fraction flag's `value`: in (0, 1], or [0, 1] where `zero` is allowed; a usage error
+// naming --`flag` otherwise.
+absl::StatusOr<double> Fraction(absl::string_view flag, double value, bool zero) {
+  if (!((zero ? value >= 0 : value > 0) && value <= 1)) {
+    return UsageError(absl::StrFormat("--%s=%g is out of range: it takes %s0, 1]", flag, value,
+                                      zero ? "[" : "("));
+  }
+  return value;
+}
+
 }  // namespace
 
 absl::StatusOr<ServerConfig> ReadServerConfig() {
@@ -267,23 +277,20 @@ absl::StatusOr<ServerConfig> ReadServerConfig() {
     }
     f.set(c, f.value);
   }
-  const double caller_share = absl::GetFlag(FLAGS_max_caller_share);
-  if (!(caller_share > 0 && caller_share <= 1)) {
-    return UsageError(
-        absl::StrFormat("--max-caller-share=%g is out of range: it takes (0, 1]", caller_share));
-  }
-  c.engine.max_caller_share = caller_share;
-  c.limits.max_caller_share = caller_share;
-  c.online_eval.rate = absl::GetFlag(FLAGS_online_eval_rate);
-  if (!(c.online_eval.rate >= 0 && c.online_eval.rate <= 1)) {
-    return UsageError(absl::StrFormat("--online-eval-rate=%g is out of range: it takes [0, 1]",
-                                      c.online_eval.rate));
-  }
-  c.online_eval.cpu_share = absl::GetFlag(FLAGS_online_eval_cpu_share);
-  if (!(c.online_eval.cpu_share > 0 && c.online_eval.cpu_share <= 1)) {
-    return UsageError(absl::StrFormat("--online-eval-cpu-share=%g is out of range: it takes (0, 1]",
-                                      c.online_eval.cpu_share));
-  }
+  const absl::StatusOr<double> caller_share =
+      Fraction("max-caller-share", absl::GetFlag(FLAGS_max_caller_share), /*zero=*/false);
+  if (!caller_share.ok()) return caller_share.status();
+  c.engine.max_caller_share = *caller_share;
+  c.limits.max_caller_share = *caller_share;
+  const absl::StatusOr<double> rate =
+      Fraction("online-eval-rate", absl::GetFlag(FLAGS_online_eval_rate), /*zero=*/true);
+  if (!rate.ok()) return rate.status();
+  c.online_eval.rate = *rate;
+  const absl::StatusOr<double> cpu_share =
+      Fraction("online-eval-cpu-share", absl::GetFlag(FLAGS_online_eval_cpu_share),
+               /*zero=*/false);
+  if (!cpu_share.ok()) return cpu_share.status();
+  c.online_eval.cpu_share = *cpu_share;
   c.model_path = absl::GetFlag(FLAGS_model);
   c.data_dir = absl::GetFlag(FLAGS_data_dir);
   if (c.model_path.empty() || c.data_dir.empty()) {
