@@ -20,6 +20,7 @@
 #include "model/ultra/ultra_model.h"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
 
 namespace grail {
@@ -59,11 +60,7 @@ class EnsembleServingTest : public ::testing::Test {
     for (int r = 0; r < 80; ++r) vocabulary.push_back(absl::StrCat("unused", r));
     absl::StatusOr<std::unique_ptr<PathModel>> preset = PathModel::Create(path, vocabulary, 3);
     ASSERT_TRUE(preset.ok()) << preset.status();
-    PathConfig ultra = UltraConfig();
-    ultra.num_layers = 2;
-    ultra.relation_layers = 2;
-    ultra.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> zero_shot = CreateUltraModel(ultra, 5);
+    absl::StatusOr<std::unique_ptr<PathModel>> zero_shot = CreateUltraModel(SmallUltraConfig(), 5);
     ASSERT_TRUE(zero_shot.ok()) << zero_shot.status();
     std::vector<std::unique_ptr<PathModel>> members;
     members.push_back(*std::move(preset));

@@ -24,6 +24,7 @@
 #include "tests/testing/saved_model.h"
 #include "tests/testing/served_archive.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
 
 namespace grail {
@@ -234,11 +235,7 @@ TEST_F(PathServingTest, ReloadingSwitchesBetweenTheFamiliesWhileServing) {
 TEST_F(PathServingTest, ReloadingToUltraAcceptsRelationsTheLearnedModelRefused) {
   const std::vector<NamedTriple> novel = {{"c3", "brand_new", "c9"}, {"c9", "brand_new", "c20"}};
   EXPECT_FALSE(AddChunks(*stub_, {novel}).status.ok());
-  PathConfig ultra = UltraConfig();
-  ultra.num_layers = 2;
-  ultra.relation_layers = 2;
-  ultra.dim = 8;
-  ASSERT_TRUE((*CreateUltraModel(ultra, 3))->Save(dir_.Sub("ultra.pt")).ok());
+  ASSERT_TRUE(SaveSmallUltra(dir_.Sub("ultra.pt"), 3).ok());
   grpc::ClientContext context;
   kg::v1::ReloadModelRequest request;
   request.set_path(dir_.Sub("ultra.pt"));

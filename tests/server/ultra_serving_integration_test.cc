@@ -23,6 +23,7 @@
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
 
 namespace grail {
@@ -49,11 +50,8 @@ std::vector<NamedTriple> Graph() {
 class UltraServingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    PathConfig config = UltraConfig();
-    config.num_layers = 3;
-    config.relation_layers = 2;
-    config.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> model = CreateUltraModel(config, 5);
+    absl::StatusOr<std::unique_ptr<PathModel>> model =
+        CreateUltraModel(SmallUltraConfig(/*layers=*/3), 5);
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_TRUE((*model)->Save(dir_.Sub("ultra.pt")).ok());
     model_ = *std::move(model);

@@ -26,6 +26,7 @@
 #include "model/ultra/ultra_model.h"
 #include "tests/testing/archive_surgery.h"
 #include "tests/testing/run_binary.h"
+#include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
 
 namespace grail {
@@ -652,13 +653,7 @@ TEST_F(TrainEvalCommandTest, ThePresetBestKeepsTheBestOfUltraThePathModelAndThei
   const std::string graph = Path("train", "graph.txt");
   const std::string held = Path("train", "held.txt");
   const std::string ultra = Path("model", "best_ultra.pt");
-  PathConfig config = UltraConfig();
-  config.num_layers = 2;
-  config.relation_layers = 2;
-  config.dim = 8;
-  absl::StatusOr<std::unique_ptr<PathModel>> initial = CreateUltraModel(config, 3);
-  ASSERT_TRUE(initial.ok()) << initial.status();
-  ASSERT_TRUE((*initial)->Save(ultra).ok());
+  ASSERT_TRUE(SaveSmallUltra(ultra, 3).ok());
   const std::string model = Path("model", "best.pt");
   const std::string report = Path("model", "best.json");
   const std::string common =

@@ -12,6 +12,7 @@
 #include "model/families.h"
 #include "model/ultra/ultra_model.h"
 #include "tests/testing/rule_graph.h"
+#include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
 
 namespace grail {
@@ -38,13 +39,7 @@ class BestRecipeTest : public ::testing::Test {
       (i % 2 == 0 ? valid_ : train_facts_).push_back(g.targets[i]);
     }
     IndexTriples(train_facts_, &train_);
-    PathConfig config = UltraConfig();
-    config.num_layers = 2;
-    config.relation_layers = 2;
-    config.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> ultra = CreateUltraModel(config, 3);
-    ASSERT_TRUE(ultra.ok()) << ultra.status();
-    ASSERT_TRUE((*ultra)->Save(dir_.Sub("ultra.pt")).ok());
+    ASSERT_TRUE(SaveSmallUltra(dir_.Sub("ultra.pt"), 3).ok());
   }
 
   BestRecipeOptions Options() const {

@@ -15,6 +15,7 @@
 #include "model/ensemble/ensemble_fit.h"
 #include "model/families.h"
 #include "tests/testing/path_test_graph.h"
+#include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
 
 namespace grail {
@@ -35,11 +36,7 @@ std::unique_ptr<PathModel> PathMember(std::vector<std::string> relations, uint64
 }
 
 std::unique_ptr<PathModel> UltraMember(uint64_t seed) {
-  PathConfig c = UltraConfig();
-  c.num_layers = 2;
-  c.relation_layers = 2;
-  c.dim = 8;
-  absl::StatusOr<std::unique_ptr<PathModel>> m = CreateUltraModel(c, seed);
+  absl::StatusOr<std::unique_ptr<PathModel>> m = CreateUltraModel(SmallUltraConfig(), seed);
   EXPECT_TRUE(m.ok()) << m.status();
   return *std::move(m);
 }

@@ -27,6 +27,7 @@
 #include "model/path/path_batch.h"
 #include "model/ultra/ultra_model.h"
 #include "tests/testing/rule_graph.h"
+#include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
 #include "train/path_trainer.h"
 
@@ -971,11 +972,8 @@ TEST_F(PathTrainingTest,
   std::reverse(unseen.body.begin(), unseen.body.end());
   UseGraphs(GenerateTypedRuleGraph(kEntities / 2, 1, "a"), unseen);
   ScopedTempDir dir;
-  PathConfig config = UltraConfig();
-  config.num_layers = 2;
-  config.relation_layers = 2;
-  config.dim = 16;
-  absl::StatusOr<std::unique_ptr<PathModel>> initial = CreateUltraModel(config, 3);
+  absl::StatusOr<std::unique_ptr<PathModel>> initial =
+      CreateUltraModel(SmallUltraConfig(/*layers=*/2, /*dim=*/16), 3);
   ASSERT_TRUE(initial.ok()) << initial.status();
   ASSERT_TRUE((*initial)->Save(dir.Sub("ultra.pt")).ok());
 
