@@ -48,6 +48,7 @@ enum Family {
   kFactsOutFamily,
   kFactsInFamily,
   kRemovedEntitiesFamily,
+  kFactsBySequenceFamily,
   kNumFamilies,
 };
 
@@ -61,6 +62,7 @@ constexpr const char* kFamilyNames[kNumFamilies] = {
     layout::kFactsOut,
     layout::kFactsIn,
     layout::kRemovedEntities,
+    layout::kFactsBySequence,
 };
 
 // Ids are u32 and every id must be representable, so a count may reach 2^32 - 1.
@@ -168,6 +170,26 @@ void CloseDatabase(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>* f
   db->Close().PermitUncheckedError();
   delete db;
 }
+
+}  // namespace
+
+namespace store_internal {
+
+// See TripleStore::database_.
+struct Database {
+  Database(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*> families)
+      : db(db), families(std::move(families)) {}
+  ~Database() { CloseDatabase(db, &families); }
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  rocksdb::DB* const db;
+  std::vector<rocksdb::ColumnFamilyHandle*> families;
+};
+
+}  // namespace store_internal
+
+namespace {
 
 // The facts of `facts` that `base` lacks, by id as AddChunk numbers them (names new to the
 // graph take ids in order of first appearance, head, relation, tail), into delta->facts, with
@@ -306,7 +328,7 @@ TripleStore::~TripleStore() {
   // Nothing can report a failure from here; a failed sync leaves the usual process-crash
   // durability, which AddChunk already guaranteed.
   Sync().IgnoreError();
-  CloseDatabase(db_, &families_);
+  database_.reset();  // closes it, unless an export still reads it
 }
 
 void TripleStore::Log(absl::string_view level, absl::string_view message) const {
@@ -378,6 +400,7 @@ absl::StatusOr<std::unique_ptr<TripleStore>> TripleStore::Open(const std::string
                             store->read_only_because_.message(), ")"));
   }
   if (!s.ok()) return FromRocks(s, absl::StrCat("opening the store in ", dir));
+  store->database_ = std::make_shared<store_internal::Database>(store->db_, store->families_);
   if (absl::Status loaded = store->Load(); !loaded.ok()) return loaded;
   return store;
 }
@@ -424,13 +447,19 @@ absl::Status TripleStore::Load() {
         layout::kOldestReadableFormatVersion, " to ", layout::kFormatVersion));
   }
   if (*version < layout::kFormatVersion) {
-    // Version 1 lacks only the removed_entities family, which Open just created empty.
-    if (!read_only_because_.ok()) return read_only_because_;
-    rocksdb::WriteOptions write;
-    write.sync = true;
-    rocksdb::Status upgraded = db_->Put(write, families_[kMetaFamily], layout::kFormatVersionKey,
-                                        layout::EncodeCounter(layout::kFormatVersion));
-    if (!upgraded.ok()) return FromRocks(upgraded, "upgrading the store's format version");
+    if (absl::Status upgraded = Upgrade(*version); !upgraded.ok()) return upgraded;
+  }
+  value.clear();
+  s = db_->Get(read, families_[kMetaFamily], layout::kSequencedFromKey, &value);
+  if (s.ok()) {
+    const std::optional<uint64_t> from = layout::DecodeCounter(value);
+    if (!from.has_value()) {
+      return absl::DataLossError(
+          absl::StrCat("malformed \"", layout::kSequencedFromKey, "\" counter in ", dir_));
+    }
+    sequenced_from_ = *from;
+  } else if (!s.IsNotFound()) {
+    return FromRocks(s, "reading the counters");
   }
 
   auto read_counter = [&](const char* key, uint64_t* out) -> absl::Status {
@@ -522,6 +551,69 @@ absl::Status TripleStore::Load() {
   return absl::OkStatus();
 }
 
+absl::Status TripleStore::Upgrade(uint64_t version) {
+  // Version 1 lacks removed_entities, and versions 1 and 2 facts_by_sequence: Open has just
+  // created both empty. What is left is to index the stored facts by sequence; when each
+  // was added was not recorded, so all of them take 0 and sequenced_from says so.
+  if (!read_only_because_.ok()) return read_only_because_;
+  std::string bytes;
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), families_[kMetaFamily], layout::kSequenceKey, &bytes);
+  const std::optional<uint64_t> sequence =
+      s.ok() ? layout::DecodeCounter(bytes) : std::optional<uint64_t>();
+  if (!sequence.has_value()) {
+    return s.ok() || s.IsNotFound()
+               ? absl::DataLossError(
+                     absl::StrCat("the store in ", dir_, " has no valid \"sequence\" counter"))
+               : FromRocks(s, "reading the counters");
+  }
+  rocksdb::WriteOptions write;
+  constexpr size_t kBatchFacts = 100000;
+  rocksdb::WriteBatch batch;
+  BatchWriter writer(&batch, &families_);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(ScanOptions(), families_[kFactsOutFamily]));
+  size_t batched = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::optional<Triple> fact = layout::DecodeOutFactKey(View(it->key()));
+    if (!fact.has_value()) {
+      return absl::DataLossError(
+          absl::StrCat("facts_out in ", dir_, " holds a malformed fact key"));
+    }
+    writer.Put(kFactsBySequenceFamily, layout::SequencedFactKey(0, *fact), rocksdb::Slice());
+    if (++batched == kBatchFacts) {
+      if (!writer.status().ok()) return FromRocks(writer.status(), "upgrading the store");
+      if (s = db_->Write(write, &batch); !s.ok()) return FromRocks(s, "upgrading the store");
+      batch.Clear();
+      batched = 0;
+    }
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "upgrading the store");
+  writer.Put(kMetaFamily, layout::kSequencedFromKey, layout::EncodeCounter(*sequence));
+  writer.Put(kMetaFamily, layout::kFormatVersionKey, layout::EncodeCounter(layout::kFormatVersion));
+  if (!writer.status().ok()) return FromRocks(writer.status(), "upgrading the store");
+  write.sync = true;  // the new version last, and durably: a store is upgraded once
+  if (s = db_->Write(write, &batch); !s.ok()) {
+    return FromRocks(s, absl::StrCat("upgrading the store from format version ", version));
+  }
+  Log("warning", absl::StrCat("the store in ", dir_, " was upgraded from format version ", version,
+                              " to ", layout::kFormatVersion, "; the facts it held at sequence ",
+                              *sequence, " count as added at sequence 0 in exports"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> TripleStore::FactSequence(const Triple& t) const {
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), families_[kFactsOutFamily], layout::OutFactKey(t), &value);
+  if (!s.ok()) return FromRocks(s, "reading a fact's sequence");
+  const std::optional<uint64_t> sequence = layout::DecodeFactSequence(value);
+  if (!sequence.has_value()) {
+    return absl::DataLossError(absl::StrCat("facts_out in ", dir_, " holds a malformed value"));
+  }
+  return *sequence;
+}
+
 absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
                                    bool check_relations) const {
   if (facts.size() > options_.max_chunk_facts) {
@@ -583,7 +675,8 @@ absl::Status TripleStore::ReopenWritable() {
   rocksdb::Status s = rocksdb::DB::Open(DatabaseOptions(env_.get(), logger_), dir_,
                                         FamilyDescriptors(), &families, &db);
   if (!s.ok()) return FromRocks(s, absl::StrCat("opening the store in ", dir_));
-  CloseDatabase(db_, &families_);
+  // The read-only database closes now, or when the last export reading it does.
+  database_ = std::make_shared<store_internal::Database>(db, families);
   db_ = db;
   families_ = std::move(families);
   return absl::OkStatus();
@@ -710,9 +803,12 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
     writer.Put(kRelationByNameFamily, delta.new_relations[i], id);
     writer.Put(kRelationNamesFamily, id, delta.new_relations[i]);
   }
+  const std::string added_at = layout::EncodeCounter(delta.sequence);
   for (const Triple& t : delta.facts) {
-    writer.Put(kFactsOutFamily, layout::OutFactKey(t), rocksdb::Slice());
+    writer.Put(kFactsOutFamily, layout::OutFactKey(t), added_at);
     writer.Put(kFactsInFamily, layout::InFactKey(t), rocksdb::Slice());
+    writer.Put(kFactsBySequenceFamily, layout::SequencedFactKey(delta.sequence, t),
+               rocksdb::Slice());
   }
   if (!writer.status().ok()) return FromRocks(writer.status(), "building the chunk's batch");
   for (EntityId e : delta.revived_entities) {
@@ -808,8 +904,16 @@ absl::StatusOr<ChunkResult> TripleStore::RemoveChunk(absl::Span<const NamedTripl
   rocksdb::WriteBatch batch;
   rocksdb::Status deleted;
   for (const Triple& t : delta.removed_facts) {
+    // Its facts_by_sequence key needs the sequence it was added at: one Get (a hub's removal
+    // reads as many as it has facts).
+    absl::StatusOr<uint64_t> added_at = FactSequence(t);
+    if (!added_at.ok()) return added_at.status();
     if (deleted.ok()) deleted = batch.Delete(families_[kFactsOutFamily], layout::OutFactKey(t));
     if (deleted.ok()) deleted = batch.Delete(families_[kFactsInFamily], layout::InFactKey(t));
+    if (deleted.ok()) {
+      deleted =
+          batch.Delete(families_[kFactsBySequenceFamily], layout::SequencedFactKey(*added_at, t));
+    }
   }
   for (EntityId e : delta.removed_entities) {
     if (deleted.ok()) {
@@ -1006,15 +1110,46 @@ absl::Status TripleStore::CheckConsistency() const {
       const absl::string_view key = View(it->key());
       const std::optional<Triple> fact =
           family == kFactsOutFamily ? layout::DecodeOutFactKey(key) : layout::DecodeInFactKey(key);
-      if (!fact.has_value() || !it->value().empty() ||
-          !graph->HasFact(fact->head, fact->relation, fact->tail)) {
+      if (!fact.has_value() || !graph->HasFact(fact->head, fact->relation, fact->tail)) {
         return mismatch(absl::StrCat(kFamilyNames[family], " holds a fact the index lacks"));
+      }
+      // facts_out's value is the sequence it was added at; facts_in's is empty.
+      const std::optional<uint64_t> added_at = layout::DecodeFactSequence(View(it->value()));
+      if (family == kFactsOutFamily ? !added_at.has_value() || *added_at > graph->sequence()
+                                    : !it->value().empty()) {
+        return mismatch(absl::StrCat(kFamilyNames[family], " holds a malformed value"));
       }
     }
     if (!it->status().ok()) return FromRocks(it->status(), "scanning the facts");
     if (seen != graph->num_facts()) {
       return mismatch(absl::StrCat(kFamilyNames[family], " holds ", seen, " facts; the index ",
                                    graph->num_facts()));
+    }
+  }
+
+  // facts_by_sequence holds each fact once, at the sequence facts_out gives it.
+  {
+    uint64_t seen = 0;
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(read, families_[kFactsBySequenceFamily]));
+    for (it->SeekToFirst(); it->Valid(); it->Next(), ++seen) {
+      const std::optional<layout::SequencedFact> entry =
+          layout::DecodeSequencedFactKey(View(it->key()));
+      if (!entry.has_value() ||
+          !graph->HasFact(entry->fact.head, entry->fact.relation, entry->fact.tail)) {
+        return mismatch("facts_by_sequence holds a fact the index lacks");
+      }
+      absl::StatusOr<uint64_t> added_at = FactSequence(entry->fact);
+      if (!added_at.ok()) return added_at.status();
+      if (*added_at != entry->sequence) {
+        return mismatch(absl::StrCat("facts_by_sequence has a fact at sequence ", entry->sequence,
+                                     "; facts_out says ", *added_at));
+      }
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "scanning the facts by sequence");
+    if (seen != graph->num_facts()) {
+      return mismatch(
+          absl::StrCat("facts_by_sequence holds ", seen, " facts; the index ", graph->num_facts()));
     }
   }
 
@@ -1035,6 +1170,86 @@ absl::Status TripleStore::CheckConsistency() const {
     if (graph->Degree(e) != 0) return mismatch(absl::StrCat("removed entity ", e, " has facts"));
   }
   return absl::OkStatus();
+}
+
+struct FactExport::State {
+  std::shared_ptr<store_internal::Database> database;  // kept open while this reads it
+  const rocksdb::Snapshot* snapshot = nullptr;
+  std::unique_ptr<rocksdb::Iterator> it;
+  // The same version in memory, for names: ids are never reused, so it names every id.
+  std::shared_ptr<const GraphSnapshot> names;
+  std::string dir;
+
+  ~State() {
+    it.reset();  // before the snapshot it reads
+    if (snapshot != nullptr) database->db->ReleaseSnapshot(snapshot);
+  }
+};
+
+FactExport::FactExport(std::unique_ptr<State> state) : state_(std::move(state)) {}
+FactExport::~FactExport() = default;
+
+uint64_t FactExport::sequence() const { return state_->names->sequence(); }
+
+absl::StatusOr<std::vector<ExportedFact>> FactExport::Next(size_t max_facts, size_t max_bytes) {
+  std::vector<ExportedFact> page;
+  size_t bytes = 0;
+  rocksdb::Iterator& it = *state_->it;
+  const GraphSnapshot& names = *state_->names;
+  for (; it.Valid() && page.size() < std::max<size_t>(max_facts, 1); it.Next()) {
+    const std::optional<layout::SequencedFact> entry =
+        layout::DecodeSequencedFactKey(View(it.key()));
+    if (!entry.has_value() || entry->fact.head >= names.num_entities() ||
+        entry->fact.tail >= names.num_entities() || entry->fact.relation >= names.num_relations()) {
+      return absl::DataLossError(
+          absl::StrCat("facts_by_sequence in ", state_->dir, " holds a malformed fact key"));
+    }
+    ExportedFact out{
+        NamedTriple{names.EntityName(entry->fact.head), names.RelationName(entry->fact.relation),
+                    names.EntityName(entry->fact.tail)},
+        entry->sequence};
+    const size_t size = out.fact.head.size() + out.fact.relation.size() + out.fact.tail.size();
+    if (!page.empty() && bytes + size > max_bytes) break;
+    bytes += size;
+    page.push_back(std::move(out));
+  }
+  if (!it.status().ok()) return FromRocks(it.status(), "reading an export");
+  return page;
+}
+
+absl::StatusOr<std::unique_ptr<FactExport>> TripleStore::Export(uint64_t since_sequence) const {
+  auto state = std::make_unique<FactExport::State>();
+  state->dir = dir_;
+  {
+    // Under the writers' lock, the disk and the index are at the same chunk.
+    std::lock_guard<std::mutex> lock(write_mu_);
+    state->names = graph_.Snapshot();
+    if (since_sequence > state->names->sequence()) {
+      return absl::OutOfRangeError(
+          absl::StrCat("the graph is at sequence ", state->names->sequence(),
+                       "; an export of the facts added after ", since_sequence,
+                       " would name a version this server has not seen"));
+    }
+    if (since_sequence != 0 && since_sequence < sequenced_from_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this store records when facts were added only from sequence ", sequenced_from_,
+          " (its format was upgraded then); the facts added after ", since_sequence,
+          " cannot be told apart from older ones: export them all, or from ", sequenced_from_));
+    }
+    state->database = database_;
+    state->snapshot = db_->GetSnapshot();
+  }
+  rocksdb::ReadOptions read = ScanOptions();
+  read.snapshot = state->snapshot;
+  state->it.reset(
+      state->database->db->NewIterator(read, state->database->families[kFactsBySequenceFamily]));
+  if (since_sequence == 0) {
+    state->it->SeekToFirst();  // the facts an upgrade left at sequence 0 too
+  } else {
+    state->it->Seek(layout::EncodeCounter(since_sequence + 1));
+  }
+  if (!state->it->status().ok()) return FromRocks(state->it->status(), "starting an export");
+  return std::unique_ptr<FactExport>(new FactExport(std::move(state)));
 }
 
 std::optional<size_t> RejectedFactIndex(const absl::Status& status) {

@@ -8,28 +8,32 @@
 // -9); with StoreOptions::sync it also survives a machine crash. Reopening the directory restores
 // the same entities, relations, facts and ids, and rebuilds the index from disk.
 //
-// RocksDB layout (format version 2; a version 1 store, which lacks removed_entities, is
-// upgraded on open; constants and key encodings in store/store_layout.h; ids are u32 and
-// counters u64, both fixed-width big-endian, so bytewise order is numeric order):
+// RocksDB layout (format version 3; an older store is upgraded on open; constants and key encodings
+// in store/store_layout.h; ids are u32 and counters u64, both fixed-width big-endian, so bytewise
+// order is numeric order):
 //   column family     key                          value
-//   meta              "format_version"             2
+//   meta              "format_version"             3
 //                     "entities" "relations"       counts (= next free id)
 //                     "facts"                      number of distinct facts
 //                     "sequence"                   chunks committed so far (a replica:
 //                                                  the log sequence of the last applied)
+//                     "sequenced_from"             (upgraded stores) the sequence at the
+//                                                  upgrade: older facts carry sequence 0
 //   entity_by_name    name                         id
 //   entity_names      id                           name
 //   relation_by_name  name                         id
 //   relation_names    id                           name
-//   facts_out         head|relation|tail           (empty)
+//   facts_out         head|relation|tail           sequence of the chunk that added it
 //   facts_in          tail|relation|head           (empty)
 //   removed_entities  id                           (empty)   entities removed explicitly
+//   facts_by_sequence sequence|head|relation|tail  (empty)   the facts in order of addition
 // The fact families use a fixed 4-byte prefix extractor and bloom filters, so one entity's
 // out- or in-adjacency is one prefix scan and a fact lookup is one bloom-filtered Get; the
 // dictionaries both ways let tools look names up without loading the index. The default
 // column family is unused. A chunk's batch holds its new names (both directions), its new
 // facts (both directions) and the four counters, so the counters always agree with the
-// data; Open checks that they do.
+// data; Open checks that they do. facts_by_sequence is what Export reads: every stored
+// fact once, keyed first by the sequence of the chunk that added it.
 //
 // Ids are dense and assigned in order of first appearance (within a fact: head, then
 // relation, then tail) and never change or get reused. Names are opaque bytes: any
@@ -66,6 +70,10 @@ class WriteBatch;
 }  // namespace rocksdb
 
 namespace grail {
+
+namespace store_internal {
+struct Database;
+}  // namespace store_internal
 
 struct StoreOptions {
   // Whether each chunk's write is fsynced before AddChunk returns. false (default): the
@@ -127,6 +135,41 @@ struct ChunkResult {
   // that were unknown, had no facts, or were repeated.
   uint32_t relations_removed = 0;
   uint32_t relations_not_present = 0;
+};
+
+// One fact of an export, by name, with the sequence of the chunk that added it (0 for a
+// fact stored before the store recorded sequences; see TripleStore::Export).
+struct ExportedFact {
+  NamedTriple fact;
+  uint64_t sequence = 0;
+};
+
+// The facts of one version of the graph, read from disk in pages (TripleStore::Export): a
+// RocksDB snapshot and an iterator over it, so that reading a graph of any size holds one
+// page in memory, and chunks committed meanwhile are not seen. While it is open RocksDB
+// keeps what the snapshot sees (compaction cannot drop facts removed since), so an export
+// is read through and then dropped. It must be destroyed before its store.
+//
+// Thread safety: one thread at a time (it is a cursor); different exports are independent.
+class FactExport {
+ public:
+  ~FactExport();
+  FactExport(const FactExport&) = delete;
+  FactExport& operator=(const FactExport&) = delete;
+
+  // The version exported: every chunk up to this sequence and none after.
+  uint64_t sequence() const;
+  // The next facts in order of addition (by sequence, then head, relation and tail ids): at
+  // most `max_facts` (at least 1) and, past the first, at most `max_bytes` of names; empty
+  // once every fact has been read. INTERNAL / DATA_LOSS for RocksDB's errors and a
+  // malformed key.
+  absl::StatusOr<std::vector<ExportedFact>> Next(size_t max_facts, size_t max_bytes);
+
+ private:
+  friend class TripleStore;
+  struct State;
+  explicit FactExport(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 // Thread safety: every method may be called from any thread. AddChunk and RemoveChunk
@@ -251,6 +294,16 @@ class TripleStore {
   // if `dir` exists; INTERNAL for RocksDB's errors.
   absl::StatusOr<uint64_t> CreateCheckpoint(const std::string& requested);
 
+  // The facts of the latest version that chunks after `since_sequence` added (0: every
+  // fact), read in pages (FactExport). Costs a RocksDB snapshot and an iterator; waits only
+  // for a chunk being committed. A fact removed and added again counts as added again.
+  // Errors: OUT_OF_RANGE if `since_sequence` is above the store's sequence (the caller has
+  // seen a later version than this store holds: another replica's, or a store restored from
+  // an older backup); FAILED_PRECONDITION if it is below the sequence at which the store was
+  // upgraded to record sequences (sequenced_from) and not 0: which older facts came after it
+  // is unknown, so only a full export is exact.
+  absl::StatusOr<std::unique_ptr<FactExport>> Export(uint64_t since_sequence) const;
+
   // false while writes fail for want of disk space (after a failed write, or opened
   // read-only on a full disk), until a chunk finds space again.
   bool writable() const { return writable_.load(std::memory_order_relaxed); }
@@ -273,6 +326,12 @@ class TripleStore {
   TripleStore(std::string dir, StoreOptions options);
   // Reads the whole store into the in-memory index (Open's second half).
   absl::Status Load();
+  // Brings a store of an older format version up to kFormatVersion (Load's first step):
+  // creates what it lacks and indexes its facts by sequence (at 0), in batches, writing
+  // the new version last, so an upgrade cut short by a crash runs again at the next open.
+  absl::Status Upgrade(uint64_t version);
+  // The sequence of the chunk that added fact `t`, which must be stored (from facts_out).
+  absl::StatusOr<uint64_t> FactSequence(const Triple& t) const;
   // Checks the chunk against the validation rules (see AddChunk); the allowed relations only
   // with `check_relations`. Requires write_mu_.
   absl::Status Validate(absl::Span<const NamedTriple> facts, bool check_relations) const;
@@ -316,9 +375,15 @@ class TripleStore {
   // AllowAnyRelation.
   absl::flat_hash_set<std::string> allowed_relations_;
   bool restricted_ = false;  // guarded by write_mu_
+  // The open database, shared with the exports reading it, so that ReopenWritable can
+  // replace it while one is open (the old one closes when its last export does). db_ and
+  // families_ are its members, for brevity; families_ is indexed by the Family enum in the
+  // .cc file. All three change only in Open and ReopenWritable (write_mu_ held).
+  std::shared_ptr<store_internal::Database> database_;
   rocksdb::DB* db_ = nullptr;
-  // Indexed by the Family enum in the .cc file.
   std::vector<rocksdb::ColumnFamilyHandle*> families_;
+  // Facts stored before this sequence carry sequence 0 (the store was upgraded then).
+  uint64_t sequenced_from_ = 0;
   LiveGraph graph_;
 
   // Serialises AddChunk, RemoveChunk and CheckConsistency.

@@ -94,6 +94,20 @@ class RawStore {
     for (it->SeekToFirst(); it->Valid(); it->Next()) keys.push_back(it->key().ToString());
     return keys;
   }
+  // Makes the store what an older format wrote: version 2 had no facts_by_sequence family
+  // and empty facts_out values; version 1 had no removed_entities family either.
+  void RewriteAsFormatVersion(uint64_t version) {
+    EXPECT_TRUE(db_->DropColumnFamily(family(store_layout::kFactsBySequence)).ok());
+    for (const std::string& key : Keys(store_layout::kFactsOut)) {
+      EXPECT_TRUE(db_->Put(rocksdb::WriteOptions(), family(store_layout::kFactsOut), key, "").ok());
+    }
+    if (version == 1) {
+      EXPECT_TRUE(db_->DropColumnFamily(family(store_layout::kRemovedEntities)).ok());
+    }
+    EXPECT_TRUE(db_->Put(rocksdb::WriteOptions(), family(store_layout::kMeta),
+                         store_layout::kFormatVersionKey, store_layout::EncodeCounter(version))
+                    .ok());
+  }
 
  private:
   rocksdb::DB* db_ = nullptr;
@@ -486,13 +500,8 @@ TEST_F(TripleStoreTest, ARemovedEntityLosesItsFactsAndNameUntilAFactNamesItAgain
 TEST_F(TripleStoreTest, AVersionOneStoreIsUpgradedOnOpenKeepingItsData) {
   MustAdd(OpenStore().get(), {F("a", "r", "b")});
   {
-    // What version 1 wrote: no removed_entities family, format version 1.
     RawStore raw(store_dir());
-    ASSERT_TRUE(raw.db()->DropColumnFamily(raw.family(store_layout::kRemovedEntities)).ok());
-    ASSERT_TRUE(raw.db()
-                    ->Put(rocksdb::WriteOptions(), raw.family(store_layout::kMeta),
-                          store_layout::kFormatVersionKey, store_layout::EncodeCounter(1))
-                    .ok());
+    raw.RewriteAsFormatVersion(1);
   }
   {
     std::vector<std::string> families;
@@ -514,6 +523,50 @@ TEST_F(TripleStoreTest, AVersionOneStoreIsUpgradedOnOpenKeepingItsData) {
                   .ok());
   EXPECT_EQ(store_layout::DecodeCounter(version), store_layout::kFormatVersion);
   EXPECT_EQ(raw.Keys(store_layout::kRemovedEntities).size(), 1u);
+}
+
+TEST_F(TripleStoreTest, AVersionTwoStoreIsUpgradedWithItsFactsExportedAtSequenceZero) {
+  {
+    auto store = OpenStore();
+    MustAdd(store.get(), {F("a", "r", "b")});
+    MustAdd(store.get(), {F("b", "r", "c")});
+  }
+  {
+    RawStore raw(store_dir());
+    raw.RewriteAsFormatVersion(2);
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->CheckConsistency().ok()) << store->CheckConsistency();
+  MustAdd(store.get(), {F("c", "r", "d")});
+  auto exported = [&](uint64_t since) {
+    std::vector<std::pair<std::string, uint64_t>> facts;
+    absl::StatusOr<std::unique_ptr<FactExport>> e = store->Export(since);
+    EXPECT_TRUE(e.ok()) << e.status();
+    if (!e.ok()) return facts;
+    absl::StatusOr<std::vector<ExportedFact>> page = (*e)->Next(100, 1 << 20);
+    EXPECT_TRUE(page.ok());
+    for (const ExportedFact& f : *page) facts.emplace_back(f.fact.head, f.sequence);
+    return facts;
+  };
+  // The facts held at the upgrade (sequence 2) say 0; the chunk after it says its own.
+  EXPECT_THAT(exported(0), ElementsAre(std::pair<std::string, uint64_t>{"a", 0},
+                                       std::pair<std::string, uint64_t>{"b", 0},
+                                       std::pair<std::string, uint64_t>{"c", 3}));
+  EXPECT_THAT(exported(2), ElementsAre(std::pair<std::string, uint64_t>{"c", 3}));
+  // Since 1 cannot be told: "b r c" came after it, but the store no longer knows that.
+  absl::StatusOr<std::unique_ptr<FactExport>> unknown = store->Export(1);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kFailedPrecondition) << unknown.status();
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("from sequence 2"));
+  // An upgraded fact is removed like any other.
+  ASSERT_TRUE(store->RemoveChunk({F("a", "r", "b")}).ok());
+  EXPECT_TRUE(store->CheckConsistency().ok());
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(exported(0), ElementsAre(std::pair<std::string, uint64_t>{"b", 0},
+                                       std::pair<std::string, uint64_t>{"c", 3}));
+  EXPECT_EQ(store->Export(1).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // A relation whose facts are all gone, by fact or by name, stops counting as one the graph
@@ -738,11 +791,18 @@ TEST_F(TripleStoreTest, AStoreOpenedOnAFullDiskServesReadOnlyAndBecomesWritableO
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("read-only"));
   EXPECT_TRUE(store->Sync().ok());
+  // An export opened on the read-only database reads on once a writable one replaces it.
+  absl::StatusOr<std::unique_ptr<FactExport>> exported = store->Export(0);
+  ASSERT_TRUE(exported.ok()) << exported.status();
 
   full.disk->SetFull(false);
   const ChunkResult added = MustAdd(store.get(), {F("c", "r", "d")});
   EXPECT_EQ(added.sequence, 2u);
   EXPECT_TRUE(store->writable());
+  absl::StatusOr<std::vector<ExportedFact>> page = (*exported)->Next(10, 1 << 20);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->size(), 2u);
+  exported->reset();
   EXPECT_EQ(store->Snapshot()->EntityName(3), "d");
   EXPECT_TRUE(store->CheckConsistency().ok());
   store.reset();
