@@ -31,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "client/channel.h"
 #include "client/load_generator.h"
+#include "client/triple_export.h"
 #include "client/triple_source.h"
 #include "client/triple_upload.h"
 #include "common/command_line.h"
@@ -82,6 +83,9 @@ ABSL_FLAG(int64_t, max_visited_edges, 0,
           "rank-*, load: a path-family ranking's budget of message edges (0: the server's)");
 ABSL_FLAG(int, chunk, 1000, "add, remove: facts per chunk");
 ABSL_FLAG(int, window, 8, "add, remove: chunks sent and not yet acknowledged, at most");
+ABSL_FLAG(uint64_t, since_sequence, 0,
+          "export: only the facts added after this graph sequence (0: every fact)");
+ABSL_FLAG(uint32_t, page, 0, "export: facts per message (0: the server's default, 10000)");
 ABSL_FLAG(int, concurrency, 4, "load: concurrent callers");
 ABSL_FLAG(int, connections, 1,
           "load: connections the callers are spread over, each its own caller to a server "
@@ -154,6 +158,13 @@ commands:
       Removes every fact of the relations named in FILE (one per line): they no longer
       count in stats or in a reloaded model's vocabulary check. Prints chunks_acknowledged,
       relations_removed, relations_not_present, facts_removed.
+  export FILE [--since-sequence S] [--page N]
+      Writes the facts of one version of the graph into FILE as a triple file, in order of
+      addition (the last lines are the most recent facts); with S (the graph_sequence of an
+      earlier export), only the facts added after it and still stored. FILE appears only
+      once the export is whole (it is written as FILE.partial, then renamed). Needs a write
+      token when the server checks tokens. --deadline-ms bounds the wait for each page, not
+      the export. Prints graph_sequence, facts, pages, seconds and facts_per_second.
   checkpoint DIR
       Writes a consistent copy of the server's graph store into DIR, an absolute path on
       the server's machine that must not exist (admin token when the server checks tokens);
@@ -627,6 +638,37 @@ int RunReloadModel(const Session& session, const std::vector<std::string>& args)
   return kExitOk;
 }
 
+int RunExport(const Session& session, const std::vector<std::string>& args) {
+  ExportOptions options;
+  options.since_sequence = absl::GetFlag(FLAGS_since_sequence);
+  options.page_facts = absl::GetFlag(FLAGS_page);
+  options.page_timeout_ms = session.call.deadline_ms;
+  options.prepare = [&](grpc::ClientContext* context) {
+    CallSettings per_stream = session.call;
+    per_stream.deadline_ms = 0;  // a stream as long as the graph: the wait per page is bounded
+    per_stream.Apply(context);
+  };
+  absl::StatusOr<ExportSummary> summary = ExportTriplesToFile(*session.stub, options, args[0]);
+  if (!summary.ok()) return PrintError(summary.status());
+  const double rate = summary->seconds > 0 ? summary->facts / summary->seconds : 0;
+  if (session.json) {
+    PrintLine(JsonLine({{"file", args[0]},
+                        {"graph_sequence", summary->graph_sequence},
+                        {"since_sequence", options.since_sequence},
+                        {"facts", summary->facts},
+                        {"pages", summary->pages},
+                        {"seconds", summary->seconds},
+                        {"facts_per_second", rate}}));
+  } else {
+    PrintLine(absl::StrFormat(
+        "file=%s graph_sequence=%d since_sequence=%d facts=%d pages=%d seconds=%.3f "
+        "facts_per_second=%.0f",
+        args[0], summary->graph_sequence, options.since_sequence, summary->facts, summary->pages,
+        summary->seconds, rate));
+  }
+  return kExitOk;
+}
+
 int RunCheckpoint(const Session& session, const std::vector<std::string>& args) {
   kg::v1::CreateCheckpointRequest request;
   request.set_dir(args[0]);
@@ -844,6 +886,7 @@ const Command kCommands[] = {
     {"stats", 0, "stats", RunStats},
     {"reload-model", 1, "reload-model PATH", RunReloadModel},
     {"checkpoint", 1, "checkpoint DIR", RunCheckpoint},
+    {"export", 1, "export FILE", RunExport},
     {"remove-entities", 1, "remove-entities FILE", RunRemoveEntities},
     {"remove-relations", 1, "remove-relations FILE", RunRemoveRelations},
     {"health", 0, "health", RunHealth},

@@ -138,6 +138,7 @@ struct ServerMetrics::Instruments {
   prometheus::Gauge* wal_truncated = nullptr;
   prometheus::Histogram* reload_seconds = nullptr;
   prometheus::Counter* facts_removed = nullptr;
+  prometheus::Counter* facts_exported = nullptr;
   prometheus::Counter* removal_chunks = nullptr;
   prometheus::Histogram* removal_seconds = nullptr;
   std::array<prometheus::Counter*, 2> dropped{};  // by DropReason
@@ -193,6 +194,7 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
                  "Time to validate, store durably and index one chunk.", LatencyBucketsSeconds());
   m.facts_removed =
       &Counter(r, "grail_facts_removed_total", "Stored facts removed through RemoveTriples.");
+  m.facts_exported = &Counter(r, "grail_facts_exported_total", "Facts sent by ExportTriples.");
   const Labelled<prometheus::Counter> reloads =
       Counters(r, "grail_model_reloads_total",
                "Model reloads (ReloadModel, SIGHUP), by result: ok (now serving) or error (the "
@@ -543,6 +545,10 @@ void ServerMetrics::OnChunkRemoved(const ChunkResult& result, size_t facts, doub
   instruments_->removal_chunks->Increment();
   instruments_->facts_removed->Increment(static_cast<double>(result.facts_removed));
   instruments_->removal_seconds->Observe(seconds);
+}
+
+void ServerMetrics::OnFactsExported(size_t facts) {
+  instruments_->facts_exported->Increment(static_cast<double>(facts));
 }
 
 void ServerMetrics::OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {

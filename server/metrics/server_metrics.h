@@ -14,6 +14,7 @@
 //   grail_duplicate_facts_total
 //   grail_facts_removed_total, grail_removal_chunks_total
 //   grail_removal_chunk_duration_seconds            histogram
+//   grail_facts_exported_total                     facts sent by ExportTriples
 //   grail_dropped_calls_total{reason}              calls ended by deadline/cancellation
 //   grail_dropped_subgraphs_total{reason}          and their facts never scored
 //   grail_rejected_calls_total{limit}              calls refused with RESOURCE_EXHAUSTED
@@ -97,6 +98,7 @@ class ServerMetrics final : public EngineObserver,
   void OnCall(absl::string_view method, int grpc_code, double seconds) override;
   void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) override;
   void OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) override;
+  void OnFactsExported(size_t facts) override;
   void OnServiceLimit(absl::string_view limit) override;
   void OnScoresReturned(ScoredBy scored_by, size_t count) override;
   void OnPrunedAnswer() override;

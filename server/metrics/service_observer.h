@@ -23,6 +23,8 @@ class ServiceObserver {
   virtual void OnChunkStored(const ChunkResult& result, size_t facts, double seconds) {}
   // Likewise for a RemoveTriples chunk.
   virtual void OnChunkRemoved(const ChunkResult& result, size_t facts, double seconds) {}
+  // An ExportTriples page of `facts` facts sent.
+  virtual void OnFactsExported(size_t facts) {}
   // `count` scores returned (ScoreTriplet(s) results, RankTails/RankHeads entries), all
   // produced by `scored_by`.
   virtual void OnScoresReturned(ScoredBy scored_by, size_t count) {}

@@ -410,9 +410,11 @@ class KnowledgeGraphService::ChunkStreamCall final
     facts_.clear();
     for (const kg::v1::Triple& t : chunk_.triples()) facts_.push_back(ToNamed(t));
     const Clock::time_point start = Clock::now();
-    OnlineEvaluator* const online = Kind::kEvaluated ? service_->online_ : nullptr;
-    const std::shared_ptr<OnlineEvaluator::Chunk> evaluated =
-        online != nullptr ? online->BeforeApply(facts_) : nullptr;
+    OnlineEvaluator* const online = service_->online_;
+    std::shared_ptr<OnlineEvaluator::Chunk> evaluated;
+    if constexpr (Kind::kEvaluated) {
+      if (online != nullptr) evaluated = online->BeforeApply(facts_);
+    }
     absl::StatusOr<ChunkResult> result =
         Kind::Apply(*predictor_, service_->replicator_, facts_, chunk_);
     if (evaluated != nullptr) online->AfterApply(evaluated, result.ok());
@@ -473,13 +475,116 @@ class KnowledgeGraphService::ChunkStreamCall final
   std::vector<NamedTriple> facts_;
 };
 
+// One ExportTriples stream: the store's export read a page at a time on the exports thread,
+// each page written before the next is read, so a stream holds one page whatever the graph's
+// size, and concurrent streams take turns on that thread.
+class KnowledgeGraphService::ExportCall final
+    : public grpc::ServerWriteReactor<kg::v1::ExportTriplesResponse> {
+ public:
+  static constexpr absl::string_view kMethod = "ExportTriples";
+  static constexpr uint32_t kDefaultPageFacts = 10000;
+  static constexpr size_t kPageBytes = size_t{1} << 20;  // of names: well under gRPC's 4 MiB
+
+  ExportCall(KnowledgeGraphService* service, grpc::CallbackServerContext* context,
+             const kg::v1::ExportTriplesRequest& request)
+      : service_(service), context_(context), since_(request.since_sequence()) {
+    service_->in_flight_.fetch_add(1, std::memory_order_relaxed);
+    grpc::Status admitted =
+        service_->Admit(context_, kMethod, Scope::kWrite, &predictor_, &caller_);
+    if (admitted.ok() && request.max_page_facts() > service_->limits_.max_chunk_facts) {
+      admitted = InvalidArgument(absl::StrCat(
+          "max_page_facts ", request.max_page_facts(), " is above the server's limit of ",
+          service_->limits_.max_chunk_facts, " (--max-chunk-facts)"));
+    }
+    if (!admitted.ok()) {
+      End(admitted);
+      return;
+    }
+    page_facts_ = request.max_page_facts() > 0 ? request.max_page_facts() : kDefaultPageFacts;
+    service_->exports_->Post([this] { Start(); });
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return End(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+    if (finished_) return End(grpc::Status::OK);
+    service_->exports_->Post([this] { NextPage(); });
+  }
+
+  void OnDone() override {
+    service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    service_->LeaveCaller(&caller_);  // a stream never ended; a no-op once it was
+    delete this;
+  }
+
+ private:
+  // On the exports thread, like NextPage.
+  void Start() {
+    absl::StatusOr<std::unique_ptr<FactExport>> exported = predictor_->store().Export(since_);
+    if (!exported.ok()) return End(ToGrpcStatus(exported.status()));
+    export_ = std::move(*exported);
+    NextPage();
+  }
+
+  void NextPage() {
+    if (context_->IsCancelled()) {
+      return End(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the export"));
+    }
+    if (service_->draining_.load()) {
+      return End(grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("the server is shutting down; the export of sequence ", export_->sequence(),
+                       " is incomplete (", sent_, " facts sent)")));
+    }
+    absl::StatusOr<std::vector<ExportedFact>> page = export_->Next(page_facts_, kPageBytes);
+    if (!page.ok()) return End(ToGrpcStatus(page.status()));
+    if (page->empty() && sent_messages_ > 0) return End(grpc::Status::OK);
+    response_.Clear();
+    response_.set_graph_sequence(export_->sequence());
+    for (ExportedFact& f : *page) {
+      kg::v1::Triple* t = response_.add_triples();
+      t->set_head(std::move(f.fact.head));
+      t->set_relation(std::move(f.fact.relation));
+      t->set_tail(std::move(f.fact.tail));
+      response_.add_sequences(f.sequence);
+    }
+    finished_ = page->empty();  // an empty export: one message, saying its version
+    sent_ += page->size();
+    ++sent_messages_;
+    service_->observer_->OnFactsExported(page->size());
+    StartWrite(&response_);
+  }
+
+  void End(const grpc::Status& status) {
+    export_.reset();  // its RocksDB snapshot goes now, not when gRPC reports the call done
+    const grpc::Status final_status = WithDeadlineReason(status, *context_);
+    service_->observer_->OnCall(kMethod, static_cast<int>(final_status.error_code()),
+                                std::chrono::duration<double>(Clock::now() - start_).count());
+    service_->LeaveCaller(&caller_);
+    Finish(final_status);
+  }
+
+  KnowledgeGraphService* const service_;
+  grpc::CallbackServerContext* const context_;
+  const uint64_t since_;
+  const Clock::time_point start_ = Clock::now();
+  std::string caller_;
+  LinkPredictor* predictor_ = nullptr;
+  uint32_t page_facts_ = kDefaultPageFacts;
+  std::unique_ptr<FactExport> export_;
+  kg::v1::ExportTriplesResponse response_;
+  uint64_t sent_ = 0;
+  uint64_t sent_messages_ = 0;
+  bool finished_ = false;
+};
+
 KnowledgeGraphService::KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer,
                                              const AccessTokens* tokens)
     : limits_(limits),
       observer_(observer != nullptr ? observer : &default_observer_),
       tokens_(tokens),
       writer_(std::make_unique<TaskThread>()),
-      reloads_(std::make_unique<TaskThread>()) {}
+      reloads_(std::make_unique<TaskThread>()),
+      exports_(std::make_unique<TaskThread>()) {}
 
 KnowledgeGraphService::~KnowledgeGraphService() = default;
 
@@ -871,6 +976,11 @@ grpc::ServerUnaryReactor* KnowledgeGraphService::CreateCheckpoint(
     call->Reply(grpc::Status::OK);
   });
   return call;
+}
+
+grpc::ServerWriteReactor<kg::v1::ExportTriplesResponse>* KnowledgeGraphService::ExportTriples(
+    grpc::CallbackServerContext* context, const kg::v1::ExportTriplesRequest* request) {
+  return new ExportCall(this, context, *request);
 }
 
 }  // namespace grail

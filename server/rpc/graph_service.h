@@ -71,14 +71,15 @@ using KnowledgeGraphBase = kg::v1::KnowledgeGraph::WithCallbackMethod_ScoreTripl
                         kg::v1::KnowledgeGraph::WithCallbackMethod_GetStats<
                             kg::v1::KnowledgeGraph::WithCallbackMethod_ReloadModel<
                                 kg::v1::KnowledgeGraph::WithCallbackMethod_CreateCheckpoint<
-                                    kg::v1::KnowledgeGraph::Service>>>>>>>>>;
+                                    kg::v1::KnowledgeGraph::WithCallbackMethod_ExportTriples<
+                                        kg::v1::KnowledgeGraph::Service>>>>>>>>>>;
 
 class KnowledgeGraphService final : public KnowledgeGraphBase, public ServiceLoad {
  public:
   // `observer` may be null. With `tokens` (which must outlive the service) every
   // KnowledgeGraph call needs a bearer token: read for scoring, ranking and GetStats, write
-  // for AddTriples and RemoveTriples, admin for ReloadModel; without, calls are not
-  // authenticated.
+  // for AddTriples, RemoveTriples and ExportTriples, admin for ReloadModel and
+  // CreateCheckpoint; without, calls are not authenticated.
   KnowledgeGraphService(const ServiceLimits& limits, ServiceObserver* observer,
                         const AccessTokens* tokens = nullptr);
   // Stops the chunk writer and the reload thread (after the grpc::Server has shut down,
@@ -109,8 +110,8 @@ class KnowledgeGraphService final : public KnowledgeGraphBase, public ServiceLoa
   void UseOnlineEvaluation(OnlineEvaluator* evaluator) { online_ = evaluator; }
 
   // Graceful shutdown has begun: open AddTriples streams end after their current chunk
-  // (UNAVAILABLE, saying what is stored); unary calls still being delivered are served, as
-  // grpc::Server::Shutdown lets them finish.
+  // (UNAVAILABLE, saying what is stored), exports before their next page; unary calls still being
+  // delivered are served, as grpc::Server::Shutdown lets them finish.
   void BeginDrain() { draining_.store(true); }
   bool ready() const { return predictor_.load(std::memory_order_acquire) != nullptr; }
   // KnowledgeGraph calls and AddTriples streams in progress.
@@ -141,11 +142,14 @@ class KnowledgeGraphService final : public KnowledgeGraphBase, public ServiceLoa
   grpc::ServerUnaryReactor* CreateCheckpoint(grpc::CallbackServerContext* context,
                                              const kg::v1::CreateCheckpointRequest* request,
                                              kg::v1::CreateCheckpointResponse* response) override;
+  grpc::ServerWriteReactor<kg::v1::ExportTriplesResponse>* ExportTriples(
+      grpc::CallbackServerContext* context, const kg::v1::ExportTriplesRequest* request) override;
 
  private:
   class UnaryCall;
   template <typename Request>
   class ChunkStreamCall;
+  class ExportCall;
   class TaskThread;
 
   // The predictor; or UNAUTHENTICATED / PERMISSION_DENIED when the call's token is missing,
@@ -192,6 +196,9 @@ class KnowledgeGraphService final : public KnowledgeGraphBase, public ServiceLoa
   OnlineEvaluator* online_ = nullptr;
   std::unique_ptr<TaskThread> writer_;
   std::unique_ptr<TaskThread> reloads_;
+  // Reads the pages of ExportTriples streams, one page at a time, taking the streams in
+  // turn.
+  std::unique_ptr<TaskThread> exports_;
 };
 
 }  // namespace grail

@@ -188,6 +188,39 @@ class PlaintextTest(ServerCase):
             self.assertTrue(kg.score("p3", "r1", "p1").known_fact)
             self.assertEqual(kg.score("p1", "r1", "p2").graph_sequence, acks[-1].sequence)
 
+    def test_export_gives_every_fact_in_order_of_addition_and_since_a_sequence(self):
+        with Client(self.target) as kg:
+            before = kg.stats()["graph_sequence"]
+            mine = [("x1", "r1", "x2"), ("x2", "r2", "x3"), ("x3", "r1", "x1")]
+            acks = list(kg.add_triples(mine, chunk=2))
+            pages = list(kg.export_pages(since_sequence=before, page=2))
+            self.assertEqual([len(p.triples) for p in pages], [2, 1])
+            self.assertEqual({p.graph_sequence for p in pages}, {acks[-1].sequence})
+            # Within a chunk by ids: x1 r1 x2 before x2 r2 x3 (x1 was named first).
+            self.assertEqual([t for p in pages for t in p.triples], mine)
+            self.assertEqual([q for p in pages for q in p.sequences],
+                             [acks[0].sequence, acks[0].sequence, acks[1].sequence])
+            everything = [t for p in kg.export_pages() for t in p.triples]
+            self.assertEqual(len(everything), kg.stats()["facts"])
+            self.assertTrue(set(GRAPH) <= set(everything))
+            self.assertEqual(everything[-3:], mine)
+            # A version this server has not reached.
+            with self.assertRaises(GrailError) as ahead:
+                list(kg.export_pages(since_sequence=acks[-1].sequence + 5))
+            self.assertEqual(ahead.exception.code, grpc.StatusCode.OUT_OF_RANGE)
+        # The CLIs write the same file.
+        ours = os.path.join(self.work.name, "export-python.tsv")
+        theirs = os.path.join(self.work.name, "export-client.tsv")
+        cli = self.python_cli("--target", self.target, "--json", "export", ours)
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        self.assertEqual(json.loads(cli.stdout)["facts"], len(everything))
+        run = self.grail_client("--target", self.target, "export", theirs)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn(f"facts={len(everything)} ", run.stdout)
+        self.assertEqual(Path(ours).read_text(), Path(theirs).read_text())
+        self.assertEqual(Path(ours).read_text().splitlines()[-1], "x3\tr1\tx1")
+        self.assertFalse(os.path.exists(ours + ".partial"))
+
     def test_remove_entities_removes_each_with_its_facts(self):
         with Client(self.target) as kg:
             list(kg.add_triples([("q1", "r1", "q2"), ("q2", "r2", "q3")]))
@@ -255,6 +288,8 @@ class TlsAndTokenTest(ServerCase):
         with Client(self.target, tls_ca=self.ca, token=self.token) as kg:
             self.assertEqual(sum(a.facts_added for a in kg.add_triples(GRAPH)), len(GRAPH))
             self.assertEqual(kg.stats()["facts"], len(GRAPH))
+            # A server-streaming call carries the token too.
+            self.assertEqual(sum(len(p.triples) for p in kg.export_pages()), len(GRAPH))
         with Client(self.target, tls_ca=self.ca, token="") as kg:
             with self.assertRaises(GrailError) as refused:
                 kg.stats()

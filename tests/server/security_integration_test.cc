@@ -148,6 +148,15 @@ std::map<std::string, grpc::Status> CallEveryRpc(const std::shared_ptr<grpc::Cha
     kg::v1::ReloadModelResponse response;
     out["ReloadModel"] = stub->ReloadModel(&context, kg::v1::ReloadModelRequest(), &response);
   }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(Soon());
+    auto stream = stub->ExportTriples(&context, kg::v1::ExportTriplesRequest());
+    kg::v1::ExportTriplesResponse page;
+    while (stream->Read(&page)) {
+    }
+    out["ExportTriples"] = stream->Finish();
+  }
   return out;
 }
 
@@ -282,7 +291,8 @@ TEST_F(SecurityTest, EachScopeAgainstEachRpc) {
   }
   for (const auto& [rpc, status] :
        CallEveryRpc(Channel(server_.target(), WithToken(kReadToken)), ++round)) {
-    if (rpc == "AddTriples" || rpc == "RemoveTriples" || rpc == "ReloadModel") {
+    if (rpc == "AddTriples" || rpc == "RemoveTriples" || rpc == "ReloadModel" ||
+        rpc == "ExportTriples") {
       EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << rpc;
       EXPECT_THAT(status.error_message(),
                   HasSubstr(rpc == "ReloadModel" ? "needs admin" : "needs write"));

@@ -12,10 +12,10 @@ The generated stubs (kg/v1/knowledge_graph_pb2*.py) are made from proto/ at buil
 into build/python/, beside a copy of this package: PYTHONPATH=build/python.
 """
 
-from grail_kg.client import (AddAck, Client, ExplanationPath, GrailError, PathStep, RankedEntity,
-                             Ranking, RemoveAck, Score, Session)
+from grail_kg.client import (AddAck, Client, ExplanationPath, ExportPage, GrailError, PathStep,
+                             RankedEntity, Ranking, RemoveAck, Score, Session)
 
-__all__ = ["AddAck", "Client", "ExplanationPath", "GrailError", "PathStep", "RankedEntity",
-           "Ranking", "RemoveAck", "Score", "Session"]
+__all__ = ["AddAck", "Client", "ExplanationPath", "ExportPage", "GrailError", "PathStep",
+           "RankedEntity", "Ranking", "RemoveAck", "Score", "Session"]
 
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@
                         [--token T] [--json] COMMAND ARGS...
 
 Commands: score H R T | rank-tails H R | rank-heads R T (--top-k K, --filter-known) |
-add FILE (--chunk N) | stats | health. Exit status: 0 success, 1 an RPC error (printed as
+add FILE (--chunk N) | export FILE (--since-sequence S, --page N) | stats | health. Exit status: 0 success, 1 an RPC error (printed as
 `error: CODE: message`), 2 a usage error.
 """
 
@@ -54,11 +54,14 @@ def main(argv=None) -> int:
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--filter-known", action="store_true")
     parser.add_argument("--chunk", type=int, default=1000)
-    parser.add_argument("command", choices=["score", "rank-tails", "rank-heads", "add", "stats",
-                                            "health"])
+    parser.add_argument("--since-sequence", type=int, default=0)
+    parser.add_argument("--page", type=int, default=0)
+    parser.add_argument("command", choices=["score", "rank-tails", "rank-heads", "add", "export",
+                                            "stats", "health"])
     parser.add_argument("args", nargs="*")
     args = parser.parse_args(argv)
-    wanted = {"score": 3, "rank-tails": 2, "rank-heads": 2, "add": 1, "stats": 0, "health": 0}
+    wanted = {"score": 3, "rank-tails": 2, "rank-heads": 2, "add": 1, "export": 1, "stats": 0,
+              "health": 0}
     if len(args.args) != wanted[args.command]:
         parser.error(f"{args.command} takes {wanted[args.command]} argument(s)")
     try:
@@ -120,6 +123,14 @@ def run(client, args) -> int:
             totals["last_sequence"] = ack.sequence
         print(json.dumps(totals) if args.json else
               " ".join(f"{k}={v}" for k, v in totals.items()))
+    elif args.command == "export":
+        summary = client.export_to_file(args.args[0], since_sequence=args.since_sequence,
+                                        page=args.page)
+        summary = {"file": args.args[0], "graph_sequence": summary["graph_sequence"],
+                   "since_sequence": args.since_sequence, "facts": summary["facts"],
+                   "pages": summary["pages"]}
+        print(json.dumps(summary) if args.json else
+              " ".join(f"{k}={v}" for k, v in summary.items()))
     elif args.command == "stats":
         print(json.dumps(client.stats()))
     elif args.command == "health":

@@ -10,8 +10,8 @@ import grpc
 from kg.v1 import knowledge_graph_pb2 as pb
 from kg.v1 import knowledge_graph_pb2_grpc as pb_grpc
 
-__all__ = ["AddAck", "Client", "ExplanationPath", "GrailError", "PathStep", "RankedEntity",
-           "Ranking", "RemoveAck", "Score"]
+__all__ = ["AddAck", "Client", "ExplanationPath", "ExportPage", "GrailError", "PathStep",
+           "RankedEntity", "Ranking", "RemoveAck", "Score"]
 
 Triple = Tuple[str, str, str]
 
@@ -114,6 +114,15 @@ class RemoveAck:
     relations_not_present: int = field(default=0)
 
 
+@dataclass
+class ExportPage:
+    """One message of ExportTriples: facts in order of addition, each with the sequence of
+    the chunk that added it, from the version graph_sequence."""
+    graph_sequence: int
+    triples: List[Triple] = field(default_factory=list)
+    sequences: List[int] = field(default_factory=list)
+
+
 def _read(path: Optional[str]) -> Optional[bytes]:
     if path is None:
         return None
@@ -121,7 +130,8 @@ def _read(path: Optional[str]) -> Optional[bytes]:
         return f.read()
 
 
-class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                   grpc.StreamStreamClientInterceptor):
     """Adds `authorization: Bearer TOKEN` to every call. An interceptor rather than call
     credentials, which gRPC sends over TLS only: a token on a plaintext loopback channel
     works too, as with grail-client."""
@@ -136,6 +146,9 @@ class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInte
                          details.wait_for_ready, details.compression)
 
     def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._with_token(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
         return continuation(self._with_token(details), request)
 
     def intercept_stream_stream(self, continuation, details, request_iterator):
@@ -346,6 +359,46 @@ class Client:
         response = self._call(self._stub.CreateCheckpoint,
                               pb.CreateCheckpointRequest(dir=directory))
         return {"dir": response.dir, "graph_sequence": response.graph_sequence}
+
+    def export_pages(self, *, since_sequence: int = 0, page: int = 0) -> Iterator[ExportPage]:
+        """ExportTriples (write scope): the facts of one version of the graph, page by page,
+        in order of addition; with since_sequence S (the graph_sequence of an earlier export),
+        only those added after S and still stored. The first page comes even when there is no
+        fact. The iteration ends once the export is whole; an error raises GrailError, and
+        what came before it is incomplete. page: facts per message (0: the server's 10000).
+        No deadline: the stream lasts as long as the graph takes."""
+        try:
+            for response in self._stub.ExportTriples(
+                    pb.ExportTriplesRequest(since_sequence=since_sequence, max_page_facts=page),
+                    timeout=None):
+                yield ExportPage(
+                    graph_sequence=response.graph_sequence,
+                    triples=[(t.head, t.relation, t.tail) for t in response.triples],
+                    sequences=list(response.sequences))
+        except grpc.RpcError as e:
+            raise GrailError(e.code(), e.details() or "") from None
+
+    def export_to_file(self, path: str, *, since_sequence: int = 0, page: int = 0) -> dict:
+        """export_pages into `path` as a triple file (head TAB relation TAB tail per line, in
+        order of addition), written as PATH.partial and renamed once whole, as grail-client
+        export does. Returns graph_sequence, facts and pages."""
+        partial = path + ".partial"
+        summary = {"graph_sequence": 0, "facts": 0, "pages": 0}
+        try:
+            with open(partial, "w", encoding="utf-8", newline="\n") as out:
+                for p in self.export_pages(since_sequence=since_sequence, page=page):
+                    summary["graph_sequence"] = p.graph_sequence
+                    summary["facts"] += len(p.triples)
+                    summary["pages"] += 1
+                    out.writelines(f"{h}\t{r}\t{t}\n" for h, r, t in p.triples)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(partial, path)
+        except BaseException:
+            if os.path.exists(partial):
+                os.remove(partial)
+            raise
+        return summary
 
     def _stream_chunks(self, method, items: Iterable, chunk: int, make_request):
         """Streams `items` through `method`, `chunk` per request built by
