@@ -82,7 +82,8 @@ std::vector<rocksdb::ColumnFamilyDescriptor> StoreFamilies() {
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   for (const char* name :
        {"default", layout::kMeta, layout::kEntityByName, layout::kEntityNames,
-        layout::kRelationByName, layout::kRelationNames, layout::kFactsOut, layout::kFactsIn}) {
+        layout::kRelationByName, layout::kRelationNames, layout::kFactsOut, layout::kFactsIn,
+        layout::kRemovedEntities, layout::kFactsBySequence}) {
     rocksdb::ColumnFamilyOptions options;
     rocksdb::BlockBasedTableOptions table;
     table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
@@ -150,7 +151,7 @@ IngestRun IngestBaseline(const std::vector<ChunkContent>& plan, bool sync, const
     std::exit(1);
   }
   // Families by index: 1 meta, 2 entity_by_name, 3 entity_names, 4 relation_by_name,
-  // 5 relation_names, 6 facts_out, 7 facts_in.
+  // 5 relation_names, 6 facts_out, 7 facts_in, 8 removed_entities, 9 facts_by_sequence.
   IngestRun run;
   std::vector<rocksdb::WriteBatch> batches(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -164,9 +165,12 @@ IngestRun IngestBaseline(const std::vector<ChunkContent>& plan, bool sync, const
       b.Put(h[4], name, layout::EncodeId(id)).PermitUncheckedError();
       b.Put(h[5], layout::EncodeId(id), name).PermitUncheckedError();
     }
+    const std::string added_at = layout::EncodeCounter(c.sequence);
     for (const Triple& t : c.new_facts) {
-      b.Put(h[6], layout::OutFactKey(t), rocksdb::Slice()).PermitUncheckedError();
+      b.Put(h[6], layout::OutFactKey(t), added_at).PermitUncheckedError();
       b.Put(h[7], layout::InFactKey(t), rocksdb::Slice()).PermitUncheckedError();
+      b.Put(h[9], layout::SequencedFactKey(c.sequence, t), rocksdb::Slice())
+          .PermitUncheckedError();
     }
     b.Put(h[1], layout::kEntityCountKey, layout::EncodeCounter(c.entities)).PermitUncheckedError();
     b.Put(h[1], layout::kRelationCountKey, layout::EncodeCounter(c.relations))

@@ -115,8 +115,8 @@ absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
     scores.ForEachOwn([&](EntityId e, float score) {
       --rest_entities;
       if (skip[e]) return;
-      greater += score > positive;
-      equal += score == positive;
+      greater += ScoresAbove(score, positive);
+      equal += ScoresLevel(score, positive);
     });
     int64_t rest_skipped = 0, skipped = 0;
     for (uint32_t e = 0; e < num_entities; ++e) {
@@ -126,9 +126,11 @@ absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
     }
     const int64_t rest_candidates = rest_entities - rest_skipped;
     const float rest = scores.Rest();
-    if (rest > positive) greater += rest_candidates;
-    if (rest == positive) equal += rest_candidates;
-    const bool source_counts = !source_known && scores.Of(source) >= positive;
+    if (ScoresAbove(rest, positive)) greater += rest_candidates;
+    if (ScoresLevel(rest, positive)) equal += rest_candidates;
+    const float source_score = scores.Of(source);
+    const bool source_counts = !source_known && (ScoresAbove(source_score, positive) ||
+                                                 ScoresLevel(source_score, positive));
     return FullRank{1.0 + static_cast<double>(greater) + static_cast<double>(equal) / 2.0,
                     static_cast<int64_t>(num_entities) - skipped,
                     1 + greater + equal + (source_counts ? 1 : 0)};

@@ -56,8 +56,8 @@ double RocAuc(absl::Span<const float> scores, absl::Span<const uint8_t> is_posit
 double RankAmong(float positive, absl::Span<const float> negatives) {
   double greater = 0, equal = 0;
   for (float n : negatives) {
-    greater += n > positive ? 1 : 0;
-    equal += n == positive ? 1 : 0;
+    greater += ScoresAbove(n, positive) ? 1 : 0;
+    equal += ScoresLevel(n, positive) ? 1 : 0;
   }
   return 1 + greater + equal / 2;
 }

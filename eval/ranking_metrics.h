@@ -3,6 +3,7 @@
 #ifndef GRAIL_EVAL_RANKING_METRICS_H_
 #define GRAIL_EVAL_RANKING_METRICS_H_
 
+#include <cmath>
 #include <cstdint>
 
 #include "absl/types/span.h"
@@ -20,9 +21,19 @@ double AveragePrecision(absl::Span<const float> scores, absl::Span<const uint8_t
 // counting one half. Requires equal sizes; 0 without a positive or without a negative.
 double RocAuc(absl::Span<const float> scores, absl::Span<const uint8_t> is_positive);
 
+// How rankings order scores: NaN, what a diverged model gives, is the lowest score, below
+// every number and level with another NaN, so a NaN answer ranks behind every candidate that
+// has a score (as the server ranks: server/scoring/ranking.h) rather than first, which every
+// comparison being false would make it.
+inline bool ScoresAbove(float candidate, float answer) {
+  return std::isnan(answer) ? !std::isnan(candidate) : candidate > answer;
+}
+inline bool ScoresLevel(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
 // Rank (1 = best) of `positive` among `negatives`, ties broken by the mean of the
-// optimistic and the pessimistic rank: 1 + #greater + #equal / 2. A positive tied with
-// every negative therefore sits in the middle, never first by its position in the list.
+// optimistic and the pessimistic rank: 1 + #greater + #equal / 2 (in ScoresAbove's order).
+// A positive tied with every negative therefore sits in the middle, never first by its
+// position in the list.
 double RankAmong(float positive, absl::Span<const float> negatives);
 
 // The expected Hits@k had the positive been ranked among `samples` negatives drawn uniformly

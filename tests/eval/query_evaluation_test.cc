@@ -1,5 +1,6 @@
 #include "eval/query_evaluation.h"
 
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -105,6 +106,20 @@ TEST(QueryEvaluationTest, TiesRankAtTheMeanOfTheOptimisticAndPessimisticRank) {
   // the candidates: every other entity ties, so the answer ranks last.
   EXPECT_THAT(result->full->strict_mrr, DoubleEq(1.0 / kEntities));
   EXPECT_THAT(result->full->strict_hits_at_10, DoubleEq(0));
+}
+
+TEST(QueryEvaluationTest, ADivergedScorersNanAnswerRanksBehindEveryScoredCandidate) {
+  const StaticGraph graph = Chain();
+  RankingEvaluationOptions options;
+  options.sampled = false;
+  // NaN for the answers, numbers for the rest: the answers rank last, not first.
+  absl::StatusOr<EvaluationResult> result = EvaluateRankingQueries(
+      graph, RelationMap(), kRelations, TestFacts(), options,
+      Runner([](RankingQuery q, EntityId e) { return Oracle(q, e) == 1 ? std::nanf("") : 0.f; }));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(result->full.has_value());
+  // The kEntities - 2 other candidates (the source and the answer left out) score above.
+  EXPECT_THAT(result->full->mrr, DoubleEq(1.0 / (kEntities - 1)));
 }
 
 TEST(QueryEvaluationTest, TheStrictRankCountsTheSourceUnlessItIsAKnownAnswer) {

@@ -59,6 +59,13 @@ TEST(RankAmongTest, CountsStrictlyBetterNegatives) {
   EXPECT_EQ(RankAmong(2.5f, std::vector<float>{1, 2, 3, 4}), 3.0);
 }
 
+TEST(RankAmongTest, NanIsTheLowestScoreSoADivergedAnswerRanksLast) {
+  const float nan = std::nanf("");
+  EXPECT_EQ(RankAmong(nan, std::vector<float>{1, 2, 3}), 4.0);
+  EXPECT_EQ(RankAmong(nan, std::vector<float>{1, nan, nan}), 3.0);  // level with the NaNs
+  EXPECT_EQ(RankAmong(0, std::vector<float>{nan, 1, nan}), 2.0);    // NaN candidates below
+}
+
 TEST(RankAmongTest, TiesTakeTheMeanOfOptimisticAndPessimisticRank) {
   // Optimistic rank 2 (one better), pessimistic 4 (two more tied): mean 3.
   EXPECT_EQ(RankAmong(2, std::vector<float>{3, 2, 2, 1}), 3.0);
