@@ -23,6 +23,7 @@
 #include "tools/training_presets.h"
 #include "tools/training_progress.h"
 #include "train/best_recipe.h"
+#include "train/challenger.h"
 #include "train/grail_trainer.h"
 #include "train/path_trainer.h"
 
@@ -185,17 +186,11 @@ struct TrainFamily {
 constexpr TrainFamily kFamilies[] = {
     {"grail", false, {50, 16, 3, 3, 0.01, 0.0}},
     {"path", true, {20, 32, 6, 1, 5e-3, 0.0}},
-    {"ultra", true, {1, 16, 6, 1, 5e-4, 1.0}},
+    {"ultra", true, {1, 16, 6, 1, 5e-4, 1.0}},  // UltraFineTuneRecipe's (train/challenger.h)
     // train/best_recipe.h: ULTRA fine-tuned by its recipe, a path model by the flags, and
     // their ensemble, the best of the three on held-out validation facts kept.
     {"best", true, {20, 32, 6, 1, 5e-3, 0.0}},
 };
-const TrainFamily& FamilyNamed(absl::string_view name) {
-  for (const TrainFamily& f : kFamilies) {
-    if (name == f.name) return f;
-  }
-  std::abort();
-}
 
 // A flag only some families take, and whether the command line set it.
 struct FamilyFlag {
@@ -348,22 +343,10 @@ grail::PathTrainOptions PathOptions(const TrainFamily& family, bool remove_one_h
   return options;
 }
 
-// ULTRA's recipe inside --family best, from `flags` (PathOptions of the command line): the
-// ultra family's defaults for what the flags set for the path model, the run's own settings
-// (seed, threads, device, checkpoints) as given.
+// ULTRA's recipe inside --family best: train/challenger.h's, the run's own settings (seed,
+// threads, device, checkpoints) as the command line gives them.
 grail::PathTrainOptions UltraRecipe(grail::PathTrainOptions flags) {
-  const FamilyDefaults& d = FamilyNamed("ultra").defaults;
-  grail::PathTrainOptions o = std::move(flags);
-  o.epochs = d.epochs;
-  o.batch_size = d.batch_size;
-  o.accumulate = 1;
-  o.learning_rate = d.learning_rate;
-  o.adversarial_temperature = d.adversarial_temperature;
-  o.eval_every = d.eval_every;
-  o.remove_one_hop = false;
-  o.detached_walks = 0;
-  o.source_negatives = false;
-  return o;
+  return grail::UltraFineTuneRecipe(std::move(flags));
 }
 
 // GraIL's options; with --node-features, the KGE archive's entity embeddings read.

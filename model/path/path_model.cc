@@ -523,6 +523,10 @@ absl::Status PathModel::Save(const std::string& path) const {
 
 int64_t PathModel::num_parameters() const { return CountParameters(module_->module); }
 
+absl::Status PathModel::CheckFinite() const {
+  return CheckFiniteParameters(module_->module, "the model");
+}
+
 absl::StatusOr<PathScores> PathModel::Score(const PathBatch& batch) const {
   if (batch.num_queries() == 0) return absl::InvalidArgumentError("empty batch");
   try {

@@ -196,6 +196,9 @@ class PathModel {
   void set_training_fingerprint(std::string fingerprint) { fingerprint_ = std::move(fingerprint); }
   const std::string& device() const { return device_; }
   int64_t num_parameters() const;
+  // INVALID_ARGUMENT naming the first parameter that holds a NaN or an infinity (a training
+  // that diverged), as loading such an archive is refused.
+  absl::Status CheckFinite() const;
   // What this model's queries on `graph` are built from (model/path/path_batch.h): its radius,
   // and for queries with targets its path length and aggregation.
   // R in the spec is the model's, or for ULTRA the graph's (and `relations` is ignored:

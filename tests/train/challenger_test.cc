@@ -1,0 +1,139 @@
+// A challenger fine-tuned from the served archive on the live graph's facts, judged with the
+// champion on the newest facts (train/challenger.h): how the facts split by age, that a
+// fine-tune which learns beats an untrained champion, the recipes, and what it refuses.
+#include "train/challenger.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/seeded_random.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/families.h"
+#include "tests/testing/rule_graph.h"
+#include "tests/testing/small_ultra.h"
+#include "tests/testing/temp_dir.h"
+
+namespace grail {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ChallengerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The facts as a stream would bring them: the rule's targets among the body's facts.
+    const RuleGraph g = GenerateRuleGraph(60, 3, "e");
+    facts_ = g.body;
+    facts_.insert(facts_.end(), g.targets.begin(), g.targets.end());
+    SeededRandom random(7);
+    random.Shuffle(facts_);
+    IndexedTriples indexed;
+    IndexTriples(facts_, &indexed);
+    PathConfig config;
+    config.num_layers = 2;
+    config.dim = 8;
+    absl::StatusOr<std::unique_ptr<PathModel>> champion =
+        PathModel::Create(config, indexed.relations.names(), 11);
+    ASSERT_TRUE(champion.ok()) << champion.status();
+    ASSERT_TRUE((*champion)->Save(dir_.Sub("champion.pt")).ok());
+  }
+
+  ChallengeOptions Options() const {
+    ChallengeOptions o;
+    o.recipe.init = dir_.Sub("champion.pt");
+    o.recipe.epochs = 4;
+    o.recipe.batch_size = 16;
+    o.recipe.negatives = 8;
+    o.recipe.learning_rate = 5e-3;
+    o.recipe.threads = 1;
+    o.recipe.remove_one_hop = false;
+    o.judge_facts = 30;
+    o.valid_facts = 20;
+    o.eval_threads = 1;
+    return o;
+  }
+
+  ScopedTempDir dir_;
+  std::vector<NamedTriple> facts_;
+};
+
+TEST_F(ChallengerTest, SplitsTheFactsByAgeAndAFineTuneThatLearnsBeatsAnUntrainedChampion) {
+  int epochs_reported = 0;
+  absl::StatusOr<Challenge> challenge =
+      RunChallenge(facts_, Options(), [&](const EpochReport&) { ++epochs_reported; });
+  ASSERT_TRUE(challenge.ok()) << challenge.status();
+  EXPECT_EQ(challenge->judge_facts, 30u);
+  EXPECT_EQ(challenge->valid_facts, 20u);
+  EXPECT_EQ(challenge->train_facts, facts_.size() - 50);
+  EXPECT_EQ(challenge->epochs, 4);
+  EXPECT_EQ(epochs_reported, 4);
+  EXPECT_TRUE(challenge->finite);
+  ASSERT_TRUE(challenge->champion.full.has_value());
+  ASSERT_TRUE(challenge->challenger.full.has_value());
+  // Both ranked the same judge facts: those the older graph can rank.
+  EXPECT_EQ(challenge->champion.n, challenge->challenger.n);
+  EXPECT_EQ(static_cast<size_t>(challenge->champion.n) + challenge->judge_unrankable, 30u);
+  EXPECT_GT(challenge->challenger_mrr(), challenge->champion_mrr() + 0.05)
+      << challenge->ToJson().dump();
+  const Json report = challenge->ToJson();
+  EXPECT_EQ(report["judge_facts"], 30);
+  EXPECT_DOUBLE_EQ(report["challenger"]["mrr"].get<double>(), challenge->challenger_mrr());
+}
+
+TEST_F(ChallengerTest, EachHeldOutPartIsCappedByItsShareOfTheFacts) {
+  ChallengeOptions options = Options();
+  options.judge_facts = 1000;
+  options.valid_facts = 1000;
+  options.recipe.epochs = 1;
+  absl::StatusOr<Challenge> challenge = RunChallenge(facts_, options);
+  ASSERT_TRUE(challenge.ok()) << challenge.status();
+  const size_t cap = facts_.size() / 10;
+  EXPECT_EQ(challenge->judge_facts, cap);
+  EXPECT_EQ(challenge->valid_facts, cap);
+  EXPECT_EQ(challenge->train_facts, facts_.size() - 2 * cap);
+}
+
+TEST_F(ChallengerTest, RefusesTooFewFactsAndAnArchiveThatIsNotThere) {
+  const std::vector<NamedTriple> few(facts_.begin(), facts_.begin() + 11);
+  absl::StatusOr<Challenge> challenge = RunChallenge(few, Options());
+  EXPECT_EQ(challenge.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(challenge.status().message()), HasSubstr("too few facts"));
+  ChallengeOptions missing = Options();
+  missing.recipe.init = dir_.Sub("nothing.pt");
+  EXPECT_FALSE(RunChallenge(facts_, missing).ok());
+}
+
+TEST(FineTuneRecipeTest, UltraGetsItsRecipeAndAPathModelThePresetsStepAtTheFineTuningRate) {
+  ScopedTempDir dir;
+  ASSERT_TRUE(SaveSmallUltra(dir.Sub("ultra.pt"), 3).ok());
+  absl::StatusOr<AnyModel> ultra = LoadAnyModel(dir.Sub("ultra.pt"));
+  ASSERT_TRUE(ultra.ok() && ultra->path != nullptr);
+  PathTrainOptions base;
+  base.seed = 9;
+  base.threads = 3;
+  base.time_budget_seconds = 60;
+  const PathTrainOptions u = FineTuneRecipe(*ultra->path, base);
+  EXPECT_EQ(u.epochs, 1);
+  EXPECT_EQ(u.batch_size, 16);
+  EXPECT_DOUBLE_EQ(u.learning_rate, 5e-4);
+  EXPECT_DOUBLE_EQ(u.adversarial_temperature, 1.0);
+  EXPECT_FALSE(u.remove_one_hop);
+  absl::StatusOr<std::unique_ptr<PathModel>> path =
+      PathModel::Create(PathConfig(), {"r1", "r2"}, 1);
+  ASSERT_TRUE(path.ok());
+  const PathTrainOptions p = FineTuneRecipe(**path, base);
+  EXPECT_EQ(p.batch_size, 64);
+  EXPECT_DOUBLE_EQ(p.learning_rate, 5e-4);
+  EXPECT_DOUBLE_EQ(p.adversarial_temperature, 0.5);
+  for (const PathTrainOptions& o : {u, p}) {  // the run's own settings kept
+    EXPECT_EQ(o.seed, 9u);
+    EXPECT_EQ(o.threads, 3);
+    EXPECT_DOUBLE_EQ(o.time_budget_seconds, 60);
+  }
+}
+
+}  // namespace
+}  // namespace grail
