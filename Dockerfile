@@ -1,6 +1,6 @@
 # grail-kg image: grail-server by default, with grail-client, grail-train, grail-kge-train,
-# grail-fuse, grail-eval and grail-tools beside it. Multi-stage: the build stage runs the
-# very scripts the README and CI use (scripts/setup.sh, scripts/build.sh), so the package
+# grail-fuse, grail-eval, grail-tools and grail-tune beside it. Multi-stage: the build stage
+# runs the very scripts the README and CI use (scripts/setup.sh, scripts/build.sh), so the package
 # list and the build steps live in one place and are tested there; the run stage installs
 # only the shared libraries the binaries load (scripts/setup.sh --runtime) and runs as a
 # non-root user (uid 10001, which deploy/k8s/statefulset.yaml's securityContext names too).
@@ -33,7 +33,7 @@ RUN /tmp/setup.sh --runtime && rm -rf /var/lib/apt/lists/* /tmp/setup.sh \
  && mkdir -p /data /models && chown grail:grail /data /models
 COPY --from=build /src/build/bin/grail-server /src/build/bin/grail-client \
      /src/build/bin/grail-train /src/build/bin/grail-kge-train /src/build/bin/grail-fuse \
-     /src/build/bin/grail-eval /src/build/bin/grail-tools \
+     /src/build/bin/grail-eval /src/build/bin/grail-tools /src/build/bin/grail-tune \
      /usr/local/bin/
 
 # GRAIL_HOST=0.0.0.0: reachable through the container's published ports. On a network that

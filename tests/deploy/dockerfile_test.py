@@ -30,7 +30,7 @@ BIN_DIR = None
 DOCKERFILES = [grail_sources.ROOT / "Dockerfile",
                grail_sources.DEPLOY / "docker" / "Dockerfile.cuda"]
 BINARIES = ["grail-server", "grail-client", "grail-train", "grail-kge-train", "grail-fuse",
-            "grail-eval", "grail-tools"]
+            "grail-eval", "grail-tools", "grail-tune"]
 
 
 def instructions(path):

@@ -19,6 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
+# deploy/k8s with the fine-tuning CronJob (the component k8s/components/tune).
+K8S_TUNE = DEPLOY / "k8s-tune"
+TUNE_COMPONENT = K8S / "components" / "tune"
 
 # Labels Prometheus attaches to every scraped series (job, instance) and the ones
 # deploy/prometheus/prometheus.yml's kubernetes job and the Prometheus Operator add.
@@ -259,6 +262,16 @@ def kustomization_objects():
     for name in kustomization["resources"]:
         objects += [d for d in yaml.safe_load_all((K8S / name).read_text()) if d]
     return kustomization, objects
+
+
+def tune_component_objects():
+    """Every object of the files the tune component lists as resources, as written."""
+    import yaml
+    component = yaml.safe_load((TUNE_COMPONENT / "kustomization.yaml").read_text())
+    objects = []
+    for name in component["resources"]:
+        objects += [d for d in yaml.safe_load_all((TUNE_COMPONENT / name).read_text()) if d]
+    return objects
 
 
 def tool_or_skip(test, name, required_in_ci=True):

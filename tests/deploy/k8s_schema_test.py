@@ -68,6 +68,21 @@ class K8sSchemaTest(unittest.TestCase):
         self.assertEqual({k: v for k, v in verdicts.items() if v != "ok"}, {})
         self.assertEqual(status, 0)
 
+    def test_the_tune_overlay_passes_the_api_schema(self):
+        # Rendered with its component where kubectl is here; else the component's own objects.
+        kubectl = shutil.which("kubectl")
+        if kubectl:
+            result = subprocess.run([kubectl, "kustomize", str(grail_sources.K8S_TUNE)],
+                                    capture_output=True, text=True, timeout=120)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            objects = [d for d in yaml.safe_load_all(result.stdout) if d]
+        else:
+            objects = grail_sources.tune_component_objects()
+        self.assertIn("CronJob", {d["kind"] for d in objects})
+        status, verdicts = self.validate(objects)
+        self.assertEqual({k: v for k, v in verdicts.items() if v != "ok"}, {})
+        self.assertEqual(status, 0)
+
     def test_the_example_secrets_pass_the_api_schema(self):
         objects = [d for d in yaml.safe_load_all(
             (grail_sources.K8S / "secrets.example.yaml").read_text()) if d]
