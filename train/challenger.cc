@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "eval/path_evaluation.h"
@@ -29,6 +30,57 @@ Json RankingJson(const EvaluationResult& result) {
 }
 
 }  // namespace
+
+AgeSplit SplitByAge(absl::Span<const NamedTriple> facts, size_t judge, size_t valid,
+                    double max_window_share) {
+  const size_t n = facts.size();
+  // first[e]: the first fact naming entity e; latest[i]: the later of its two entities' first
+  // facts. Fact i is rankable on the graph of the facts before c iff latest[i] < c.
+  absl::flat_hash_map<absl::string_view, uint32_t> first;
+  std::vector<uint32_t> latest(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t h = first.try_emplace(facts[i].head, i).first->second;
+    const uint32_t t = first.try_emplace(facts[i].tail, i).first->second;
+    // A fact linking an entity to itself is never ranked: it can never be rankable.
+    latest[i] = facts[i].head == facts[i].tail ? i : std::max(h, t);
+  }
+  std::vector<std::vector<uint32_t>> by_latest(n);
+  for (uint32_t i = 0; i < n; ++i) by_latest[latest[i]].push_back(i);
+  const size_t window_floor = static_cast<size_t>(max_window_share * n);
+
+  AgeSplit out;
+  std::vector<uint8_t> role(n, 0);  // 0 train, 1 valid, 2 judge
+  // The window [c, end) for `want` rankable facts: the newest one that holds them, or the
+  // longest allowed.
+  auto window = [&](size_t end, size_t want, uint8_t as) {
+    if (want == 0 || end == 0) return end;
+    const size_t floor = end > window_floor ? end - window_floor : 0;
+    size_t c = end, count = 0;
+    while (c > floor && count < want) {
+      // From c to c - 1: fact c - 1 joins; facts whose latest is c - 1 stop being rankable.
+      --c;
+      for (uint32_t i : by_latest[c]) {
+        if (i > c && i < end) --count;
+      }
+      if (latest[c] < c) ++count;
+    }
+    size_t taken = 0;
+    for (size_t i = end; i-- > c && taken < want;) {
+      if (latest[i] < c) {
+        role[i] = as;
+        ++taken;
+      }
+    }
+    for (size_t i = c; i < end; ++i) out.moved_to_train += role[i] == 0;
+    return c;
+  };
+  const size_t judge_start = window(n, judge, 2);
+  window(judge_start, valid, 1);
+  for (uint32_t i = 0; i < n; ++i) {
+    (role[i] == 2 ? out.judge : role[i] == 1 ? out.valid : out.train).push_back(i);
+  }
+  return out;
+}
 
 PathTrainOptions UltraFineTuneRecipe(PathTrainOptions base) {
   PathTrainOptions o = std::move(base);
@@ -58,17 +110,12 @@ PathTrainOptions FineTuneRecipe(const PathModel& champion, PathTrainOptions base
 }
 
 Json Challenge::ToJson() const {
-  Json out = {{"train_facts", train_facts},
-              {"valid_facts", valid_facts},
-              {"judge_facts", judge_facts},
-              {"judge_unrankable", judge_unrankable},
-              {"unknown_relation", unknown_relation},
-              {"champion", RankingJson(champion)},
-              {"challenger", RankingJson(challenger)},
-              {"challenger_finite", finite},
-              {"epochs", epochs},
-              {"train_seconds", train_seconds},
-              {"judge_seconds", judge_seconds}};
+  Json out = {{"train_facts", train_facts},        {"valid_facts", valid_facts},
+              {"judge_facts", judge_facts},        {"judge_unrankable", judge_unrankable},
+              {"moved_to_train", moved_to_train},  {"unknown_relation", unknown_relation},
+              {"champion", RankingJson(champion)}, {"challenger", RankingJson(challenger)},
+              {"challenger_finite", finite},       {"epochs", epochs},
+              {"train_seconds", train_seconds},    {"judge_seconds", judge_seconds}};
   if (!finite) out["challenger"]["mrr"] = 0.0;
   return out;
 }
@@ -101,20 +148,29 @@ absl::StatusOr<Challenge> RunChallenge(absl::Span<const NamedTriple> facts,
     usable.push_back(f);
   }
   const size_t cap = static_cast<size_t>(options.max_holdout_share * usable.size());
-  out.judge_facts = std::min(options.judge_facts, cap);
-  out.valid_facts = std::min(options.valid_facts, cap);
-  if (usable.size() < out.judge_facts + out.valid_facts + 10 || out.judge_facts == 0) {
+  const AgeSplit split = SplitByAge(usable, std::min(options.judge_facts, cap),
+                                    std::min(options.valid_facts, cap), options.max_window_share);
+  out.judge_facts = split.judge.size();
+  out.valid_facts = split.valid.size();
+  out.train_facts = split.train.size();
+  out.moved_to_train = split.moved_to_train;
+  if (out.train_facts < 10 || out.judge_facts == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "too few facts to fine-tune and judge: ", usable.size(), " usable (", out.unknown_relation,
-        " of relations the served model lacks); each held-out part takes "
-        "at most ",
-        options.max_holdout_share, " of them and training needs 10 more"));
+        " of relations the served model lacks), ", out.judge_facts,
+        " of the newest of them rankable on the graph before them; training needs 10"));
   }
-  out.train_facts = usable.size() - out.judge_facts - out.valid_facts;
-  const absl::Span<const NamedTriple> all(usable);
-  const absl::Span<const NamedTriple> train_named = all.subspan(0, out.train_facts);
-  const absl::Span<const NamedTriple> valid_named = all.subspan(out.train_facts, out.valid_facts);
-  const absl::Span<const NamedTriple> judge_named = all.subspan(out.train_facts + out.valid_facts);
+  auto pick = [&](const std::vector<uint32_t>& indices) {
+    std::vector<NamedTriple> picked;
+    picked.reserve(indices.size());
+    for (uint32_t i : indices) picked.push_back(usable[i]);
+    return picked;
+  };
+  const std::vector<NamedTriple> train_named = pick(split.train);
+  const std::vector<NamedTriple> valid_named = pick(split.valid);
+  const std::vector<NamedTriple> judge_named = pick(split.judge);
+  std::vector<NamedTriple> older = train_named;
+  older.insert(older.end(), valid_named.begin(), valid_named.end());
 
   // Train on the oldest facts, validate on the next ones.
   IndexedTriples train;
@@ -134,15 +190,15 @@ absl::StatusOr<Challenge> RunChallenge(absl::Span<const NamedTriple> facts,
   out.finite = out.model->CheckFinite().ok();
 
   // Judge both on the newest facts, over the graph of everything older.
-  IndexedTriples older;
-  if (!open) older.relations = Vocabulary(champion->relations());
-  IndexTriples(all.subspan(0, out.train_facts + out.valid_facts), &older);
-  const StaticGraph graph(older.entities.size(), older.triples);
+  IndexedTriples before;
+  if (!open) before.relations = Vocabulary(champion->relations());
+  IndexTriples(older, &before);
+  const StaticGraph graph(before.entities.size(), before.triples);
   std::vector<Triple> judge;
   for (const NamedTriple& f : judge_named) {
-    const std::optional<EntityId> h = older.entities.Find(f.head);
-    const std::optional<EntityId> t = older.entities.Find(f.tail);
-    const std::optional<RelationId> r = older.relations.Find(f.relation);
+    const std::optional<EntityId> h = before.entities.Find(f.head);
+    const std::optional<EntityId> t = before.entities.Find(f.tail);
+    const std::optional<RelationId> r = before.relations.Find(f.relation);
     if (!h || !t || !r || *h == *t || graph.HasFact(*h, *r, *t)) {
       ++out.judge_unrankable;
       continue;
@@ -156,7 +212,7 @@ absl::StatusOr<Challenge> RunChallenge(absl::Span<const NamedTriple> facts,
                      "(each names an entity it lacks): nothing to judge with"));
   }
   const RelationMap relations =
-      open ? RelationMap() : MapRelationsByName(older.relations.names(), champion->relations());
+      open ? RelationMap() : MapRelationsByName(before.relations.names(), champion->relations());
   PathEvaluationOptions eval;
   eval.sampled = false;
   eval.full_ranking = true;

@@ -3,11 +3,11 @@
 // saw, the way the benchmarks rank (grail-tune; docs/operations.md, "Fine-tuning on the live
 // graph").
 //
-// The facts split by age: the newest `judge_facts` are the judge, the `valid_facts` before
-// them select the challenger's epoch, the rest train it. The judge ranks each of its facts
-// (tail and head queries, filtered, against every entity) on the graph of everything older,
-// for the champion and the challenger alike; a judge fact naming an entity that graph lacks
-// cannot be ranked and is left out (counted), as online evaluation leaves it out. Only
+// The facts split by age (SplitByAge): the judge is the newest facts that can be ranked on the
+// graph before them, the validation facts the newest before those (they select the
+// challenger's epoch), and the rest train it. The judge ranks each of its facts (tail and head
+// queries, filtered, against every entity) on the graph of everything but the judge, for the
+// champion and the challenger alike. Only
 // path-family archives are fine-tuned: ULTRA's by ULTRA's recipe, a path preset's by the path
 // preset's step at ULTRA's fine-tuning rate (FineTuneRecipe).
 #ifndef GRAIL_TRAIN_CHALLENGER_H_
@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -41,20 +42,40 @@ PathTrainOptions UltraFineTuneRecipe(PathTrainOptions base);
 // kept from `base`, `init` included.
 PathTrainOptions FineTuneRecipe(const PathModel& champion, PathTrainOptions base);
 
+// Where each fact of `facts` (in order of addition) goes: indices into it, in order. The judge
+// is the newest window [c, n) that holds `judge` facts rankable on the graph before it (both
+// entities named by a fact before c, and not one entity twice), those facts (the newest
+// `judge` of them); the window's other facts, which bring entities new to the graph and so
+// cannot be ranked, go to training, as do those of the validation window, found the same way
+// before c with `valid`. A window reaches back at most `max_window_share` of the facts, and
+// then holds what rankable facts it found. `moved_to_train` counts the windows' facts that
+// went to training.
+struct AgeSplit {
+  std::vector<uint32_t> train, valid, judge;
+  size_t moved_to_train = 0;
+};
+AgeSplit SplitByAge(absl::Span<const NamedTriple> facts, size_t judge, size_t valid,
+                    double max_window_share);
+
 struct ChallengeOptions {
   // The fine-tuning; `recipe.init` is the champion's archive. Set by FineTuneRecipe unless the
   // caller overrides it.
   PathTrainOptions recipe;
   size_t judge_facts = 500;
   size_t valid_facts = 500;
-  // Neither held-out part takes more than this share of the facts.
+  // Neither held-out part takes more than this share of the facts, and neither window reaches
+  // back more than max_window_share of them (SplitByAge).
   double max_holdout_share = 0.1;
+  double max_window_share = 0.25;
   int eval_threads = 2;
 };
 
 struct Challenge {
   size_t train_facts = 0, valid_facts = 0, judge_facts = 0;
-  size_t judge_unrankable = 0;            // judge facts with an entity the older graph lacks
+  // Judge facts the evaluation could not rank after all (a fact the graph before it holds).
+  size_t judge_unrankable = 0;
+  // Facts of the held-out windows that went to training (SplitByAge).
+  size_t moved_to_train = 0;
   size_t unknown_relation = 0;            // facts of relations a closed-vocabulary champion lacks
   EvaluationResult champion, challenger;  // on the judge; `full` holds the full ranking
   int epochs = 0;                         // trained (the last may have been cut)

@@ -19,6 +19,7 @@
 namespace grail {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class ChallengerTest : public ::testing::Test {
@@ -104,6 +105,27 @@ TEST_F(ChallengerTest, RefusesTooFewFactsAndAnArchiveThatIsNotThere) {
   ChallengeOptions missing = Options();
   missing.recipe.init = dir_.Sub("nothing.pt");
   EXPECT_FALSE(RunChallenge(facts_, missing).ok());
+}
+
+TEST(SplitByAgeTest, TheJudgeIsTheNewestFactsRankableOnTheGraphBeforeThem) {
+  const std::vector<NamedTriple> facts = {
+      {"a", "r", "b"}, {"b", "r", "c"}, {"c", "r", "a"},
+      {"a", "s", "c"}, {"d", "r", "a"},                   // d is new
+      {"d", "s", "b"}, {"b", "s", "a"}, {"e", "r", "a"},  // e is new
+  };
+  const AgeSplit split = SplitByAge(facts, 2, 1, 1.0);
+  // The judge's window is facts 5..7: 7 names e, new there, so it trains; 5 and 6 judge
+  // (d first appears at 4, before the window). The validation window before it is 3..4:
+  // 4 brings d, so 3 validates.
+  EXPECT_THAT(split.judge, ElementsAre(5, 6));
+  EXPECT_THAT(split.valid, ElementsAre(3));
+  EXPECT_THAT(split.train, ElementsAre(0, 1, 2, 4, 7));
+  EXPECT_EQ(split.moved_to_train, 2u);
+  // A window reaches back no further than its share: then it holds what it found.
+  const AgeSplit short_window = SplitByAge(facts, 5, 0, 0.25);  // two facts back
+  EXPECT_THAT(short_window.judge, ElementsAre(6));
+  EXPECT_THAT(short_window.valid, ::testing::IsEmpty());
+  EXPECT_EQ(short_window.train.size(), 7u);
 }
 
 TEST(FineTuneRecipeTest, UltraGetsItsRecipeAndAPathModelThePresetsStepAtTheFineTuningRate) {
