@@ -44,6 +44,9 @@ struct FullRanking {
   double strict_mrr = 0;
   double strict_hits_at_1 = 0;
   double strict_hits_at_10 = 0;
+  // Each ranking list's 1 / rank (the mean-rank one, whose mean is `mrr`), test fact by test
+  // fact, its tail query then its head query: for paired comparisons of two models.
+  std::vector<double> reciprocal_ranks;
 };
 
 struct EvaluationResult {

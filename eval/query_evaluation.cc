@@ -206,8 +206,10 @@ absl::StatusOr<EvaluationResult> EvaluateRankingQueries(const GraphView& graph,
   }
   if (options.full_ranking) {
     FullRanking& full = result.full.emplace();
+    full.reciprocal_ranks.reserve(2 * test.size());
     for (size_t i = 0; i < test.size(); ++i) {
       for (const FullRank& r : {tail_rank[i], head_rank[i]}) {
+        full.reciprocal_ranks.push_back(1.0 / r.rank);
         full.mrr += 1.0 / r.rank / lists;
         full.hits_at_1 += (r.rank <= 1 ? 1 : 0) / lists;
         full.hits_at_3 += (r.rank <= 3 ? 1 : 0) / lists;

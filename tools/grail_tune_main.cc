@@ -8,10 +8,12 @@
 // One cycle: GetStats names the served archive; ExportTriples writes the graph into DIR; the
 // newest facts are held out as the judge (train/challenger.h); the archive is fine-tuned within
 // the budget; champion and challenger rank the judge's facts; only a challenger whose full
-// MRR beats the champion's by --margin is promoted: the champion is kept beside the archive as
-// ARCHIVE.previous, the challenger replaces ARCHIVE (a rename: a reader sees one or the other
-// whole), and every --reload-target reloads it. A reload that fails puts the champion back and
-// reloads it where the challenger had been loaded: the cycle then changed nothing.
+// MRR beats the champion's by --margin, and by --z standard errors of the paired difference
+// (so that a judge of a few hundred facts does not promote on chance), is promoted: the champion is
+// kept beside the archive as ARCHIVE.previous, the challenger replaces ARCHIVE (a rename: a reader
+// sees one or the other whole), and every --reload-target reloads it. A reload that fails puts the
+// champion back and reloads it where the challenger had been loaded: the cycle then changed
+// nothing.
 // --rollback serves ARCHIVE.previous again the same way. The report (JSON, --report) says
 // what was measured and decided. Exit status: 0 a cycle that ran (promoted or not), 1 a
 // failed step (nothing changed), 2 a usage error.
@@ -74,6 +76,9 @@ ABSL_FLAG(uint64_t, valid_facts, 500,
           "the facts before them that select the challenger's epoch (at most a tenth)");
 ABSL_FLAG(double, margin, 0.01,
           "full MRR (0..1) by which the challenger must beat the champion to be promoted");
+ABSL_FLAG(double, z, 2,
+          "standard errors of the paired per-query difference the gain must also exceed (0: the "
+          "margin alone)");
 ABSL_FLAG(double, lr, 0, "learning rate (0: the recipe's, 5e-4)");
 ABSL_FLAG(int, epochs, 0, "epochs at most (0: the recipe's: ULTRA 1, a path model 20)");
 ABSL_FLAG(int, threads, 2, "CPU threads for training and judging");
@@ -98,12 +103,14 @@ constexpr char kUsage[] =
     R"(grail-tune: fine-tunes the served model on the live graph; promotes it only when better
 
   grail-tune --target HOST:PORT --work-dir DIR [--reload-target HOST:PORT,...]
-             [--time-budget 1h] [--margin 0.01] [--judge-facts 500] [--report FILE] [--dry-run]
+             [--time-budget 1h] [--margin 0.01] [--z 2] [--judge-facts 500] [--report FILE]
+             [--dry-run]
   grail-tune --rollback --target HOST:PORT [--reload-target HOST:PORT,...]
 
 The served archive (GetStats; --model-file where this process sees it elsewhere) must be a
 path-family one (ULTRA's, or a path preset's). The newest --judge-facts facts judge, the
---valid-facts before them pick the epoch, the rest train. Prints the report (JSON) on stdout.
+--valid-facts before them pick the epoch, the rest train. The challenger is promoted when its
+full MRR on the judge beats the champion's by --margin and by --z standard errors. Prints the report (JSON) on stdout.
 Exit status: 0 the cycle ran (promoted or kept), 1 a step failed and nothing changed, 2 a usage
 error.
 )";
@@ -241,6 +248,8 @@ int Main(int argc, char** argv) {
   if (!rollback && work_dir.empty()) return usage_error("--work-dir is required");
   const double margin = absl::GetFlag(FLAGS_margin);
   if (!(margin >= 0 && margin <= 1)) return usage_error("--margin must be in [0, 1]");
+  const double z = absl::GetFlag(FLAGS_z);
+  if (!(z >= 0)) return usage_error("--z must not be negative");
   if (absl::GetFlag(FLAGS_time_budget) <= absl::ZeroDuration()) {
     return usage_error("--time-budget must be positive");
   }
@@ -353,8 +362,8 @@ int Main(int argc, char** argv) {
   if (!challenge.ok()) return Fail(report, challenge.status());
   report["judge"] = challenge->ToJson();
   report["margin"] = margin;
-  const bool better =
-      challenge->finite && challenge->challenger_mrr() > challenge->champion_mrr() + margin;
+  report["z"] = z;
+  const bool better = challenge->Beats(margin, z);
   const std::string challenger_file = (std::filesystem::path(work_dir) / "challenger.pt").string();
   if (absl::Status saved = challenge->model->Save(challenger_file); !saved.ok()) {
     return Fail(report, saved);

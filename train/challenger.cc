@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -109,13 +110,34 @@ PathTrainOptions FineTuneRecipe(const PathModel& champion, PathTrainOptions base
   return o;
 }
 
+double Challenge::gain_standard_error() const {
+  if (!finite || !champion.full || !challenger.full) return 0;
+  const std::vector<double>& a = challenger.full->reciprocal_ranks;
+  const std::vector<double>& b = champion.full->reciprocal_ranks;
+  const size_t m = std::min(a.size(), b.size());
+  if (m < 2) return 0;
+  double mean = 0;
+  for (size_t j = 0; j < m; ++j) mean += (a[j] - b[j]) / static_cast<double>(m);
+  double squares = 0;
+  for (size_t j = 0; j < m; ++j) squares += (a[j] - b[j] - mean) * (a[j] - b[j] - mean);
+  return std::sqrt(squares / static_cast<double>(m - 1) / static_cast<double>(m));
+}
+
 Json Challenge::ToJson() const {
-  Json out = {{"train_facts", train_facts},        {"valid_facts", valid_facts},
-              {"judge_facts", judge_facts},        {"judge_unrankable", judge_unrankable},
-              {"moved_to_train", moved_to_train},  {"unknown_relation", unknown_relation},
-              {"champion", RankingJson(champion)}, {"challenger", RankingJson(challenger)},
-              {"challenger_finite", finite},       {"epochs", epochs},
-              {"train_seconds", train_seconds},    {"judge_seconds", judge_seconds}};
+  Json out = {{"train_facts", train_facts},
+              {"valid_facts", valid_facts},
+              {"judge_facts", judge_facts},
+              {"judge_unrankable", judge_unrankable},
+              {"moved_to_train", moved_to_train},
+              {"unknown_relation", unknown_relation},
+              {"champion", RankingJson(champion)},
+              {"challenger", RankingJson(challenger)},
+              {"challenger_finite", finite},
+              {"gain", gain()},
+              {"gain_standard_error", gain_standard_error()},
+              {"epochs", epochs},
+              {"train_seconds", train_seconds},
+              {"judge_seconds", judge_seconds}};
   if (!finite) out["challenger"]["mrr"] = 0.0;
   return out;
 }

@@ -86,6 +86,17 @@ struct Challenge {
   double champion_mrr() const { return champion.full ? champion.full->mrr : 0; }
   // 0 for a challenger that is not finite: it is never better.
   double challenger_mrr() const { return finite && challenger.full ? challenger.full->mrr : 0; }
+  // challenger_mrr() - champion_mrr(), and the standard error of that difference over the
+  // judge's ranking lists, paired (both models rank the same lists): the sample standard
+  // deviation of the per-list differences of reciprocal rank over the square root of their
+  // number. 0 without two lists.
+  double gain() const { return challenger_mrr() - champion_mrr(); }
+  double gain_standard_error() const;
+  // The promotion rule: a finite challenger whose gain exceeds `margin` and `z` standard errors
+  // (one-sided: z = 2 leaves about 2% to chance for a challenger no better than the champion).
+  bool Beats(double margin, double z) const {
+    return finite && gain() > margin && gain() > z * gain_standard_error();
+  }
   // Every figure above, as the tune report's "judge" object.
   Json ToJson() const;
 };

@@ -102,6 +102,9 @@ TEST(QueryEvaluationTest, TiesRankAtTheMeanOfTheOptimisticAndPessimisticRank) {
   // Every candidate (each entity but the query's own) ties: the true one ranks
   // (1 + (kEntities - 1)) / 2 in both directions.
   EXPECT_THAT(result->full->mrr, DoubleEq(2.0 / kEntities));
+  // One reciprocal rank a list, two lists a fact.
+  EXPECT_THAT(result->full->reciprocal_ranks, ::testing::Each(DoubleEq(2.0 / kEntities)));
+  EXPECT_EQ(result->full->reciprocal_ranks.size(), 2 * TestFacts().size());
   // Counted against the answer, as the published figures count them, with the source among
   // the candidates: every other entity ties, so the answer ranks last.
   EXPECT_THAT(result->full->strict_mrr, DoubleEq(1.0 / kEntities));

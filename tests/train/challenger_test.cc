@@ -107,6 +107,38 @@ TEST_F(ChallengerTest, RefusesTooFewFactsAndAnArchiveThatIsNotThere) {
   EXPECT_FALSE(RunChallenge(facts_, missing).ok());
 }
 
+// A challenge whose models ranked lists with these reciprocal ranks.
+Challenge Judged(std::vector<double> champion, std::vector<double> challenger) {
+  Challenge c;
+  for (auto [result, rr] :
+       {std::pair{&c.champion, &champion}, std::pair{&c.challenger, &challenger}}) {
+    FullRanking& full = result->full.emplace();
+    for (double r : *rr) full.mrr += r / rr->size();
+    full.reciprocal_ranks = *rr;
+  }
+  return c;
+}
+
+TEST(ChallengeTest, ThePromotionRuleWantsTheMarginAndZStandardErrorsOfThePairedGain) {
+  // The same gain of 0.1 on every list: no spread, so any z passes, and the margin decides.
+  const Challenge steady = Judged({0.5, 0.2, 0.4, 0.1}, {0.6, 0.3, 0.5, 0.2});
+  EXPECT_NEAR(steady.gain(), 0.1, 1e-12);
+  EXPECT_NEAR(steady.gain_standard_error(), 0, 1e-12);
+  EXPECT_TRUE(steady.Beats(0.05, 2));
+  EXPECT_FALSE(steady.Beats(0.15, 0));
+  // The same mean gain from one list: differences 0.4, 0, 0, 0 have a standard deviation of
+  // 0.2, so a standard error of 0.1; the gain of 0.1 is one of them.
+  const Challenge lucky = Judged({0.5, 0.2, 0.4, 0.1}, {0.9, 0.2, 0.4, 0.1});
+  EXPECT_NEAR(lucky.gain(), 0.1, 1e-12);
+  EXPECT_NEAR(lucky.gain_standard_error(), 0.1, 1e-12);
+  EXPECT_TRUE(lucky.Beats(0.05, 0.5));
+  EXPECT_FALSE(lucky.Beats(0.05, 2));
+  // A challenger that is not finite never beats.
+  Challenge diverged = Judged({0.5, 0.2, 0.4, 0.1}, {0.6, 0.3, 0.5, 0.2});
+  diverged.finite = false;
+  EXPECT_FALSE(diverged.Beats(0, 0));
+}
+
 TEST(SplitByAgeTest, TheJudgeIsTheNewestFactsRankableOnTheGraphBeforeThem) {
   const std::vector<NamedTriple> facts = {
       {"a", "r", "b"}, {"b", "r", "c"}, {"c", "r", "a"},
