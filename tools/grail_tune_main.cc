@@ -80,7 +80,7 @@ ABSL_FLAG(double, z, 2,
           "standard errors of the paired per-query difference the gain must also exceed (0: the "
           "margin alone)");
 ABSL_FLAG(double, lr, 0, "learning rate (0: the recipe's, 5e-4)");
-ABSL_FLAG(int, epochs, 0, "epochs at most (0: the recipe's: ULTRA 1, a path model 20)");
+ABSL_FLAG(int, epochs, 0, "epochs at most (0: the recipe's: ULTRA 5, a path model 20)");
 ABSL_FLAG(int, threads, 2, "CPU threads for training and judging");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
 ABSL_FLAG(uint64_t, seed, 0, "the fine-tuning's seed");

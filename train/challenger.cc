@@ -98,7 +98,11 @@ PathTrainOptions UltraFineTuneRecipe(PathTrainOptions base) {
 }
 
 PathTrainOptions FineTuneRecipe(const PathModel& champion, PathTrainOptions base) {
-  if (champion.open_vocabulary()) return UltraFineTuneRecipe(std::move(base));
+  if (champion.open_vocabulary()) {
+    PathTrainOptions o = UltraFineTuneRecipe(std::move(base));
+    o.epochs = 5;
+    return o;
+  }
   PathTrainOptions o = std::move(base);
   o.epochs = 20;
   o.batch_size = 64;

@@ -170,7 +170,7 @@ TEST(FineTuneRecipeTest, UltraGetsItsRecipeAndAPathModelThePresetsStepAtTheFineT
   base.threads = 3;
   base.time_budget_seconds = 60;
   const PathTrainOptions u = FineTuneRecipe(*ultra->path, base);
-  EXPECT_EQ(u.epochs, 1);
+  EXPECT_EQ(u.epochs, 5);
   EXPECT_EQ(u.batch_size, 16);
   EXPECT_DOUBLE_EQ(u.learning_rate, 5e-4);
   EXPECT_DOUBLE_EQ(u.adversarial_temperature, 1.0);
