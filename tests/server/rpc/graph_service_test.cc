@@ -1,12 +1,14 @@
-// The gRPC service in-process, over real gRPC on a loopback port, on a store whose disk the
-// test can fill (a fault-injecting RocksDB file system, which the server binary cannot be
-// given): what AddTriples says when the disk fills, that reads go on, and that writes resume
-// once space is freed.
+// The gRPC service in-process, over real gRPC on a loopback port (so that ThreadSanitizer
+// watches the handlers): on a store whose disk the test can fill (a fault-injecting RocksDB
+// file system, which the server binary cannot be given), what AddTriples says when the disk
+// fills, that reads go on, and that writes resume once space is freed; and exports read while
+// writers commit.
 #include "server/rpc/graph_service.h"
 
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -46,15 +48,16 @@ using ::testing::HasSubstr;
 
 const std::vector<std::string> kRelations = {"r0", "r1"};
 
-class FullDiskServiceTest : public ::testing::Test {
+class InProcessServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  // The service on a store in this test's directory; on `disk` when given.
+  void Start(std::shared_ptr<FullDiskFileSystem> disk) {
     absl::StatusOr<std::unique_ptr<GrailModel>> created =
         GrailModel::Create(GrailConfig(), kRelations, /*seed=*/3);
     ASSERT_TRUE(created.ok()) << created.status();
     model_ = *std::move(created);
     StoreOptions options;
-    options.file_system = disk_;
+    options.file_system = std::move(disk);
     options.log = [](absl::string_view, absl::string_view) {};
     absl::StatusOr<std::unique_ptr<TripleStore>> store =
         TripleStore::Open(dir_.Sub("store"), options);
@@ -90,7 +93,6 @@ class FullDiskServiceTest : public ::testing::Test {
   }
 
   ScopedTempDir dir_;
-  std::shared_ptr<FullDiskFileSystem> disk_ = std::make_shared<FullDiskFileSystem>();
   std::unique_ptr<GrailModel> model_;
   std::unique_ptr<TripleStore> store_;
   std::unique_ptr<InferenceEngine> engine_;
@@ -98,6 +100,12 @@ class FullDiskServiceTest : public ::testing::Test {
   std::unique_ptr<KnowledgeGraphService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<kg::v1::KnowledgeGraph::Stub> stub_;
+};
+
+class FullDiskServiceTest : public InProcessServiceTest {
+ protected:
+  void SetUp() override { Start(disk_); }
+  std::shared_ptr<FullDiskFileSystem> disk_ = std::make_shared<FullDiskFileSystem>();
 };
 
 TEST_F(FullDiskServiceTest, AChunkMeetingAFullDiskFailsNamingItAndWritesResumeOnceSpaceIsFreed) {
@@ -139,6 +147,54 @@ TEST_F(FullDiskServiceTest, AChunkMeetingAFullDiskFailsNamingItAndWritesResumeOn
   ASSERT_EQ(resumed.acks.size(), 1u);
   EXPECT_EQ(resumed.acks[0].sequence(), 2u);
   EXPECT_EQ(Stats().facts(), 2u);
+}
+
+class ExportServiceTest : public InProcessServiceTest {
+ protected:
+  void SetUp() override { Start(nullptr); }
+};
+
+// Exports a page of one fact at a time while writers commit, several at once: each export gives
+// exactly the facts of the version it names, and every one ends OK.
+TEST_F(ExportServiceTest, ConcurrentExportsEachGiveTheVersionTheyNameWhileWritersCommit) {
+  std::vector<std::vector<NamedTriple>> chunks;
+  for (int c = 0; c < 20; ++c) {
+    std::vector<NamedTriple> chunk;
+    for (int i = 0; i < 10; ++i) {
+      chunk.push_back({absl::StrCat("e", c, "_", i), kRelations[i % 2], absl::StrCat("e", c)});
+    }
+    chunks.push_back(std::move(chunk));
+  }
+  ASSERT_TRUE(AddChunks(*stub_, {chunks[0]}).status.ok());
+  std::thread writer([&] {
+    for (size_t c = 1; c < chunks.size(); ++c) {
+      EXPECT_TRUE(AddChunks(*stub_, {chunks[c]}).status.ok());
+    }
+  });
+  std::vector<std::thread> readers;
+  std::vector<std::pair<uint64_t, size_t>> seen(4);  // (version, facts)
+  for (size_t r = 0; r < seen.size(); ++r) {
+    readers.emplace_back([&, r] {
+      grpc::ClientContext context;
+      kg::v1::ExportTriplesRequest request;
+      request.set_max_page_facts(1);
+      auto reader = stub_->ExportTriples(&context, request);
+      kg::v1::ExportTriplesResponse page;
+      while (reader->Read(&page)) {
+        seen[r].first = page.graph_sequence();
+        seen[r].second += page.triples_size();
+      }
+      const grpc::Status status = reader->Finish();
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  writer.join();
+  for (const auto& [version, facts] : seen) {
+    ASSERT_GE(version, 1u);
+    EXPECT_EQ(facts, 10 * version);  // chunk k is sequence k + 1, ten new facts each
+  }
+  EXPECT_EQ(Stats().graph_sequence(), chunks.size());
 }
 
 }  // namespace
