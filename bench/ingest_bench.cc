@@ -80,10 +80,9 @@ uint64_t HeapInUse() {
 // the baseline pays for the same filters, prefix extractor and number of memtables.
 std::vector<rocksdb::ColumnFamilyDescriptor> StoreFamilies() {
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name :
-       {"default", layout::kMeta, layout::kEntityByName, layout::kEntityNames,
-        layout::kRelationByName, layout::kRelationNames, layout::kFactsOut, layout::kFactsIn,
-        layout::kRemovedEntities, layout::kFactsBySequence}) {
+  for (const char* name : {"default", layout::kMeta, layout::kEntityByName, layout::kEntityNames,
+                           layout::kRelationByName, layout::kRelationNames, layout::kFactsOut,
+                           layout::kFactsIn, layout::kRemovedEntities, layout::kFactsBySequence}) {
     rocksdb::ColumnFamilyOptions options;
     rocksdb::BlockBasedTableOptions table;
     table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
@@ -169,8 +168,7 @@ IngestRun IngestBaseline(const std::vector<ChunkContent>& plan, bool sync, const
     for (const Triple& t : c.new_facts) {
       b.Put(h[6], layout::OutFactKey(t), added_at).PermitUncheckedError();
       b.Put(h[7], layout::InFactKey(t), rocksdb::Slice()).PermitUncheckedError();
-      b.Put(h[9], layout::SequencedFactKey(c.sequence, t), rocksdb::Slice())
-          .PermitUncheckedError();
+      b.Put(h[9], layout::SequencedFactKey(c.sequence, t), rocksdb::Slice()).PermitUncheckedError();
     }
     b.Put(h[1], layout::kEntityCountKey, layout::EncodeCounter(c.entities)).PermitUncheckedError();
     b.Put(h[1], layout::kRelationCountKey, layout::EncodeCounter(c.relations))

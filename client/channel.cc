@@ -1,5 +1,6 @@
 #include "client/channel.h"
 
+#include <cstdlib>
 #include <future>
 #include <utility>
 #include <vector>
@@ -14,6 +15,18 @@
 #include "grpcpp/support/client_interceptor.h"
 
 namespace grail {
+
+std::string DefaultTarget() {
+  const char* from_environment = std::getenv("GRAIL_TARGET");
+  return from_environment != nullptr && *from_environment != '\0' ? from_environment
+                                                                  : "localhost:50051";
+}
+
+std::string TokenOrEnvironment(std::string flag) {
+  if (!flag.empty()) return flag;
+  const char* from_environment = std::getenv("GRAIL_TOKEN");
+  return from_environment != nullptr ? from_environment : "";
+}
 namespace {
 
 // Adds the bearer token to every call's initial metadata. An interceptor rather than call

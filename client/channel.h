@@ -26,6 +26,14 @@ struct ChannelOptions {
   std::string token;
 };
 
+// The server a command talks to unless told otherwise: the environment's GRAIL_TARGET, so that
+// a shell or a container points every command at one server once; else localhost:50051.
+std::string DefaultTarget();
+
+// `flag` (a --token flag's value), or where it is empty the environment's GRAIL_TOKEN; empty
+// when neither is set.
+std::string TokenOrEnvironment(std::string flag);
+
 // INVALID_ARGUMENT for a client certificate without its key (or the reverse), NOT_FOUND for
 // a file that cannot be read. The channel connects lazily, as gRPC channels do.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions& options,

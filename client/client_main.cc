@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -40,17 +39,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 
-namespace {
-// --target's default: the environment's GRAIL_TARGET, so a shell or a container points every
-// command at one server once (as GRAIL_TOKEN gives the token).
-std::string DefaultTarget() {
-  const char* from_environment = std::getenv("GRAIL_TARGET");
-  return from_environment != nullptr && *from_environment != '\0' ? from_environment
-                                                                  : "localhost:50051";
-}
-}  // namespace
-
-ABSL_FLAG(std::string, target, DefaultTarget(),
+ABSL_FLAG(std::string, target, grail::DefaultTarget(),
           "the server, HOST:PORT (default: the environment's GRAIL_TARGET, else "
           "localhost:50051)");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -931,12 +920,7 @@ int Main(int argc, char** argv) {
   channel_options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   channel_options.tls_key = absl::GetFlag(FLAGS_tls_key);
   channel_options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
-  channel_options.token = absl::GetFlag(FLAGS_token);
-  if (channel_options.token.empty()) {
-    if (const char* from_environment = std::getenv("GRAIL_TOKEN")) {
-      channel_options.token = from_environment;
-    }
-  }
+  channel_options.token = TokenOrEnvironment(absl::GetFlag(FLAGS_token));
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
       MakeChannel(channel_options, channel_args);
   if (!channel.ok()) {

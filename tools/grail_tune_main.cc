@@ -18,7 +18,6 @@
 // what was measured and decided. Exit status: 0 a cycle that ran (promoted or not), 1 a
 // failed step (nothing changed), 2 a usage error.
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -44,14 +43,7 @@
 #include "model/families.h"
 #include "train/challenger.h"
 
-namespace {
-std::string FromEnvironment(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
-}  // namespace
-
-ABSL_FLAG(std::string, target, FromEnvironment("GRAIL_TARGET", "localhost:50051"),
+ABSL_FLAG(std::string, target, grail::DefaultTarget(),
           "the server the graph is exported from and whose model is tuned (default: the "
           "environment's GRAIL_TARGET, else localhost:50051)");
 ABSL_FLAG(std::vector<std::string>, reload_target, {},
@@ -110,9 +102,9 @@ constexpr char kUsage[] =
 The served archive (GetStats; --model-file where this process sees it elsewhere) must be a
 path-family one (ULTRA's, or a path preset's). The newest --judge-facts facts judge, the
 --valid-facts before them pick the epoch, the rest train. The challenger is promoted when its
-full MRR on the judge beats the champion's by --margin and by --z standard errors. Prints the report (JSON) on stdout.
-Exit status: 0 the cycle ran (promoted or kept), 1 a step failed and nothing changed, 2 a usage
-error.
+full MRR on the judge beats the champion's by --margin and by --z standard errors. Prints the
+report (JSON) on stdout. Exit status: 0 the cycle ran (promoted or kept), 1 a step failed and
+nothing changed, 2 a usage error.
 )";
 
 // A replica: its address and a stub on a channel to it.
@@ -128,8 +120,7 @@ absl::StatusOr<Replica> Connect(const std::string& target) {
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
-  options.token = absl::GetFlag(FLAGS_token);
-  if (options.token.empty()) options.token = FromEnvironment("GRAIL_TOKEN", "");
+  options.token = TokenOrEnvironment(absl::GetFlag(FLAGS_token));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options, args);
@@ -353,12 +344,12 @@ int Main(int argc, char** argv) {
                       {"learning_rate", options.recipe.learning_rate},
                       {"epochs", options.recipe.epochs},
                       {"time_budget_seconds", options.recipe.time_budget_seconds}};
-  champion->path.reset();  // RunChallenge loads its own
-  absl::StatusOr<Challenge> challenge = RunChallenge(*facts, options, [](const EpochReport& epoch) {
-    std::fprintf(stderr, "grail-tune: epoch %d loss %.4f%s%s\n", epoch.epoch, epoch.loss,
-                 epoch.valid_mrr ? absl::StrCat(" valid MRR ", *epoch.valid_mrr).c_str() : "",
-                 epoch.cut ? " (cut by the time budget)" : "");
-  });
+  absl::StatusOr<Challenge> challenge =
+      RunChallenge(*facts, *champion->path, options, [](const EpochReport& epoch) {
+        std::fprintf(stderr, "grail-tune: epoch %d loss %.4f%s%s\n", epoch.epoch, epoch.loss,
+                     epoch.valid_mrr ? absl::StrCat(" valid MRR ", *epoch.valid_mrr).c_str() : "",
+                     epoch.cut ? " (cut by the time budget)" : "");
+      });
   if (!challenge.ok()) return Fail(report, challenge.status());
   report["judge"] = challenge->ToJson();
   report["margin"] = margin;

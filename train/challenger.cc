@@ -157,15 +157,20 @@ absl::StatusOr<Challenge> RunChallenge(absl::Span<const NamedTriple> facts,
         " is not a path-family archive (ULTRA's or a path preset's): only those are fine-tuned "
         "on the live graph"));
   }
-  std::unique_ptr<PathModel> champion = std::move(loaded->path);
-  const bool open = champion->open_vocabulary();
+  return RunChallenge(facts, *loaded->path, options, on_epoch);
+}
+
+absl::StatusOr<Challenge> RunChallenge(absl::Span<const NamedTriple> facts,
+                                       const PathModel& champion, const ChallengeOptions& options,
+                                       const std::function<void(const EpochReport&)>& on_epoch) {
+  const bool open = champion.open_vocabulary();
 
   // A closed vocabulary is the champion's, in its order (the trainer requires exactly it);
   // facts of other relations cannot be learnt or ranked by it.
   Challenge out;
   std::vector<NamedTriple> usable;
   usable.reserve(facts.size());
-  const Vocabulary champion_relations(champion->relations());
+  const Vocabulary champion_relations(champion.relations());
   for (const NamedTriple& f : facts) {
     if (!open && !champion_relations.Find(f.relation)) {
       ++out.unknown_relation;
@@ -200,16 +205,14 @@ absl::StatusOr<Challenge> RunChallenge(absl::Span<const NamedTriple> facts,
 
   // Train on the oldest facts, validate on the next ones.
   IndexedTriples train;
-  if (!open) train.relations = Vocabulary(champion->relations());
+  if (!open) train.relations = champion_relations;
   IndexTriples(train_named, &train);
-  PathTrainOptions recipe = options.recipe;
   const auto train_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<PathModel>> trained =
-      TrainPath(train, std::vector<NamedTriple>(valid_named.begin(), valid_named.end()), recipe,
-                [&](const EpochReport& report) {
-                  out.epochs = report.epoch;
-                  if (on_epoch) on_epoch(report);
-                });
+      TrainPath(train, valid_named, options.recipe, [&](const EpochReport& report) {
+        out.epochs = report.epoch;
+        if (on_epoch) on_epoch(report);
+      });
   if (!trained.ok()) return trained.status();
   out.train_seconds = SecondsSince(train_start);
   out.model = *std::move(trained);
@@ -217,7 +220,7 @@ absl::StatusOr<Challenge> RunChallenge(absl::Span<const NamedTriple> facts,
 
   // Judge both on the newest facts, over the graph of everything older.
   IndexedTriples before;
-  if (!open) before.relations = Vocabulary(champion->relations());
+  if (!open) before.relations = champion_relations;
   IndexTriples(older, &before);
   const StaticGraph graph(before.entities.size(), before.triples);
   std::vector<Triple> judge;
@@ -234,18 +237,19 @@ absl::StatusOr<Challenge> RunChallenge(absl::Span<const NamedTriple> facts,
   if (judge.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("none of the ", out.judge_facts,
-                     " newest facts can be ranked on the graph before them "
-                     "(each names an entity it lacks): nothing to judge with"));
+                     " judge facts can be ranked (each repeats a fact of the graph before it, or "
+                     "links an entity to itself): nothing to judge with"));
   }
   const RelationMap relations =
-      open ? RelationMap() : MapRelationsByName(before.relations.names(), champion->relations());
+      open ? RelationMap() : MapRelationsByName(before.relations.names(), champion.relations());
   PathEvaluationOptions eval;
   eval.sampled = false;
   eval.full_ranking = true;
   eval.scoring.threads = options.eval_threads;
   const auto judge_start = std::chrono::steady_clock::now();
   for (auto [model, result] :
-       {std::pair{champion.get(), &out.champion}, std::pair{out.model.get(), &out.challenger}}) {
+       {std::pair<const PathModel*, EvaluationResult*>{&champion, &out.champion},
+        std::pair<const PathModel*, EvaluationResult*>{out.model.get(), &out.challenger}}) {
     if (model == out.model.get() && !out.finite) continue;  // it would rank arbitrarily
     absl::StatusOr<EvaluationResult> evaluated =
         EvaluatePath(*model, graph, relations, judge, eval);

@@ -111,6 +111,11 @@ struct Challenge {
 absl::StatusOr<Challenge> RunChallenge(
     absl::Span<const NamedTriple> facts, const ChallengeOptions& options,
     const std::function<void(const EpochReport&)>& on_epoch = nullptr);
+// The same with the champion already loaded (from `options.recipe.init`, which the trainer
+// still starts from).
+absl::StatusOr<Challenge> RunChallenge(
+    absl::Span<const NamedTriple> facts, const PathModel& champion, const ChallengeOptions& options,
+    const std::function<void(const EpochReport&)>& on_epoch = nullptr);
 
 }  // namespace grail
 
