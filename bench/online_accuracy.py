@@ -63,6 +63,40 @@ def online_counts(metrics):
     return ranked, skipped
 
 
+def stream_ranked(client, server, facts, chunk, remove_after):
+    """Adds `facts` through `client`, `chunk` a chunk, each sent once the previous one's
+    rankings are counted in `server`'s /metrics (removed again then, with `remove_after`);
+    returns the seconds it took."""
+    start = time.monotonic()
+    ranked, skipped = online_counts(scrape(server.metrics_port))
+    done_before = ranked + sum(skipped.values())
+    sent = 0
+    for i in range(0, len(facts), chunk):
+        part = facts[i:i + chunk]
+        for _ in client.add_triples(part, chunk=chunk):
+            pass
+        sent += len(part)
+        while True:  # the chunk's rankings end after its acknowledgement
+            ranked, skipped = online_counts(scrape(server.metrics_port))
+            if ranked + sum(skipped.values()) - done_before >= 2 * sent:
+                break
+            time.sleep(0.01)
+        if remove_after:
+            for _ in client.remove_triples(part, chunk=chunk):
+                pass
+    return time.monotonic() - start
+
+
+def offline_ranking(bin_dir, archive, graph, facts_file, threads=2):
+    """grail-eval's full ranking of `archive` on `facts_file` over `graph`, the facts filtered:
+    its JSON result."""
+    out = subprocess.run(
+        [str(bin_dir / "grail-eval"), "--model", str(archive), "--graph", str(graph), "--test",
+         str(facts_file), "--filter", str(facts_file), "--threads", str(threads)],
+        capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    return json.loads(out)
+
+
 def measure(split, archive, data, chunk, bin_dir, work, remove_after):
     ind = data / f"{split}_ind"
     graph = read_facts(ind / "train.txt")
@@ -75,34 +109,14 @@ def measure(split, archive, data, chunk, bin_dir, work, remove_after):
     with ServerProcess(bin_dir, archive, store, "--online-eval-rate", "1",
                        "--online-eval-cpu-share", "1", "--online-eval-window", "10000000",
                        log=work / f"{split}.online.log") as server:
-        client = Client(server.target)
-        start = time.monotonic()
-        sent = 0
-        for i in range(0, len(test), chunk):
-            part = test[i:i + chunk]
-            for _ in client.add_triples(part, chunk=chunk):
-                pass
-            sent += len(part)
-            while True:  # the chunk's rankings end after its acknowledgement
-                ranked, skipped = online_counts(scrape(server.metrics_port))
-                if ranked + sum(skipped.values()) >= 2 * sent:
-                    break
-                time.sleep(0.01)
-            if remove_after:
-                for _ in client.remove_triples(part, chunk=chunk):
-                    pass
-        seconds = time.monotonic() - start
+        seconds = stream_ranked(Client(server.target), server, test, chunk, remove_after)
         metrics = scrape(server.metrics_port)
     ranked, skipped = online_counts(metrics)
     mrr = [v for k, v in metrics.items() if k.startswith("grail_online_mrr")]
     hits = [v for k, v in metrics.items() if k.startswith("grail_online_hits_at_10")]
     merged = work / f"{split}.test.txt"
     merged.write_text("".join("\t".join(f) + "\n" for f in test), encoding="utf-8")
-    offline = subprocess.run(
-        [str(bin_dir / "grail-eval"), "--model", str(archive), "--graph", str(ind / "train.txt"),
-         "--test", str(merged), "--filter", str(merged), "--threads", "2"],
-        capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-    offline = json.loads(offline)
+    offline = offline_ranking(bin_dir, archive, ind / "train.txt", merged)
     return {"split": split, "archive": str(archive), "facts": len(test), "chunk": chunk,
             "remove_after": remove_after,
             "online_mrr": round(mrr[0], 6) if mrr else None,

@@ -31,33 +31,11 @@ import threading
 import time
 from pathlib import Path
 
-from online_accuracy import online_counts, read_facts, scrape
+from online_accuracy import offline_ranking, read_facts, scrape, stream_ranked
 from server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "build" / "python"))
-
-
-def stream_ranked(client, server, facts, chunk):
-    """Adds `facts` chunk by chunk, each removed again once its rankings are counted; returns
-    the seconds it took."""
-    start = time.monotonic()
-    ranked0, skipped0 = online_counts(scrape(server.metrics_port))
-    done0 = ranked0 + sum(skipped0.values())
-    sent = 0
-    for i in range(0, len(facts), chunk):
-        part = facts[i:i + chunk]
-        for _ in client.add_triples(part, chunk=chunk):
-            pass
-        sent += len(part)
-        while True:
-            ranked, skipped = online_counts(scrape(server.metrics_port))
-            if ranked + sum(skipped.values()) - done0 >= 2 * sent:
-                break
-            time.sleep(0.01)
-        for _ in client.remove_triples(part, chunk=chunk):
-            pass
-    return time.monotonic() - start
 
 
 def online_mrr(server, version):
@@ -68,11 +46,7 @@ def online_mrr(server, version):
 
 
 def offline(bin_dir, archive, graph, facts_file, threads):
-    out = subprocess.run(
-        [str(bin_dir / "grail-eval"), "--model", str(archive), "--graph", str(graph), "--test",
-         str(facts_file), "--filter", str(facts_file), "--threads", str(threads)],
-        capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-    result = json.loads(out)
+    result = offline_ranking(bin_dir, archive, graph, facts_file, threads)
     return {"full_mrr": result["full_mrr"], "full_hits_at_10": result["full_hits_at_10"]}
 
 
@@ -105,7 +79,8 @@ def measure(split, archive, data, args, bin_dir, work):
                        log=work / f"{split}.online.log") as server:
         client = Client(server.target)
         version_before = scrape_version(server)
-        row["stream_seconds_before"] = round(stream_ranked(client, server, test, args.chunk), 1)
+        seconds = stream_ranked(client, server, test, args.chunk, remove_after=True)
+        row["stream_seconds_before"] = round(seconds, 1)
         mrr, hits, n = online_mrr(server, version_before)
         row["online_before"] = {"mrr": mrr, "hits_at_10": hits, "ranks": n}
         row["offline_before"] = offline(bin_dir, model, ind / "train.txt", test_file, args.threads)
@@ -144,7 +119,8 @@ def measure(split, archive, data, args, bin_dir, work):
 
         version_after = scrape_version(server)
         row["served_after"] = version_after
-        row["stream_seconds_after"] = round(stream_ranked(client, server, test, args.chunk), 1)
+        seconds = stream_ranked(client, server, test, args.chunk, remove_after=True)
+        row["stream_seconds_after"] = round(seconds, 1)
         mrr, hits, n = online_mrr(server, version_after)
         row["online_after"] = {"mrr": mrr, "hits_at_10": hits, "ranks": n}
         row["offline_after"] = offline(bin_dir, model, ind / "train.txt", test_file, args.threads)
