@@ -12,11 +12,11 @@
 #include "gmock/gmock.h"
 #include "graph/triple_file.h"
 #include "gtest/gtest.h"
-#include "model/path/path_model.h"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/metrics_scrape.h"
 #include "tests/testing/ring_graph.h"
 #include "tests/testing/run_binary.h"
+#include "tests/testing/saved_model.h"
 #include "tests/testing/served_archive.h"
 
 namespace grail {
@@ -39,12 +39,7 @@ struct Exported {
 class ExportTest : public ServedArchiveFixture {
  protected:
   void SetUp() override {
-    PathConfig config;
-    config.num_layers = 2;
-    config.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, kRelations, 4);
-    ASSERT_TRUE(model.ok()) << model.status();
-    ASSERT_TRUE((*model)->Save(dir_.Sub("path.pt")).ok());
+    ASSERT_TRUE(SaveUntrainedPathModel(dir_.Sub("path.pt"), kRelations, 4, /*layers=*/2).ok());
     StartServer(dir_.Sub("path.pt"));
   }
 

@@ -13,10 +13,10 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/path/path_model.h"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/metrics_scrape.h"
 #include "tests/testing/ring_graph.h"
+#include "tests/testing/saved_model.h"
 #include "tests/testing/served_archive.h"
 
 namespace grail {
@@ -27,12 +27,7 @@ const std::vector<std::string> kRelations = {"r0", "r1", "r2"};
 class OnlineEvaluationTest : public ServedArchiveFixture {
  protected:
   void SetUp() override {
-    PathConfig config;
-    config.num_layers = 3;
-    config.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, kRelations, 4);
-    ASSERT_TRUE(model.ok()) << model.status();
-    ASSERT_TRUE((*model)->Save(dir_.Sub("path.pt")).ok());
+    ASSERT_TRUE(SaveUntrainedPathModel(dir_.Sub("path.pt"), kRelations, 4, /*layers=*/3).ok());
     StartServer(dir_.Sub("path.pt"), {"--online-eval-rate=1", "--online-eval-cpu-share=1"});
     Add(RingFacts(40, kRelations));  // every entity new: nothing ranked
   }

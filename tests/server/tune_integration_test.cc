@@ -13,15 +13,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
-#include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
-#include "model/path/path_model.h"
 #include "tests/testing/graph_calls.h"
 #include "tests/testing/rule_graph.h"
 #include "tests/testing/run_binary.h"
+#include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -40,21 +39,10 @@ std::string ReadBytes(const std::string& path) {
 class TuneTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // The facts as a stream brings them: the rule's targets among the body's facts.
-    const RuleGraph g = GenerateRuleGraph(60, 3, "e");
-    facts_ = g.body;
-    facts_.insert(facts_.end(), g.targets.begin(), g.targets.end());
-    SeededRandom random(7);
-    random.Shuffle(facts_);
+    facts_ = RuleGraphStream(60, 3, 7, "e");
     IndexedTriples indexed;
     IndexTriples(facts_, &indexed);
-    PathConfig config;
-    config.num_layers = 2;
-    config.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> champion =
-        PathModel::Create(config, indexed.relations.names(), 11);
-    ASSERT_TRUE(champion.ok()) << champion.status();
-    ASSERT_TRUE((*champion)->Save(model_).ok());
+    ASSERT_TRUE(SaveUntrainedPathModel(model_, indexed.relations.names(), 11, /*layers=*/2).ok());
     champion_bytes_ = ReadBytes(model_);
     for (int i = 0; i < 2; ++i) {
       ASSERT_TRUE(servers_[i].Start(

@@ -51,6 +51,18 @@ inline RuleGraph GenerateRuleGraph(int entities, uint64_t seed, const std::strin
   return g;
 }
 
+// GenerateRuleGraph's facts as a live stream brings them: the rule's targets among the body's
+// facts, in an order drawn from `order_seed`.
+inline std::vector<NamedTriple> RuleGraphStream(int entities, uint64_t seed, uint64_t order_seed,
+                                                const std::string& prefix) {
+  const RuleGraph g = GenerateRuleGraph(entities, seed, prefix);
+  std::vector<NamedTriple> facts = g.body;
+  facts.insert(facts.end(), g.targets.begin(), g.targets.end());
+  SeededRandom random(order_seed);
+  random.Shuffle(facts);
+  return facts;
+}
+
 // The rule graph for a model that reads relations by their place in the graph rather than
 // by name (ULTRA): in GenerateRuleGraph every relation spans all entities, so no structure
 // tells r1 from r3 and only the names say which two make the rule. Here the entities come in

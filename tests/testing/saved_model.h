@@ -1,5 +1,5 @@
-// An untrained GraIL model written to a file, for tests that start grail-server on it:
-// its scores are arbitrary but deterministic for the seed.
+// Untrained GraIL and path models written to a file, for tests that start grail-server on
+// them: their scores are arbitrary but deterministic for the seed.
 #ifndef GRAIL_TESTS_TESTING_SAVED_MODEL_H_
 #define GRAIL_TESTS_TESTING_SAVED_MODEL_H_
 
@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "model/grail/grail_model.h"
+#include "model/path/path_model.h"
 
 namespace grail {
 
@@ -18,6 +19,18 @@ inline absl::Status SaveUntrainedModel(const std::string& path,
                                        const std::vector<std::string>& relations, uint64_t seed,
                                        const GrailConfig& config) {
   absl::StatusOr<std::unique_ptr<GrailModel>> model = GrailModel::Create(config, relations, seed);
+  if (!model.ok()) return model.status();
+  return (*model)->Save(path);
+}
+
+// An untrained path model (NBFNet's network, `layers` layers of `dim`) for `relations`.
+inline absl::Status SaveUntrainedPathModel(const std::string& path,
+                                           const std::vector<std::string>& relations, uint64_t seed,
+                                           int layers, int dim = 8) {
+  PathConfig config;
+  config.num_layers = layers;
+  config.dim = dim;
+  absl::StatusOr<std::unique_ptr<PathModel>> model = PathModel::Create(config, relations, seed);
   if (!model.ok()) return model.status();
   return (*model)->Save(path);
 }

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/families.h"
 #include "tests/testing/rule_graph.h"
+#include "tests/testing/saved_model.h"
 #include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
 
@@ -25,21 +25,12 @@ using ::testing::HasSubstr;
 class ChallengerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // The facts as a stream would bring them: the rule's targets among the body's facts.
-    const RuleGraph g = GenerateRuleGraph(60, 3, "e");
-    facts_ = g.body;
-    facts_.insert(facts_.end(), g.targets.begin(), g.targets.end());
-    SeededRandom random(7);
-    random.Shuffle(facts_);
+    facts_ = RuleGraphStream(60, 3, 7, "e");
     IndexedTriples indexed;
     IndexTriples(facts_, &indexed);
-    PathConfig config;
-    config.num_layers = 2;
-    config.dim = 8;
-    absl::StatusOr<std::unique_ptr<PathModel>> champion =
-        PathModel::Create(config, indexed.relations.names(), 11);
-    ASSERT_TRUE(champion.ok()) << champion.status();
-    ASSERT_TRUE((*champion)->Save(dir_.Sub("champion.pt")).ok());
+    ASSERT_TRUE(
+        SaveUntrainedPathModel(dir_.Sub("champion.pt"), indexed.relations.names(), 11, /*layers=*/2)
+            .ok());
   }
 
   ChallengeOptions Options() const {
