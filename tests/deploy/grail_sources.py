@@ -264,6 +264,17 @@ def kustomization_objects():
     return kustomization, objects
 
 
+def kustomize(test, kubectl, directory):
+    """The objects `kubectl kustomize DIRECTORY` renders (offline, as `kubectl apply -k` would
+    send them); fails `test` when it cannot render them."""
+    import subprocess
+    import yaml
+    result = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True,
+                            text=True, timeout=120)
+    test.assertEqual(result.returncode, 0, result.stderr)
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
 def tune_component_objects():
     """Every object of the files the tune component lists as resources, as written."""
     import yaml

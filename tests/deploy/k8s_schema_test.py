@@ -31,10 +31,7 @@ SCHEMA_DIR = grail_sources.ROOT / "tests" / "deploy" / "k8s_schema"
 def rendered_objects(test):
     kubectl = shutil.which("kubectl")
     if kubectl:
-        result = subprocess.run([kubectl, "kustomize", str(grail_sources.K8S)],
-                                capture_output=True, text=True, timeout=120)
-        test.assertEqual(result.returncode, 0, result.stderr)
-        return [d for d in yaml.safe_load_all(result.stdout) if d]
+        return grail_sources.kustomize(test, kubectl, grail_sources.K8S)
     return grail_sources.kustomization_objects()[1]
 
 
@@ -72,10 +69,7 @@ class K8sSchemaTest(unittest.TestCase):
         # Rendered with its component where kubectl is here; else the component's own objects.
         kubectl = shutil.which("kubectl")
         if kubectl:
-            result = subprocess.run([kubectl, "kustomize", str(grail_sources.K8S_TUNE)],
-                                    capture_output=True, text=True, timeout=120)
-            self.assertEqual(result.returncode, 0, result.stderr)
-            objects = [d for d in yaml.safe_load_all(result.stdout) if d]
+            objects = grail_sources.kustomize(self, kubectl, grail_sources.K8S_TUNE)
         else:
             objects = grail_sources.tune_component_objects()
         self.assertIn("CronJob", {d["kind"] for d in objects})

@@ -12,7 +12,6 @@ PATH the overlay is rendered too: the StatefulSet's models then live on the shar
 
 import os
 import posixpath
-import shutil
 import subprocess
 import sys
 import unittest
@@ -131,10 +130,7 @@ class TuneComponentTest(unittest.TestCase):
 
     def test_the_overlay_renders_the_base_with_the_job_and_the_shared_models(self):
         kubectl = grail_sources.tool_or_skip(self, "kubectl", required_in_ci=False)
-        result = subprocess.run([kubectl, "kustomize", str(grail_sources.K8S_TUNE)],
-                                capture_output=True, text=True, timeout=120)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
+        rendered = grail_sources.kustomize(self, kubectl, grail_sources.K8S_TUNE)
         kustomization, base = grail_sources.kustomization_objects()
         key = lambda d: (d["kind"], d["metadata"]["name"])
         self.assertEqual(sorted(map(key, rendered)),

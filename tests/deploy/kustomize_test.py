@@ -8,11 +8,8 @@ without one. No cluster is contacted; nothing validates the objects against the
 API server's schemas (that needs a cluster or a schema bundle, neither of which is here).
 """
 
-import subprocess
 import sys
 import unittest
-
-import yaml
 
 import grail_sources
 
@@ -20,10 +17,7 @@ import grail_sources
 class KustomizeTest(unittest.TestCase):
     def test_renders_every_object_into_the_namespace(self):
         kubectl = grail_sources.tool_or_skip(self, "kubectl", required_in_ci=False)
-        result = subprocess.run([kubectl, "kustomize", str(grail_sources.K8S)],
-                                capture_output=True, text=True, timeout=120)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
+        rendered = grail_sources.kustomize(self, kubectl, grail_sources.K8S)
 
         kustomization, expected = grail_sources.kustomization_objects()
         key = lambda d: (d["kind"], d["metadata"]["name"])
