@@ -170,20 +170,23 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return bytes.str();
 }
 
-// Makes `model_file` hold `replacement` (written by `write`) and every replica serve it from
-// `served_path`. Any failure puts `restore` (the bytes it held) back and reloads it where the
-// replacement had been loaded, so that nothing has changed; the first error is returned.
-// `report["reloaded"]` lists each replica's new version.
+// Keeps `current` (the bytes `model_file` holds) as `kept_as`, makes `model_file` hold
+// `replacement`, and has every replica serve it from `served_path`. Any failure puts `current`
+// back and reloads it where the replacement had been loaded, so that nothing has changed; the
+// first error is returned. `report["reloaded"]` lists each replica's new version.
 absl::Status Publish(std::vector<Replica>& replicas, const std::string& model_file,
-                     const std::string& served_path, const std::string& restore,
-                     const std::function<absl::Status()>& write, Json& report) {
-  if (absl::Status written = write(); !written.ok()) return written;
+                     const std::string& served_path, const std::string& current,
+                     const std::string& kept_as, const std::string& replacement, Json& report) {
+  if (absl::Status kept = WriteAndReplaceFile(kept_as, current); !kept.ok()) return kept;
+  if (absl::Status written = WriteAndReplaceFile(model_file, replacement); !written.ok()) {
+    return written;
+  }
   std::vector<Replica*> loaded;
   report["reloaded"] = Json::array();
   for (Replica& replica : replicas) {
     absl::StatusOr<std::string> version = Reload(replica, served_path);
     if (!version.ok()) {
-      absl::Status restored = WriteAndReplaceFile(model_file, restore);
+      absl::Status restored = WriteAndReplaceFile(model_file, current);
       for (Replica* back : loaded) {
         if (restored.ok()) restored = Reload(*back, served_path).status();
       }
@@ -286,13 +289,8 @@ int Main(int argc, char** argv) {
       return Fail(report, absl::FailedPreconditionError(absl::StrCat(
                               "nothing to roll back to: ", previous_bytes.status().message())));
     }
-    absl::Status published = Publish(
-        replicas, model_file, served_path, *champion_bytes,
-        [&] {
-          absl::Status kept = WriteAndReplaceFile(model_file + ".rolled-back", *champion_bytes);
-          return kept.ok() ? WriteAndReplaceFile(model_file, *previous_bytes) : kept;
-        },
-        report);
+    absl::Status published = Publish(replicas, model_file, served_path, *champion_bytes,
+                                     model_file + ".rolled-back", *previous_bytes, report);
     if (!published.ok()) return Fail(report, published);
     report["decision"] = "rolled_back";
     WriteReport(report);
@@ -368,13 +366,8 @@ int Main(int argc, char** argv) {
 
   absl::StatusOr<std::string> challenger_bytes = ReadWholeFile(challenger_file);
   if (!challenger_bytes.ok()) return Fail(report, challenger_bytes.status());
-  absl::Status published = Publish(
-      replicas, model_file, served_path, *champion_bytes,
-      [&] {
-        absl::Status kept = WriteAndReplaceFile(previous, *champion_bytes);
-        return kept.ok() ? WriteAndReplaceFile(model_file, *challenger_bytes) : kept;
-      },
-      report);
+  absl::Status published = Publish(replicas, model_file, served_path, *champion_bytes, previous,
+                                   *challenger_bytes, report);
   if (!published.ok()) return Fail(report, published);
   report["decision"] = "promoted";
   WriteReport(report);
