@@ -44,11 +44,8 @@ tsan_options="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/sa
 TSAN_OPTIONS=$tsan_options setarch "$(uname -m)" -R \
   "$tsan_dir/bin/storage_test" --gtest_filter='-CrashRecoveryTest.*' --gtest_brief=1
 tsan_abseil=$(JOBS=$jobs scripts/tsan_abseil.sh)
-# FullDiskServiceTest is left out: it serves over an in-process gRPC server, whose hand-offs
-# (uninstrumented) ThreadSanitizer cannot see (docs/RELIABILITY.md).
 LD_LIBRARY_PATH=$tsan_abseil TSAN_OPTIONS=$tsan_options OMP_WAIT_POLICY=passive \
-  setarch "$(uname -m)" -R "$tsan_dir/bin/server_test" --gtest_filter='-FullDiskServiceTest.*' \
-  --gtest_brief=1
+  setarch "$(uname -m)" -R "$tsan_dir/bin/server_test" --gtest_brief=1
 
 # Each libFuzzer target for a short while (clang, ASan + UBSan, in build-fuzz/); the long
 # campaign is bench/fuzz.sh --runs 1000000 (docs/RELIABILITY.md).

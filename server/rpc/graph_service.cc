@@ -23,6 +23,10 @@
 #include "graph/vocabulary.h"
 #include "server/wire/chunk_parsing.h"
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace grail {
 
 kg::v1::ScoredBy ScoredByToProto(ScoredBy scored_by) {
@@ -42,6 +46,22 @@ kg::v1::ScoredBy ScoredByToProto(ScoredBy scored_by) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// gRPC (Debian's, uninstrumented) passes a call from the thread that starts an operation on it
+// (StartRead, StartWrite, Finish) to the thread that reports the operation done through its own
+// atomics, which ThreadSanitizer cannot see. A reactor marks both ends, so that what our threads
+// do to a call's state is checked against an order ThreadSanitizer knows; without it every
+// hand-off between the writer or exports thread and gRPC's reads as a race. No code otherwise.
+void HandToGrpc([[maybe_unused]] const void* reactor) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(const_cast<void*>(reactor));
+#endif
+}
+void TakeFromGrpc([[maybe_unused]] const void* reactor) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(const_cast<void*>(reactor));
+#endif
+}
 
 // ScoreTriplet's explanations: paths when max_paths is 0, and the most a call may ask for.
 constexpr int kDefaultExplanationPaths = 3;
@@ -207,6 +227,7 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
     // own finished calls still counted (an answer from the pass cache comes back well before
     // OnDone runs on a busy server).
     service_->LeaveCaller(&caller_);
+    HandToGrpc(this);
     Finish(final_status);
   }
   void Reply(const absl::Status& status) { Reply(ToGrpcStatus(status)); }
@@ -220,6 +241,7 @@ class KnowledgeGraphService::UnaryCall final : public grpc::ServerUnaryReactor {
 
   void OnCancel() override { control_->Cancel(); }
   void OnDone() override {
+    TakeFromGrpc(this);
     service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
     service_->LeaveCaller(&caller_);  // a call never answered; a no-op once answered
     delete this;
@@ -338,10 +360,12 @@ class KnowledgeGraphService::ChunkStreamCall final
       End(admitted);
       return;
     }
+    HandToGrpc(this);
     StartRead(&in_);
   }
 
   void OnReadDone(bool ok) override {
+    TakeFromGrpc(this);
     if (!ok) {  // the client closed its side, or the call was cancelled
       End(context_->IsCancelled()
               ? grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the stream")
@@ -388,16 +412,19 @@ class KnowledgeGraphService::ChunkStreamCall final
   }
 
   void OnWriteDone(bool ok) override {
+    TakeFromGrpc(this);
     if (!ok) {
       // The client is gone; the chunk is applied all the same (it resends unacked chunks).
       End(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
       return;
     }
     ++index_;
+    HandToGrpc(this);
     StartRead(&in_);
   }
 
   void OnDone() override {
+    TakeFromGrpc(this);
     service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
     service_->LeaveCaller(&caller_);  // a stream never ended; a no-op once it was
     delete this;
@@ -446,6 +473,7 @@ class KnowledgeGraphService::ChunkStreamCall final
     const grpc::Status serialized =
         grpc::SerializationTraits<typename Kind::Ack>::Serialize(ack_, &out_, &own_buffer);
     if (!serialized.ok()) return End(serialized);
+    HandToGrpc(this);
     StartWrite(&out_);
   }
 
@@ -460,6 +488,7 @@ class KnowledgeGraphService::ChunkStreamCall final
     service_->observer_->OnCall(Kind::kMethod, static_cast<int>(final_status.error_code()),
                                 std::chrono::duration<double>(Clock::now() - start_).count());
     service_->LeaveCaller(&caller_);  // free once answered, as for a unary call
+    HandToGrpc(this);
     Finish(final_status);
   }
 
@@ -505,12 +534,14 @@ class KnowledgeGraphService::ExportCall final
   }
 
   void OnWriteDone(bool ok) override {
+    TakeFromGrpc(this);
     if (!ok) return End(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
     if (finished_) return End(grpc::Status::OK);
     service_->exports_->Post([this] { NextPage(); });
   }
 
   void OnDone() override {
+    TakeFromGrpc(this);
     service_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
     service_->LeaveCaller(&caller_);  // a stream never ended; a no-op once it was
     delete this;
@@ -551,6 +582,7 @@ class KnowledgeGraphService::ExportCall final
     sent_ += page->size();
     ++sent_messages_;
     service_->observer_->OnFactsExported(page->size());
+    HandToGrpc(this);
     StartWrite(&response_);
   }
 
@@ -560,6 +592,7 @@ class KnowledgeGraphService::ExportCall final
     service_->observer_->OnCall(kMethod, static_cast<int>(final_status.error_code()),
                                 std::chrono::duration<double>(Clock::now() - start_).count());
     service_->LeaveCaller(&caller_);
+    HandToGrpc(this);
     Finish(final_status);
   }
 
