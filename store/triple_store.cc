@@ -30,59 +30,23 @@
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
+#include "store/store_families.h"
 #include "store/store_layout.h"
 
 namespace grail {
+
+// The families, their options and FromRocks (store/store_families.h), throughout this file.
+using namespace store_internal;  // NOLINT(build/namespaces)
+
 namespace {
 
 namespace layout = store_layout;
-
-// Index into TripleStore::families_, in the order the families are opened.
-enum Family {
-  kDefaultFamily,
-  kMetaFamily,
-  kEntityByNameFamily,
-  kEntityNamesFamily,
-  kRelationByNameFamily,
-  kRelationNamesFamily,
-  kFactsOutFamily,
-  kFactsInFamily,
-  kRemovedEntitiesFamily,
-  kFactsBySequenceFamily,
-  kNumFamilies,
-};
-
-constexpr const char* kFamilyNames[kNumFamilies] = {
-    "default",
-    layout::kMeta,
-    layout::kEntityByName,
-    layout::kEntityNames,
-    layout::kRelationByName,
-    layout::kRelationNames,
-    layout::kFactsOut,
-    layout::kFactsIn,
-    layout::kRemovedEntities,
-    layout::kFactsBySequence,
-};
 
 // Ids are u32 and every id must be representable, so a count may reach 2^32 - 1.
 constexpr uint64_t kMaxIds = std::numeric_limits<uint32_t>::max();
 
 // Where AddChunk puts the rejected fact's position, for RejectedFactIndex().
 constexpr char kRejectedFactPayload[] = "type.googleapis.com/grail.storage.RejectedFact";
-
-absl::Status FromRocks(const rocksdb::Status& s, absl::string_view context) {
-  if (s.ok()) return absl::OkStatus();
-  const std::string message = absl::StrCat(context, ": ", s.ToString());
-  if (s.IsCorruption()) return absl::DataLossError(message);
-  if (s.IsNoSpace()) return absl::ResourceExhaustedError(message);
-  // RocksDB holds an exclusive lock on the directory while a database is open.
-  if (s.IsIOError() && s.ToString().find("/LOCK") != std::string::npos) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(message, " (is the store already open, in this or another process?)"));
-  }
-  return absl::InternalError(message);
-}
 
 // RocksDB's log lines, forwarded: warnings and errors to StoreOptions::log, the rest (info
 // chatter, the options dump at open) dropped. Replaces RocksDB's info LOG file, whose writer
@@ -138,21 +102,6 @@ rocksdb::DBOptions DatabaseOptions(rocksdb::Env* env, std::shared_ptr<rocksdb::L
   return options;
 }
 
-rocksdb::ColumnFamilyOptions FamilyOptions(Family family) {
-  rocksdb::ColumnFamilyOptions options;
-  rocksdb::BlockBasedTableOptions table;
-  // Whole-key bloom filters for point lookups (a fact, a name).
-  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  if (family == kFactsOutFamily || family == kFactsInFamily) {
-    // The first id of a fact key is its prefix: the filters then also answer "does this
-    // entity have any edges in this direction", and an adjacency scan is a prefix scan.
-    options.prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(layout::kIdBytes));
-    options.memtable_prefix_bloom_size_ratio = 0.05;
-  }
-  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  return options;
-}
-
 std::vector<rocksdb::ColumnFamilyDescriptor> FamilyDescriptors() {
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (int f = 0; f < kNumFamilies; ++f) {
@@ -174,6 +123,34 @@ void CloseDatabase(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>* f
 }  // namespace
 
 namespace store_internal {
+
+absl::Status FromRocks(const rocksdb::Status& s, absl::string_view context) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string message = absl::StrCat(context, ": ", s.ToString());
+  if (s.IsCorruption()) return absl::DataLossError(message);
+  if (s.IsNoSpace()) return absl::ResourceExhaustedError(message);
+  // RocksDB holds an exclusive lock on the directory while a database is open.
+  if (s.IsIOError() && s.ToString().find("/LOCK") != std::string::npos) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(message, " (is the store already open, in this or another process?)"));
+  }
+  return absl::InternalError(message);
+}
+
+rocksdb::ColumnFamilyOptions FamilyOptions(Family family) {
+  rocksdb::ColumnFamilyOptions options;
+  rocksdb::BlockBasedTableOptions table;
+  // Whole-key bloom filters for point lookups (a fact, a name).
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  if (family == kFactsOutFamily || family == kFactsInFamily) {
+    // The first id of a fact key is its prefix: the filters then also answer "does this
+    // entity have any edges in this direction", and an adjacency scan is a prefix scan.
+    options.prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(layout::kIdBytes));
+    options.memtable_prefix_bloom_size_ratio = 0.05;
+  }
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return options;
+}
 
 // See TripleStore::database_.
 struct Database {

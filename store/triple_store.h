@@ -137,6 +137,38 @@ struct ChunkResult {
   uint32_t relations_not_present = 0;
 };
 
+// How TripleStore::BulkAdd reads and numbers its files.
+struct BulkLoadOptions {
+  // The load's facts take one sequence per this many lines (blank lines not counted), as
+  // AddChunk calls of this many lines each would: the store a load builds is the store those
+  // chunks build, sequences included. At least 1.
+  uint64_t chunk_lines = 100000;
+  // Threads that validate the files (each file is cut at line ends) and sort the facts.
+  int threads = 2;
+  // Where the table files are written before they are ingested: a directory on the store's
+  // file system (so that ingesting moves them instead of copying). Empty: DIR/bulk-load.tmp,
+  // removed afterwards, and at the next load if a crash left it.
+  std::string work_dir;
+  // Told of each step as it starts ("validating", "numbering", ...); unset: nothing.
+  std::function<void(absl::string_view step)> progress;
+};
+
+// What a BulkAdd did, and how long each step took.
+struct BulkLoadResult {
+  uint64_t lines = 0;             // facts read (lines that are not blank)
+  uint64_t facts_added = 0;       // facts new to the store, each once
+  uint64_t duplicate_facts = 0;   // repeated in the files or stored already
+  uint64_t entities_created = 0;  // new names, and removed entities named again
+  uint64_t relations_created = 0;
+  uint64_t first_sequence = 0;  // the sequences the load's chunks took (none when no lines)
+  uint64_t last_sequence = 0;
+  double validate_seconds = 0;  // reading and checking every line
+  double number_seconds = 0;    // names to ids, in order of first appearance
+  double sort_seconds = 0;      // the facts in the three orders the families keep
+  double write_seconds = 0;     // the table files
+  double ingest_seconds = 0;    // RocksDB's ingestion and the in-memory index
+};
+
 // One fact of an export, by name, with the sequence of the chunk that added it (0 for a
 // fact stored before the store recorded sequences; see TripleStore::Export).
 struct ExportedFact {
@@ -255,6 +287,20 @@ class TripleStore {
                                           absl::Span<const std::string> entities = {},
                                           absl::Span<const std::string> relations = {},
                                           uint64_t sequence = 0);
+
+  // Adds the facts of triple files (graph/triple_file.h) as AddChunk calls of
+  // options.chunk_lines lines each would, file after file, but by writing RocksDB's table
+  // files directly and ingesting them in one atomic step: the same ids (in order of first
+  // appearance), names, facts, sequences and counters, at the rate the disk and the threads
+  // allow. Every line is checked first, and a bad one (malformed, a name AddChunk would refuse,
+  // a relation outside allowed_relations) fails the load as INVALID_ARGUMENT "FILE:LINE: ..."
+  // with nothing written; NOT_FOUND for a file that cannot be read. A crash before the
+  // ingestion leaves the store as it was, and after it, the whole load. Writers wait meanwhile.
+  // Memory: about 40 bytes a fact and the names' bytes twice, besides the files, which are
+  // mapped. Not for a replica of a replicated graph (its sequences are the log's), and the
+  // relation-pair bound (max_relation_side_pairs) is not applied.
+  absl::StatusOr<BulkLoadResult> BulkAdd(absl::Span<const std::string> files,
+                                         const BulkLoadOptions& options);
 
   // Moves the sequence to `sequence` (above the current one) without changing the graph: a
   // replica records a log entry that it skips (one that every replica rejects), so that

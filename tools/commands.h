@@ -15,6 +15,9 @@ int RunSplitCommand();
 int RunSynthCommand();
 // `import-ultra --checkpoint FILE --out MODEL.pt`
 int RunImportUltraCommand();
+// `bulk-load --triples FILE[,FILE...] --data-dir DIR [--chunk-lines N] [--threads N] [--check]`
+// (built with the service only: it writes the service's store)
+int RunBulkLoadCommand();
 
 }  // namespace grail
 

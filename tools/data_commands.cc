@@ -22,7 +22,8 @@
 ABSL_FLAG(std::string, out, "", "output directory (import-ultra: the model file)");
 ABSL_FLAG(std::string, wordnet_dir, grail::kDefaultWordNetDir,
           "wordnet: directory holding WordNet 3.0's data.* and index.* files");
-ABSL_FLAG(std::string, triples, "", "split: triple file holding the whole graph");
+ABSL_FLAG(std::string, triples, "",
+          "split: triple file holding the whole graph; bulk-load: triple files, comma-separated");
 ABSL_FLAG(std::string, name, "",
           "split: name of the pair, written as OUT/NAME and OUT/NAME_ind (default: the name of "
           "the directory holding --triples, or \"split\")");

@@ -1,5 +1,5 @@
-// grail-tools: data preparation and inspection (subgraph, wordnet, split, synth), and model
-// import (import-ultra).
+// grail-tools: data preparation and inspection (subgraph, wordnet, split, synth), model import
+// (import-ultra), and the offline load of a store (bulk-load).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -21,7 +21,10 @@ int main(int argc, char** argv) {
       "  synth    --out DIR [--entities N] [--facts M] [--relations R] [--exponent A] [--seed S]\n"
       "                                                      power-law graph -> DIR/triples.txt\n"
       "  import-ultra --checkpoint FILE --out MODEL.pt       a released ULTRA checkpoint -> our\n"
-      "           [--head-queries forward|inverse]           archive (any graph, no training)");
+      "           [--head-queries forward|inverse]           archive (any graph, no training)\n"
+      "  bulk-load --triples FILE[,FILE...] --data-dir DIR   triple files -> a store, offline "
+      "(the\n"
+      "           [--chunk-lines N] [--threads N] [--check]  server stopped), via table files");
   const std::vector<std::string> positional = grail::ParseCommandLine(argc, argv);
   if (positional.size() != 2) {
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
@@ -33,6 +36,9 @@ int main(int argc, char** argv) {
   if (command == "split") return grail::RunSplitCommand();
   if (command == "synth") return grail::RunSynthCommand();
   if (command == "import-ultra") return grail::RunImportUltraCommand();
+#ifdef GRAIL_TOOLS_BULK_LOAD
+  if (command == "bulk-load") return grail::RunBulkLoadCommand();
+#endif
   std::fprintf(stderr, "unknown command '%s'\n%s\n", command.c_str(),
                absl::ProgramUsageMessage().data());
   return 2;

@@ -18,6 +18,7 @@
 #include "rocksdb/db.h"
 #include "store/store_layout.h"
 #include "tests/testing/full_disk.h"
+#include "tests/testing/raw_store.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/wal_damage.h"
 
@@ -56,63 +57,6 @@ std::vector<std::string> EntityNames(const GraphSnapshot& graph) {
   for (EntityId e = 0; e < graph.num_entities(); ++e) names.push_back(graph.EntityName(e));
   return names;
 }
-
-// Opens the store's directory with plain RocksDB, every column family included, to read
-// or tamper with it the way only a bug or a broken disk would.
-class RawStore {
- public:
-  explicit RawStore(const std::string& dir) {
-    std::vector<std::string> names;
-    EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names).ok());
-    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-    for (const std::string& name : names)
-      descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::Status s = rocksdb::DB::Open(rocksdb::DBOptions(), dir, descriptors, &handles, &db_);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    for (size_t i = 0; i < handles.size(); ++i) handles_.emplace_back(names[i], handles[i]);
-  }
-  ~RawStore() {
-    for (auto& [name, handle] : handles_)
-      db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
-    delete db_;
-  }
-  rocksdb::DB* db() { return db_; }
-  rocksdb::ColumnFamilyHandle* family(const std::string& name) {
-    for (auto& [n, handle] : handles_) {
-      if (n == name) return handle;
-    }
-    ADD_FAILURE() << "no column family " << name;
-    return nullptr;
-  }
-  // Every key of a family, in order.
-  std::vector<std::string> Keys(const std::string& family_name) {
-    rocksdb::ReadOptions read;
-    read.total_order_seek = true;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, family(family_name)));
-    std::vector<std::string> keys;
-    for (it->SeekToFirst(); it->Valid(); it->Next()) keys.push_back(it->key().ToString());
-    return keys;
-  }
-  // Makes the store what an older format wrote: version 2 had no facts_by_sequence family
-  // and empty facts_out values; version 1 had no removed_entities family either.
-  void RewriteAsFormatVersion(uint64_t version) {
-    EXPECT_TRUE(db_->DropColumnFamily(family(store_layout::kFactsBySequence)).ok());
-    for (const std::string& key : Keys(store_layout::kFactsOut)) {
-      EXPECT_TRUE(db_->Put(rocksdb::WriteOptions(), family(store_layout::kFactsOut), key, "").ok());
-    }
-    if (version == 1) {
-      EXPECT_TRUE(db_->DropColumnFamily(family(store_layout::kRemovedEntities)).ok());
-    }
-    EXPECT_TRUE(db_->Put(rocksdb::WriteOptions(), family(store_layout::kMeta),
-                         store_layout::kFormatVersionKey, store_layout::EncodeCounter(version))
-                    .ok());
-  }
-
- private:
-  rocksdb::DB* db_ = nullptr;
-  std::vector<std::pair<std::string, rocksdb::ColumnFamilyHandle*>> handles_;
-};
 
 class TripleStoreTest : public ::testing::Test {
  protected:
