@@ -1,6 +1,7 @@
 #include "datasets/synthetic_graph.h"
 
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "absl/container/flat_hash_set.h"
@@ -27,8 +28,8 @@ class PowerLawSampler {
 
 }  // namespace
 
-absl::StatusOr<std::vector<NamedTriple>> GenerateSyntheticGraph(
-    const SyntheticGraphOptions& options) {
+absl::Status GenerateSyntheticGraph(const SyntheticGraphOptions& options,
+                                    const std::function<absl::Status(const NamedTriple&)>& emit) {
   const uint64_t n = options.entities;
   if (n < 2) return absl::InvalidArgumentError("a synthetic graph needs at least 2 entities");
   if (options.relations == 0) return absl::InvalidArgumentError("relations must be at least 1");
@@ -64,17 +65,19 @@ absl::StatusOr<std::vector<NamedTriple>> GenerateSyntheticGraph(
 
   absl::flat_hash_set<Triple> seen;
   seen.reserve(options.facts);
-  std::vector<NamedTriple> out;
-  out.reserve(options.facts);
+  absl::Status emitted;
+  NamedTriple named;
   auto add = [&](uint32_t head, uint32_t tail) {
     if (head == tail) return false;
     const Triple fact{head, relation_of(head), tail};
     if (!seen.insert(fact).second) return false;
-    out.push_back({absl::StrCat("e", name_of[head]), relation_names[fact.relation],
-                   absl::StrCat("e", name_of[tail])});
+    named.head = absl::StrCat("e", name_of[head]);
+    named.relation = relation_names[fact.relation];
+    named.tail = absl::StrCat("e", name_of[tail]);
+    if (emitted.ok()) emitted = emit(named);
     return true;
   };
-  for (uint32_t i = 0; i < n; ++i) {
+  for (uint32_t i = 0; i < n && emitted.ok(); ++i) {
     // Entity i's first fact, in a random direction.
     for (;;) {
       const uint32_t other = endpoint.Draw(random);
@@ -82,7 +85,21 @@ absl::StatusOr<std::vector<NamedTriple>> GenerateSyntheticGraph(
       if (outgoing ? add(i, other) : add(other, i)) break;
     }
   }
-  while (out.size() < options.facts) add(endpoint.Draw(random), endpoint.Draw(random));
+  while (seen.size() < options.facts && emitted.ok()) {
+    add(endpoint.Draw(random), endpoint.Draw(random));
+  }
+  return emitted;
+}
+
+absl::StatusOr<std::vector<NamedTriple>> GenerateSyntheticGraph(
+    const SyntheticGraphOptions& options) {
+  std::vector<NamedTriple> out;
+  absl::Status generated = GenerateSyntheticGraph(options, [&](const NamedTriple& fact) {
+    if (out.empty()) out.reserve(options.facts);
+    out.push_back(fact);
+    return absl::OkStatus();
+  });
+  if (!generated.ok()) return generated;
   return out;
 }
 

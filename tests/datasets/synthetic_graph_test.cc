@@ -68,6 +68,26 @@ TEST(SyntheticGraphTest, TheSameSeedGivesTheSameGraphAndAnotherSeedAnother) {
   EXPECT_NE(*a, *c);
 }
 
+TEST(SyntheticGraphTest, StreamingGivesTheSameFactsInTheSameOrderAndStopsAtTheSinksError) {
+  SyntheticGraphOptions options = Small(5);
+  options.entities = 2000;
+  options.facts = 8000;
+  absl::StatusOr<std::vector<NamedTriple>> whole = GenerateSyntheticGraph(options);
+  ASSERT_TRUE(whole.ok());
+  std::vector<NamedTriple> streamed;
+  ASSERT_TRUE(GenerateSyntheticGraph(options, [&](const NamedTriple& t) {
+                streamed.push_back(t);
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(streamed, *whole);
+  size_t calls = 0;
+  const absl::Status stopped = GenerateSyntheticGraph(options, [&](const NamedTriple&) {
+    return ++calls == 10 ? absl::DataLossError("disk gone") : absl::OkStatus();
+  });
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(calls, 10u);
+}
+
 TEST(SyntheticGraphTest, ImpossibleOptionsAreRefused) {
   SyntheticGraphOptions options = Small(0);
   options.facts = options.entities - 1;
