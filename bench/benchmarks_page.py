@@ -197,7 +197,9 @@ def scale_table(rows, commands):
     if not measured:
         return []
     out = ["### How far it scales: every entity of a synthetic power-law graph", "",
-           "A `grail-server` with a graph streamed in over gRPC, on the same 2 cores as its "
+           "A `grail-server` with a graph streamed in over gRPC (or bulk-loaded, where the "
+           "configuration says so: then the ingest is that of the facts streamed in on top), on "
+           "the same 2 cores as its "
            "clients. RankTails over every entity for the 20 entities of highest degree (hub) "
            "and 200 drawn uniformly, p50 / p99 ms; ScoreTriplet at 16 clients, idle, and the "
            "ratio of its p99 beside 4 clients looping rank-alls to its p99 idle.", ""]
@@ -209,8 +211,13 @@ def scale_table(rows, commands):
     pair = lambda ms: f"{ms[0]:,} / {ms[1]:,}"
     for r in measured:
         facts = r["facts"] // r["entities"]
+        configuration = r["configuration"] or "defaults"
+        if "bulk_load_seconds" in r:
+            configuration += (f" (loaded in {r['bulk_load_seconds']:,} s, peak "
+                              f"{r['bulk_load_peak_rss_mb']:,} MB; serving "
+                              f"{r['startup_seconds']:,} s after start)")
         out.append(f"| {power(r['entities'])} / {facts}·{power(r['entities'])} | {r['model']} | "
-                   f"{r['configuration'] or 'defaults'} | {r['ingest_facts_per_second']:,} | "
+                   f"{configuration} | {r['ingest_facts_per_second']:,} | "
                    f"{r['rss_after_ingest_mb']:,} | {pair(r['rank_all_hub_ms'])} | "
                    f"{pair(r['rank_all_uniform_ms'])} | {pair(r['score_c16_idle_ms'])} | "
                    f"{r['loaded_idle_p99_ratio']:.2f}× | {r['machine']}, {r['date']}, "

@@ -21,6 +21,12 @@ server's (--client-flags=--max-visited-nodes=N); "ultra", ULTRA's released ultra
 
     bench/million_ranking.py [--sizes 100000,1000000] [--models path,ultra]
                              [--client-flags=--max-visited-nodes=8192]
+                             [--bulk-load [--new-facts 200000] [--chunk 10000]]
+                             [--facts-per-entity 5]
+With --bulk-load the graph but its last --new-facts lines goes in with grail-tools bulk-load
+(its seconds and peak RSS recorded), the server starts on the result (seconds to serving
+recorded), and the ingest figure is that of the last lines streamed in on top, --chunk facts
+a chunk.
 Results: out/million/<size>.<model>.json (a case measured before is skipped; --force).
 """
 
@@ -41,13 +47,36 @@ from scale_bench import NEW_BIN, ROOT, Server, load_summary, log, run  # noqa: E
 DATA = ROOT / "out" / "scale" / "data"  # shared with bench/scale_bench.py
 
 
-def synth(entities):
+def synth(entities, per_entity=5):
     names = {100000: "synth100k", 1000000: "synth1m", 10000000: "synth10m"}
-    path = DATA / names.get(entities, f"synth{entities}") / "triples.txt"
+    name = names.get(entities, f"synth{entities}") if per_entity == 5 else \
+        f"synth{entities}x{per_entity}"
+    path = DATA / name / "triples.txt"
     if not path.exists():
         run([NEW_BIN / "grail-tools", "synth", "--out", path.parent, "--entities", entities,
-             "--facts", 5 * entities, "--seed", 1])
+             "--facts", per_entity * entities, "--seed", 1])
     return path
+
+
+def bulk_load(graph, new_facts, store, case_dir):
+    """grail-tools bulk-load of all of `graph` but its last `new_facts` lines into `store`;
+    the load's summary with its peak RSS, and the file of the lines left out."""
+    base, new = case_dir / "base.tsv", case_dir / "new.tsv"
+    lines = int(subprocess.run(["wc", "-l", str(graph)], capture_output=True, text=True,
+                               check=True).stdout.split()[0])
+    with open(base, "w") as out:
+        subprocess.run(["head", "-n", str(lines - new_facts), str(graph)], stdout=out, check=True)
+    with open(new, "w") as out:
+        subprocess.run(["tail", "-n", str(new_facts), str(graph)], stdout=out, check=True)
+    subprocess.run(["rm", "-rf", str(store)], check=True)
+    peak = case_dir / "bulk_load.peak"
+    out = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(peak),
+                          str(NEW_BIN / "grail-tools"), "bulk-load", "--triples", str(base),
+                          "--data-dir", str(store)], capture_output=True, text=True, check=True)
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    summary["peak_rss_mb"] = round(int(peak.read_text().split()[-1]) / 1024)
+    base.unlink()
+    return summary, new
 
 
 def model(name):
@@ -109,21 +138,30 @@ def rank_args(queries, requests, deadline_ms, concurrency=1, seed=1):
 
 
 def measure(args, size, model_name, out):
-    graph = synth(size)
+    graph = synth(size, args.facts_per_entity)
     archive = model(model_name)
     case_dir = out / f"{size}.{model_name}"
     case_dir.mkdir(parents=True, exist_ok=True)
     hubs, uniform = query_files(graph, case_dir)
-    result = {"entities": size, "model": model_name, "date": time.strftime("%Y-%m-%d")}
+    result = {"entities": size, "facts": size * args.facts_per_entity, "model": model_name,
+              "date": time.strftime("%Y-%m-%d")}
+    streamed = graph
+    if args.bulk_load:
+        result["bulk_load"], streamed = bulk_load(graph, args.new_facts, case_dir / "store",
+                                                  case_dir)
+        log(f"  bulk load: {json.dumps(result['bulk_load'])}")
     server = Server(NEW_BIN, archive, case_dir / "store",
-                    [f for f in args.server_flags.split(",") if f])
+                    [f for f in args.server_flags.split(",") if f], fresh=not args.bulk_load)
+    result["startup_seconds"] = round(server.seconds_to_ready, 1)
+    result["rss_after_start_mb"] = round(server.status()["rss_mb"], 1)
     try:
-        added = server.client("add", graph, "--chunk", 1000, timeout=7200)
+        added = server.client("add", streamed, "--chunk", args.chunk, timeout=7200)
         result["ingest"] = {k: added.get(k) for k in
                             ("facts_added", "entities_created", "seconds", "facts_per_second")}
         rss = server.status()["rss_mb"]
         result["rss_after_ingest_mb"] = round(rss, 1)
-        result["rss_bytes_per_fact"] = round(rss * 2**20 / max(1, added.get("facts_added", 1)))
+        result["rss_bytes_per_fact"] = round(
+            rss * 2**20 / max(1, result["facts"] if args.bulk_load else added.get("facts_added", 1)))
         deadline = args.deadline_ms
         for name, queries in (("hub", hubs), ("uniform", uniform)):
             head, relation = queries.read_text().splitlines()[0].split("\t")[:2]
@@ -170,11 +208,15 @@ def record(result, args, results=RESULTS):
     """Writes `result` as a row of the scale table, replacing the row of the same graph size,
     model and configuration (bench/results/README.md)."""
     p = lambda run: [round((run or {}).get("latency_ms", {}).get(q, 0)) for q in ("p50", "p99")]
-    configuration = ", ".join(f for f in (args.server_flags, args.client_flags) if f)
-    name = ("million-ranking-1e7" if result["entities"] >= 10**7 else
+    configuration = ", ".join(f for f in (
+        args.server_flags, args.client_flags,
+        f"bulk-load, then {args.new_facts} facts in chunks of {args.chunk}" if args.bulk_load
+        else "") if f)
+    name = ("million-ranking-bulk" if args.bulk_load else
+            "million-ranking-1e7" if result["entities"] >= 10**7 else
             "million-ranking-priority" if args.client_flags else
             "million-ranking-budget" if args.server_flags else "million-ranking")
-    row = {"table": "scale", "entities": result["entities"], "facts": 5 * result["entities"],
+    row = {"table": "scale", "entities": result["entities"], "facts": result["facts"],
            "model": result["model"], "configuration": configuration,
            "ingest_facts_per_second": round(result["ingest"].get("facts_per_second") or 0),
            "rss_after_ingest_mb": round(result["rss_after_ingest_mb"]),
@@ -183,6 +225,10 @@ def record(result, args, results=RESULTS):
            "score_c16_idle_ms": p(result.get("score_c16_idle")),
            "loaded_idle_p99_ratio": result.get("loaded_idle_p99_ratio", 0),
            "command": name, "date": result["date"], "machine": result_rows.machine()}
+    if args.bulk_load:
+        row.update({"bulk_load_seconds": round(result["bulk_load"]["seconds"]["total"]),
+                    "bulk_load_peak_rss_mb": result["bulk_load"]["peak_rss_mb"],
+                    "startup_seconds": result["startup_seconds"]})
     result_rows.replace_rows(results, [row], lambda r: (
         r.get("table"), r.get("entities"), r.get("model"), r.get("configuration")))
 
@@ -202,6 +248,12 @@ def main():
     parser.add_argument("--client-flags", default="",
                         help="more grail-client flags for the rankings, comma-separated, e.g. "
                              "--client-flags=--max-visited-nodes=8192")
+    parser.add_argument("--facts-per-entity", type=int, default=5)
+    parser.add_argument("--bulk-load", action="store_true",
+                        help="load the graph but its last --new-facts lines with grail-tools "
+                        "bulk-load, and stream only those in")
+    parser.add_argument("--new-facts", type=int, default=200000)
+    parser.add_argument("--chunk", type=int, default=1000, help="facts per AddTriples chunk")
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--record", action="store_true",
                         help="also write each result into bench/results/scale.jsonl, from which "

@@ -99,9 +99,11 @@ class Sampler:
 class Server(ServerProcess):
     """grail-server on a fresh store (removed again by stop), logging to STORE.log."""
 
-    def __init__(self, bin_dir, model, store, extra_flags=()):
+    def __init__(self, bin_dir, model, store, extra_flags=(), fresh=True):
+        """fresh: remove what `store` holds first (False: serve it, e.g. a bulk load)."""
         self.store = Path(store)
-        subprocess.run(["rm", "-rf", str(self.store)], check=True)
+        if fresh:
+            subprocess.run(["rm", "-rf", str(self.store)], check=True)
         super().__init__(bin_dir, model, self.store, *extra_flags, log=f"{self.store}.log")
 
     def client(self, *args, timeout=None, check=True):
