@@ -221,23 +221,41 @@ bool RelationSideTracker::Apply(absl::Span<const Triple> added, absl::Span<const
       EntitySides(out, in, &sides_after);
       counts_.Update(sides_before, sides_after);
     }
-    if (out.size() + in.size() > kTrackedDegree) {
-      SideCounts& counts = hub_sides_[e];
-      for (const Neighbor& n : out) counts.emplace_back(HeadSide(n.relation), 1);
-      for (const Neighbor& n : in) counts.emplace_back(TailSide(n.relation), 1);
-      std::sort(counts.begin(), counts.end());
-      size_t kept = 0;
-      for (size_t i = 0; i < counts.size(); ++i) {
-        if (kept > 0 && counts[kept - 1].first == counts[i].first) {
-          ++counts[kept - 1].second;
-        } else {
-          counts[kept++] = counts[i];
-        }
-      }
-      counts.resize(kept);
-    }
+    if (out.size() + in.size() > kTrackedDegree) hub_sides_[e] = CountSides(out, in);
   }
   return counts_.changed();
+}
+
+void RelationSideTracker::Reset(const GraphView& graph) {
+  counts_ = RelationSideCounts();
+  hub_sides_.clear();
+  std::vector<uint32_t> sides;
+  for (EntityId e = 0; e < graph.num_entities(); ++e) {
+    const auto out = graph.OutEdges(e), in = graph.InEdges(e);
+    if (out.empty() && in.empty()) continue;
+    EntitySides(out, in, &sides);
+    counts_.Update({}, sides);
+    if (out.size() + in.size() > kTrackedDegree) hub_sides_[e] = CountSides(out, in);
+  }
+}
+
+RelationSideTracker::SideCounts RelationSideTracker::CountSides(absl::Span<const Neighbor> out,
+                                                                absl::Span<const Neighbor> in) {
+  SideCounts counts;
+  counts.reserve(out.size() + in.size());
+  for (const Neighbor& n : out) counts.emplace_back(HeadSide(n.relation), 1);
+  for (const Neighbor& n : in) counts.emplace_back(TailSide(n.relation), 1);
+  std::sort(counts.begin(), counts.end());
+  size_t kept = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (kept > 0 && counts[kept - 1].first == counts[i].first) {
+      ++counts[kept - 1].second;
+    } else {
+      counts[kept++] = counts[i];
+    }
+  }
+  counts.resize(kept);
+  return counts;
 }
 
 }  // namespace grail

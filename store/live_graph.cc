@@ -110,11 +110,18 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
     }
   }
   next->num_facts_ = base->num_facts_ + added - removed;
-  // The pair list is shared until a chunk makes two relation sides meet or part.
-  next->side_pairs_ =
-      relation_sides_ && side_tracker_.Apply(delta.facts, delta.removed_facts, *base, *next)
-          ? std::make_shared<const RelationSidePairs>(side_tracker_.Pairs())
-          : base->side_pairs_;
+  // The pair list is shared until a chunk makes two relation sides meet or part. A whole
+  // graph at once (a store's open, a bulk load into an empty store) is read off its lists.
+  if (relation_sides_ && base->num_facts_ == 0 && delta.removed_facts.empty() &&
+      !delta.facts.empty()) {
+    side_tracker_.Reset(*next);
+    next->side_pairs_ = std::make_shared<const RelationSidePairs>(side_tracker_.Pairs());
+  } else {
+    next->side_pairs_ =
+        relation_sides_ && side_tracker_.Apply(delta.facts, delta.removed_facts, *base, *next)
+            ? std::make_shared<const RelationSidePairs>(side_tracker_.Pairs())
+            : base->side_pairs_;
+  }
 
   next->removed_ = base->removed_;
   if (!delta.removed_entities.empty() || !delta.revived_entities.empty()) {
@@ -137,6 +144,23 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
   // `previous` (the old version) is released here, outside the lock: if no reader holds
   // it, freeing the nodes it alone owned must not delay readers taking snapshots.
   return added;
+}
+
+void LiveGraph::TrackRelationSides(bool on) {
+  if (on == relation_sides_) return;
+  const std::shared_ptr<const GraphSnapshot> base = Snapshot();
+  auto next = std::shared_ptr<GraphSnapshot>(new GraphSnapshot(*base));
+  if (on) {
+    side_tracker_.Reset(*base);
+    next->side_pairs_ = std::make_shared<const RelationSidePairs>(side_tracker_.Pairs());
+  } else {
+    side_tracker_ = RelationSideTracker();  // its memory goes now
+    next->side_pairs_ = std::make_shared<const RelationSidePairs>();
+  }
+  relation_sides_ = on;
+  std::shared_ptr<const GraphSnapshot> previous = std::move(next);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::swap(current_, previous);
 }
 
 std::optional<size_t> LiveGraph::FirstFactPastRelationPairLimit(absl::Span<const Triple> facts,

@@ -289,7 +289,7 @@ absl::Status CheckEmptyForeignDatabase(const std::string& dir,
 }  // namespace
 
 TripleStore::TripleStore(std::string dir, StoreOptions options)
-    : dir_(std::move(dir)), options_(std::move(options)) {
+    : dir_(std::move(dir)), options_(std::move(options)), graph_(options_.track_relation_sides) {
   if (options_.file_system != nullptr) env_ = rocksdb::NewCompositeEnv(options_.file_system);
   logger_ = std::make_shared<ForwardingLogger>(
       [this](absl::string_view level, absl::string_view message) { Log(level, message); });
@@ -577,6 +577,16 @@ absl::Status TripleStore::Upgrade(uint64_t version) {
                               " to ", layout::kFormatVersion, "; the facts it held at sequence ",
                               *sequence, " count as added at sequence 0 in exports"));
   return absl::OkStatus();
+}
+
+void TripleStore::TrackRelationSides(bool on) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  graph_.TrackRelationSides(on);
+}
+
+bool TripleStore::tracks_relation_sides() const {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return graph_.tracks_relation_sides();
 }
 
 absl::StatusOr<uint64_t> TripleStore::FactSequence(const Triple& t) const {

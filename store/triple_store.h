@@ -92,6 +92,10 @@ struct StoreOptions {
   // given thousands of relations is enough to exhaust memory. A chunk that would pass it is
   // refused naming the fact (RESOURCE_EXHAUSTED). 0: no bound.
   uint64_t max_relation_side_pairs = 0;
+  // Whether the index follows which relation sides meet (GraphView::SidePairs(), what a model
+  // of any relation reads; max_relation_side_pairs applies only then). Off, chunks skip that
+  // work; TrackRelationSides turns it on or off later.
+  bool track_relation_sides = true;
   // When set, a fact whose relation is not in this list rejects its chunk (the operator's
   // choice to accept only relations the model knows).
   std::optional<std::vector<std::string>> allowed_relations;
@@ -318,6 +322,13 @@ class TripleStore {
   // The latest version of the graph: every chunk whose AddChunk or RemoveChunk returned
   // before this call.
   std::shared_ptr<const GraphSnapshot> Snapshot() const { return graph_.Snapshot(); }
+
+  // Starts or stops following which relation sides meet (StoreOptions::track_relation_sides):
+  // for a server that starts serving a model of any relation, or stops. On counts the pairs
+  // off the latest version once, O(facts) (writers wait meanwhile; readers do not); off frees
+  // them. Either way a new version of the same graph and sequence is published.
+  void TrackRelationSides(bool on);
+  bool tracks_relation_sides() const;
 
   // Makes `relations` the allowed vocabulary, for a new model whose vocabulary is closed:
   // from now on a fact of any other relation rejects its chunk, also on a store opened

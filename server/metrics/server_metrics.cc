@@ -359,6 +359,11 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
               [](const GraphSnapshot& g) { return g.num_relations(); });
   graph_gauge("grail_graph_facts", "Facts stored in the graph.",
               [](const GraphSnapshot& g) { return static_cast<double>(g.num_facts()); });
+  graph_gauge("grail_graph_relation_side_pairs",
+              "Pairs of relation sides that meet at some entity: the graph of relations a model "
+              "of any relation (ULTRA) reads, bounded by --max-relation-pairs. 0 while the "
+              "served model reads none (the store then does not follow them).",
+              [](const GraphSnapshot& g) { return static_cast<double>(g.SidePairs()->size()); });
   graph_gauge("grail_graph_sequence",
               "The graph version: AddTriples and RemoveTriples chunks applied so far (with "
               "replication, the stream sequence of the last one applied).",

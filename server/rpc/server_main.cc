@@ -204,6 +204,8 @@ absl::StatusOr<std::unique_ptr<TripleStore>> OpenStore(const ServerConfig& confi
   };
   if (!config.allow_unknown_relations) options.allowed_relations = model.relations();
   if (model.open_vocabulary()) options.allowed_relations.reset();
+  // Only a model of any relation reads which relation sides meet; a reload to one counts them.
+  options.track_relation_sides = model.reads_relation_graph();
   absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(config.data_dir, options);
   if (!store.ok()) return store;
   gate.Advance((*store)->Snapshot()->sequence());
@@ -381,7 +383,8 @@ int Run(const ServerConfig& config) {
                                  {"previous_version", outcome->previous_version},
                                  {"load_seconds", outcome->load_seconds},
                                  {"warmup_forwards", outcome->warmup_forwards},
-                                 {"warmup_seconds", outcome->warmup_seconds}});
+                                 {"warmup_seconds", outcome->warmup_seconds},
+                                 {"relation_sides_seconds", outcome->relation_sides_seconds}});
         } else {
           Log("model_not_reloaded", {{"error", outcome.status().ToString()}});
         }

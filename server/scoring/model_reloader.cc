@@ -93,6 +93,13 @@ absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested
     outcome.model = *std::move(loaded);
     outcome.load_seconds = SecondsSince(load_start);
     TripleStore& store = predictor_.store();
+    if (outcome.model->reads_relation_graph() && !store.tracks_relation_sides()) {
+      // A model of any relation reads which relation sides meet: counted now (writers wait
+      // meanwhile), and kept while such a model serves.
+      const Clock::time_point count_start = Clock::now();
+      store.TrackRelationSides(true);
+      outcome.relation_sides_seconds = SecondsSince(count_start);
+    }
     if (absl::Status fits = CheckRelationGraphFits(*outcome.model, *store.Snapshot(),
                                                    options_.max_relation_side_pairs);
         !fits.ok()) {
@@ -120,6 +127,11 @@ absl::StatusOr<ReloadOutcome> ModelReloader::Reload(const std::string& requested
     return outcome;
   };
   absl::StatusOr<ReloadOutcome> outcome = attempt();
+  // The model serving now, the new one or the one kept, decides whether the store goes on
+  // following relation sides: a learned model's chunks skip that work.
+  TripleStore& store = predictor_.store();
+  const bool read = predictor_.served_model()->reads_relation_graph();
+  if (store.tracks_relation_sides() != read) store.TrackRelationSides(read);
   if (observer_) observer_(outcome);
   return outcome;
 }

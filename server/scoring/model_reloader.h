@@ -38,6 +38,9 @@ struct ReloadOutcome {
   double load_seconds = 0;
   double warmup_seconds = 0;
   int warmup_forwards = 0;
+  // Counting which relation sides meet, when the new model reads them and the store did not
+  // follow them (0 otherwise).
+  double relation_sides_seconds = 0;
 };
 
 struct ReloadOptions {

@@ -20,6 +20,7 @@
 #include "model/path/path_model.h"
 #include "model/ultra/ultra_model.h"
 #include "tests/testing/graph_calls.h"
+#include "tests/testing/metrics_scrape.h"
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
@@ -265,6 +266,28 @@ TEST_F(UltraServingTest, AReloadToALearnedModelChecksAndThenEnforcesItsVocabular
   const AddOutcome outside = AddChunks(*stub_, {{{"u1", "cites", "u2"}, {"u1", "unheard", "u2"}}});
   EXPECT_EQ(outside.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(outside.status.error_message(), HasSubstr("\"unheard\""));
+}
+
+// Only ULTRA reads which relation sides meet: a server serving a learned model does not follow
+// them, and a reload back to ULTRA counts them off the graph as it then is (chunks added and
+// removed meanwhile included), so that ULTRA ranks as it does offline on that graph.
+TEST_F(UltraServingTest, AReloadToUltraCountsTheRelationSidesALearnedModelDidNotFollow) {
+  const std::string grail = dir_.Sub("grail.pt");
+  ASSERT_TRUE(SaveUntrainedModel(grail, {"mentors", "cites", "funds"}, 3, TwoHopConfig()).ok());
+  ASSERT_TRUE(Reload(grail).ok());
+  EXPECT_EQ(ScrapedMetric(server_.metrics_port(), "grail_graph_relation_side_pairs"), 0);
+  // While the learned model serves, chunks added and removed.
+  Add({{"u2", "funds", "u9"}, {"u9", "mentors", "u4"}, {"u4", "cites", "u2"}});
+  Remove({stored_.front()});
+  const grpc::Status back = Reload(dir_.Sub("ultra.pt"));
+  ASSERT_TRUE(back.ok()) << back.error_message();
+  EXPECT_THAT(server_.Log(), HasSubstr("\"relation_sides_seconds\""));
+  EXPECT_GT(ScrapedMetric(server_.metrics_port(), "grail_graph_relation_side_pairs"), 0);
+  ExpectOffline(Rank("u9", "mentors", true), "u9", "mentors", false);
+  ExpectOffline(Rank("u2", "funds", false), "u2", "funds", true);
+  // And follows them again: a chunk after the reload.
+  Add({{"u9", "cites", "u1"}});
+  ExpectOffline(Rank("u9", "cites", true), "u9", "cites", false);
 }
 
 // The graph of relations grows with the square of the relations meeting at an entity: an

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -337,6 +338,61 @@ TEST(LiveGraphTest, RelationSidePairsFollowAdditionsAndRemovals) {
     }
   }
   EXPECT_EQ(*early->SidePairs(), early_pairs);
+}
+
+// Off, a live graph lists no pairs whatever its chunks; turned on, it counts them off the
+// graph as it is (hubs included) and follows every later chunk as a graph that always tracked
+// them would; turned off again, new snapshots list none and older ones keep theirs.
+TEST(LiveGraphTest, RelationSideTrackingTurnedOnCountsTheGraphAndFollowsItFromThere) {
+  LiveGraph graph(/*relation_sides=*/false);
+  std::vector<std::string> names;
+  for (int i = 0; i < 60; ++i) names.push_back("e" + std::to_string(i));
+  graph.Apply(Delta(names, {"r0", "r1", "r2", "r3", "r4"}, {}, 1));
+  std::mt19937_64 rng(11);
+  auto next_chunk = [&](uint64_t seq) {
+    GraphDelta delta;
+    delta.sequence = seq;
+    delta.facts = RandomFacts(60, 40, seq);
+    const auto snapshot = graph.Snapshot();
+    std::set<EntityId> chosen;  // one fact of each: a fact is removed once
+    for (size_t i = 0; i < 12; ++i) chosen.insert(rng() % snapshot->num_entities());
+    for (const EntityId e : chosen) {
+      for (const Neighbor& n : snapshot->OutEdges(e)) {
+        delta.removed_facts.push_back({e, n.relation, n.entity});
+        break;
+      }
+    }
+    graph.Apply(delta);
+  };
+  auto counted = [&] {
+    const auto snapshot = graph.Snapshot();
+    std::vector<Triple> facts;
+    for (EntityId e = 0; e < snapshot->num_entities(); ++e) {
+      for (const Neighbor& n : snapshot->OutEdges(e)) facts.push_back({e, n.relation, n.entity});
+    }
+    return ComputeRelationSidePairs(StaticGraph(snapshot->num_entities(), facts));
+  };
+  for (uint64_t seq = 2; seq < 15; ++seq) {
+    next_chunk(seq);
+    EXPECT_TRUE(graph.Snapshot()->SidePairs()->empty()) << seq;
+  }
+  graph.TrackRelationSides(true);
+  EXPECT_TRUE(graph.tracks_relation_sides());
+  EXPECT_EQ(graph.Snapshot()->sequence(), 14u);
+  ASSERT_FALSE(graph.Snapshot()->SidePairs()->empty());
+  EXPECT_EQ(*graph.Snapshot()->SidePairs(), counted());
+  for (uint64_t seq = 15; seq < 30; ++seq) {
+    next_chunk(seq);
+    EXPECT_EQ(*graph.Snapshot()->SidePairs(), counted()) << seq;
+  }
+  const std::shared_ptr<const GraphSnapshot> tracked = graph.Snapshot();
+  const RelationSidePairs pairs = *tracked->SidePairs();
+  graph.TrackRelationSides(false);
+  EXPECT_TRUE(graph.Snapshot()->SidePairs()->empty());
+  EXPECT_EQ(graph.Snapshot()->num_facts(), tracked->num_facts());
+  EXPECT_EQ(*tracked->SidePairs(), pairs);
+  next_chunk(30);
+  EXPECT_TRUE(graph.Snapshot()->SidePairs()->empty());
 }
 
 // The pairs' bound (StoreOptions::max_relation_side_pairs) is checked fact by fact before a
