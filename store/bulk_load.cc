@@ -171,6 +171,40 @@ void ParallelSort(std::vector<T>* v, int threads, Less less) {
   }
 }
 
+// Names to ids for one dictionary, in order of first appearance: a name seen before keeps its
+// id, one the store holds takes the stored id (`stored(name)`), a new one the next free id.
+// Names are views into the mapped files.
+class Numbering {
+ public:
+  explicit Numbering(uint64_t first_free) : first_free_(first_free) {}
+
+  template <typename Stored>
+  uint32_t Id(absl::string_view name, Stored&& stored) {
+    if (auto it = ids_.find(name); it != ids_.end()) return it->second;
+    uint32_t id;
+    if (const std::optional<uint32_t> known = stored(name)) {
+      id = *known;
+    } else {
+      const uint64_t next = first_free_ + added_.size();
+      if (next >= kMaxIds) overflow_ = true;
+      id = static_cast<uint32_t>(next);
+      added_.push_back(name);
+    }
+    ids_.emplace(name, id);
+    return id;
+  }
+  // The new names, by id from first_free.
+  const std::vector<absl::string_view>& added() const { return added_; }
+  // Whether more names came than ids fit (ids past it are wrong).
+  bool overflow() const { return overflow_; }
+
+ private:
+  const uint64_t first_free_;
+  absl::flat_hash_map<absl::string_view, uint32_t> ids_;
+  std::vector<absl::string_view> added_;
+  bool overflow_ = false;
+};
+
 // One fact of the load by id, with the index of the chunk (options.chunk_lines lines) that
 // brings it first.
 struct LoadedFact {
@@ -337,42 +371,20 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
   progress("numbering");
   start = Clock::now();
   const uint64_t chunks = (result.lines + options.chunk_lines - 1) / options.chunk_lines;
-  absl::flat_hash_map<absl::string_view, uint32_t> entity_ids, relation_ids;
-  std::vector<absl::string_view> new_entities, new_relations;
+  Numbering entities(base->num_entities()), relations(base->num_relations());
   std::vector<EntityId> revived;
   absl::flat_hash_set<EntityId> revived_set;
   const bool base_has_entities = base->num_entities() > 0;
-  bool too_many_ids = false;
-  auto entity_id = [&](absl::string_view name) -> uint32_t {
-    if (auto it = entity_ids.find(name); it != entity_ids.end()) return it->second;
-    uint32_t id;
-    if (std::optional<EntityId> stored =
-            base_has_entities ? base->FindEntityIncludingRemoved(name) : std::nullopt) {
-      id = *stored;
-      if (base->IsRemoved(id) && revived_set.insert(id).second) revived.push_back(id);
-    } else {
-      const uint64_t next = uint64_t{base->num_entities()} + new_entities.size();
-      if (next >= kMaxIds) too_many_ids = true;
-      id = static_cast<uint32_t>(next);
-      new_entities.push_back(name);
+  auto stored_entity = [&](absl::string_view name) -> std::optional<uint32_t> {
+    if (!base_has_entities) return std::nullopt;
+    const std::optional<EntityId> id = base->FindEntityIncludingRemoved(name);
+    // A removed entity named again comes back with its id.
+    if (id.has_value() && base->IsRemoved(*id) && revived_set.insert(*id).second) {
+      revived.push_back(*id);
     }
-    entity_ids.emplace(name, id);
     return id;
   };
-  auto relation_id = [&](absl::string_view name) -> uint32_t {
-    if (auto it = relation_ids.find(name); it != relation_ids.end()) return it->second;
-    uint32_t id;
-    if (std::optional<RelationId> stored = base->FindRelation(name)) {
-      id = *stored;
-    } else {
-      const uint64_t next = uint64_t{base->num_relations()} + new_relations.size();
-      if (next >= kMaxIds) too_many_ids = true;
-      id = static_cast<uint32_t>(next);
-      new_relations.push_back(name);
-    }
-    relation_ids.emplace(name, id);
-    return id;
-  };
+  auto stored_relation = [&](absl::string_view name) { return base->FindRelation(name); };
   std::vector<LoadedFact> facts;
   facts.reserve(result.lines);
   uint64_t ordinal = 0;
@@ -380,14 +392,14 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
     ForEachLine(file->text(), [&](absl::string_view line) {
       if (IsBlank(line)) return;
       const std::array<absl::string_view, 3> fields = *SplitTripleFields(line);
-      const uint32_t head = entity_id(fields[0]);
-      const uint32_t relation = relation_id(fields[1]);
-      const uint32_t tail = entity_id(fields[2]);
+      const uint32_t head = entities.Id(fields[0], stored_entity);
+      const uint32_t relation = relations.Id(fields[1], stored_relation);
+      const uint32_t tail = entities.Id(fields[2], stored_entity);
       facts.push_back({head, relation, tail, static_cast<uint32_t>(ordinal / options.chunk_lines)});
       ++ordinal;
     });
   }
-  if (too_many_ids) {
+  if (entities.overflow() || relations.overflow()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the load would exceed the store's capacity of ", kMaxIds, " entities or relations"));
   }
@@ -416,8 +428,8 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
   result.sort_seconds = SecondsSince(start);
   const uint64_t first_sequence = base->sequence() + 1;
   const uint64_t last_sequence = base->sequence() + chunks;
-  const uint64_t num_entities = base->num_entities() + new_entities.size();
-  const uint64_t num_relations = base->num_relations() + new_relations.size();
+  const uint64_t num_entities = base->num_entities() + entities.added().size();
+  const uint64_t num_relations = base->num_relations() + relations.added().size();
   const uint64_t num_facts = base->num_facts() + kept;
 
   start = Clock::now();
@@ -482,11 +494,11 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
         return out->Finish();
       },
       [&] {
-        return WriteNames(new_entities, base->num_entities(), table(kEntityNamesFamily),
+        return WriteNames(entities.added(), base->num_entities(), table(kEntityNamesFamily),
                           table(kEntityByNameFamily));
       },
       [&] {
-        if (absl::Status s = WriteNames(new_relations, base->num_relations(),
+        if (absl::Status s = WriteNames(relations.added(), base->num_relations(),
                                         table(kRelationNamesFamily), table(kRelationByNameFamily));
             !s.ok()) {
           return s;
@@ -529,9 +541,9 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
     }
     GraphDelta delta;
     delta.sequence = last_sequence;
-    delta.new_entities.reserve(new_entities.size());
-    for (absl::string_view name : new_entities) delta.new_entities.emplace_back(name);
-    for (absl::string_view name : new_relations) delta.new_relations.emplace_back(name);
+    delta.new_entities.reserve(entities.added().size());
+    for (absl::string_view name : entities.added()) delta.new_entities.emplace_back(name);
+    for (absl::string_view name : relations.added()) delta.new_relations.emplace_back(name);
     delta.revived_entities = std::move(revived);
     delta.facts.reserve(facts.size());
     for (const LoadedFact& f : facts) delta.facts.push_back({f.head, f.relation, f.tail});
@@ -541,8 +553,8 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
     result.first_sequence = first_sequence;
     result.last_sequence = last_sequence;
   }
-  result.entities_created = new_entities.size() + revived_set.size();
-  result.relations_created = new_relations.size();
+  result.entities_created = entities.added().size() + revived_set.size();
+  result.relations_created = relations.added().size();
   result.ingest_seconds = SecondsSince(start);
   return result;
 }
