@@ -53,6 +53,9 @@ ABSL_FLAG(std::string, work_dir, "", "where the stores are created (default: a t
 ABSL_FLAG(uint64_t, max_relation_pairs, 1 << 20,
           "the store's bound on pairs of relation sides (grail-server's --max-relation-pairs "
           "default); 0: no bound, no check");
+ABSL_FLAG(bool, track_relation_sides, true,
+          "whether the store follows which relation sides meet (a server does while it serves "
+          "ULTRA; false: what a learned model's server does)");
 
 namespace grail {
 namespace {
@@ -199,6 +202,7 @@ IngestRun IngestStore(const Dataset& data, size_t chunk, bool sync, const std::s
   StoreOptions options;
   options.sync = sync;
   options.max_relation_side_pairs = absl::GetFlag(FLAGS_max_relation_pairs);
+  options.track_relation_sides = absl::GetFlag(FLAGS_track_relation_sides);
   absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(dir, options);
   if (!store.ok()) {
     std::fprintf(stderr, "open: %s\n", std::string(store.status().message()).c_str());

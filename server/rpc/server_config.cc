@@ -336,6 +336,9 @@ absl::StatusOr<ServerConfig> ReadServerConfig() {
   c.warmup.batch_size = c.engine.max_batch_size;  // the warm-up runs the shapes served
   c.warmup.max_batch_nodes = c.engine.max_batch_nodes;
   c.warmup.max_batch_edges = c.engine.max_batch_edges;
+  c.warmup.path_budget = c.rank_limits.ScoreBudget();  // a path model's warm-up prunes as a
+  c.warmup.path_cap = c.rank_limits.budget;            // ScoreTriplet's pass does
+  c.warmup.max_subgraph_nodes = c.engine.max_subgraph_nodes;
   c.tls.cert = absl::GetFlag(FLAGS_tls_cert);
   c.tls.key = absl::GetFlag(FLAGS_tls_key);
   c.tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);

@@ -324,7 +324,9 @@ absl::StatusOr<int> PathServing::WarmUp(const ServedModel& served, const WarmupI
                                         const WarmupOptions& options) const {
   const PathModel& model = *model_;
   const std::vector<WarmupFact>& facts = input.facts;
-  const PathNeighbourhoodSpec spec = model.Neighbourhood(input.graph, input.relations, 0);
+  const PathNeighbourhoodSpec spec =
+      Spec(model, input.graph, input.relations, options.max_subgraph_nodes, options.path_budget,
+           options.path_cap);
   PathBatchBuilder builder;
   PathBatch batch, one;
   size_t next = 0;
@@ -337,6 +339,7 @@ absl::StatusOr<int> PathServing::WarmUp(const ServedModel& served, const WarmupI
       const WarmupFact& f = facts[next++ % facts.size()];
       one.Clear();
       absl::Status built = builder.Add(spec, {f.fact.head, f.model_relation, {}, {}}, &one);
+      if (absl::IsResourceExhausted(built)) continue;  // past the limit: served, it is refused
       if (!built.ok()) return built;
       if (batch.num_queries() > 0 &&
           (batch.num_nodes() + one.num_nodes() > options.max_batch_nodes ||

@@ -168,6 +168,14 @@ struct WarmupOptions {
   int batch_size = 64;  // subgraphs per forward, at most
   int max_batch_nodes = 4096;
   int max_batch_edges = 8192;
+  // A path model's queries are built as ScoreTriplet's are: pruned to `path_budget` within
+  // the server's `path_cap` (RankLimits::ScoreBudget() and budget), and one whose
+  // neighbourhood passes `max_subgraph_nodes` unpruned (0: no limit) is skipped, as serving
+  // would refuse it. Without them a warm-up on a large graph read whole neighbourhoods: 10 GB
+  // at the start of a server on a 10^6-entity graph, and no start at 10^7.
+  PathBudget path_budget;
+  PathBudget path_cap;
+  int64_t max_subgraph_nodes = 0;
   uint64_t seed = 1;
   // Checked before each forward; once it returns true the warm-up ends with CANCELLED (a
   // reload whose caller has gone, a server stopping). May be empty.

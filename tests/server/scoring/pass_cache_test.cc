@@ -344,6 +344,25 @@ TEST_P(PassServingTest, ConcurrentCallsForOneQueryRunOnePass) {
   EXPECT_EQ(after.hits - before.hits, 15);
 }
 
+// A warm-up builds a path model's queries as ScoreTriplet serves them: past the subgraph limit
+// without pruning, a query is skipped (serving refuses it) instead of read whole; with the
+// server's budget, it is pruned to it and run.
+TEST_P(PassServingTest, AWarmUpPrunesOrSkipsQueriesAsServingDoes) {
+  const ServedModel& served = *cached_->served_model();
+  WarmupOptions warmup;
+  warmup.batches = 2;
+  warmup.batch_size = 4;
+  warmup.max_subgraph_nodes = 3;
+  absl::StatusOr<int> forwards = WarmUp(served, *store_->Snapshot(), warmup);
+  ASSERT_TRUE(forwards.ok()) << forwards.status();
+  EXPECT_EQ(*forwards, 0);
+  warmup.path_budget = PathBudget{3, 12};
+  warmup.path_cap = warmup.path_budget;
+  forwards = WarmUp(served, *store_->Snapshot(), warmup);
+  ASSERT_TRUE(forwards.ok()) << forwards.status();
+  EXPECT_EQ(*forwards, 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(ReachMask, PassServingTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Masked" : "WholeGraph";
