@@ -207,16 +207,21 @@ def scale_table(rows, commands):
             "rank-all hub | rank-all uniform | ScoreTriplet ×16 | loaded / idle p99 | when, command |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     cited = Commands(measured, commands)
-    power = lambda n: f"10^{len(str(n)) - 1}" if str(n).strip("0") == "1" else f"{n:,}"
+    def power(n):  # 10^7, 2·10^7; anything else in full
+        digits = str(n)
+        if digits.rstrip("0") == "1":
+            return f"10^{len(digits) - 1}"
+        if len(digits.rstrip("0")) == 1:
+            return f"{digits[0]}·10^{len(digits) - 1}"
+        return f"{n:,}"
     pair = lambda ms: f"{ms[0]:,} / {ms[1]:,}"
     for r in measured:
-        facts = r["facts"] // r["entities"]
         configuration = r["configuration"] or "defaults"
         if "bulk_load_seconds" in r:
             configuration += (f" (loaded in {r['bulk_load_seconds']:,} s, peak "
                               f"{r['bulk_load_peak_rss_mb']:,} MB; serving "
                               f"{r['startup_seconds']:,} s after start)")
-        out.append(f"| {power(r['entities'])} / {facts}·{power(r['entities'])} | {r['model']} | "
+        out.append(f"| {power(r['entities'])} / {power(r['facts'])} | {r['model']} | "
                    f"{configuration} | {r['ingest_facts_per_second']:,} | "
                    f"{r['rss_after_ingest_mb']:,} | {pair(r['rank_all_hub_ms'])} | "
                    f"{pair(r['rank_all_uniform_ms'])} | {pair(r['score_c16_idle_ms'])} | "

@@ -207,16 +207,20 @@ RESULTS = ROOT / "bench" / "results" / "scale.jsonl"
 def record(result, args, results=RESULTS):
     """Writes `result` as a row of the scale table, replacing the row of the same graph size,
     model and configuration (bench/results/README.md)."""
-    p = lambda run: [round((run or {}).get("latency_ms", {}).get(q, 0)) for q in ("p50", "p99")]
+    # load_summary's p50_ms / p99_ms (older results: latency_ms's p50 / p99)
+    p = lambda run: [round((run or {}).get(f"{q}_ms", (run or {}).get("latency_ms", {}).get(q, 0)))
+                     for q in ("p50", "p99")]
+    bulk = getattr(args, "bulk_load", False)
     configuration = ", ".join(f for f in (
         args.server_flags, args.client_flags,
-        f"bulk-load, then {args.new_facts} facts in chunks of {args.chunk}" if args.bulk_load
-        else "") if f)
-    name = ("million-ranking-bulk" if args.bulk_load else
+        f"bulk-load, then {args.new_facts} facts in chunks of {args.chunk}" if bulk else "")
+        if f)
+    name = ("million-ranking-bulk" if bulk else
             "million-ranking-1e7" if result["entities"] >= 10**7 else
             "million-ranking-priority" if args.client_flags else
             "million-ranking-budget" if args.server_flags else "million-ranking")
-    row = {"table": "scale", "entities": result["entities"], "facts": result["facts"],
+    row = {"table": "scale", "entities": result["entities"],
+           "facts": result.get("facts", 5 * result["entities"]),
            "model": result["model"], "configuration": configuration,
            "ingest_facts_per_second": round(result["ingest"].get("facts_per_second") or 0),
            "rss_after_ingest_mb": round(result["rss_after_ingest_mb"]),
@@ -225,7 +229,7 @@ def record(result, args, results=RESULTS):
            "score_c16_idle_ms": p(result.get("score_c16_idle")),
            "loaded_idle_p99_ratio": result.get("loaded_idle_p99_ratio", 0),
            "command": name, "date": result["date"], "machine": result_rows.machine()}
-    if args.bulk_load:
+    if bulk:
         row.update({"bulk_load_seconds": round(result["bulk_load"]["seconds"]["total"]),
                     "bulk_load_peak_rss_mb": result["bulk_load"]["peak_rss_mb"],
                     "startup_seconds": result["startup_seconds"]})
