@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <system_error>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -790,13 +791,24 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
     writer.Put(kRelationByNameFamily, delta.new_relations[i], id);
     writer.Put(kRelationNamesFamily, id, delta.new_relations[i]);
   }
+  // Each family's keys in key order: a memtable inserts a run of ascending keys from the
+  // previous key's place in its skip list instead of searching it from the top (in random
+  // order, that search was a third of a chunk's time at 10^7 facts).
   const std::string added_at = layout::EncodeCounter(delta.sequence);
-  for (const Triple& t : delta.facts) {
+  std::vector<Triple> sorted(delta.facts.begin(), delta.facts.end());
+  auto out_order = [](const Triple& a, const Triple& b) {
+    return std::tie(a.head, a.relation, a.tail) < std::tie(b.head, b.relation, b.tail);
+  };
+  std::sort(sorted.begin(), sorted.end(), out_order);
+  for (const Triple& t : sorted) {
     writer.Put(kFactsOutFamily, layout::OutFactKey(t), added_at);
-    writer.Put(kFactsInFamily, layout::InFactKey(t), rocksdb::Slice());
     writer.Put(kFactsBySequenceFamily, layout::SequencedFactKey(delta.sequence, t),
                rocksdb::Slice());
   }
+  std::sort(sorted.begin(), sorted.end(), [](const Triple& a, const Triple& b) {
+    return std::tie(a.tail, a.relation, a.head) < std::tie(b.tail, b.relation, b.head);
+  });
+  for (const Triple& t : sorted) writer.Put(kFactsInFamily, layout::InFactKey(t), rocksdb::Slice());
   if (!writer.status().ok()) return FromRocks(writer.status(), "building the chunk's batch");
   for (EntityId e : delta.revived_entities) {
     if (rocksdb::Status s = batch.Delete(families_[kRemovedEntitiesFamily], layout::EncodeId(e));
