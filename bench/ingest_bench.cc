@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/data_dir.h"
 #include "common/command_line.h"
+#include "common/elapsed.h"
 #include "datasets/wordnet.h"
 #include "graph/static_graph.h"
 #include "graph/triple_file.h"
@@ -62,10 +63,6 @@ namespace {
 
 namespace layout = store_layout;
 using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
 
 struct Dataset {
   std::string name;
@@ -190,7 +187,7 @@ IngestRun IngestBaseline(const std::vector<ChunkContent>& plan, bool sync, const
       std::exit(1);
     }
   }
-  run.seconds = Seconds(start);
+  run.seconds = SecondsSince(start);
   for (rocksdb::ColumnFamilyHandle* handle : h)
     db->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
   db->Close().PermitUncheckedError();
@@ -221,7 +218,7 @@ IngestRun IngestStore(const Dataset& data, size_t chunk, bool sync, const std::s
     // A fact: facts_out, facts_in, facts_by_sequence; a name: both ways; 4 counters.
     run.keys += 3 * r->facts_added + 2 * (r->entities_created + r->relations_created) + 4;
   }
-  run.seconds = Seconds(start);
+  run.seconds = SecondsSince(start);
   return run;  // closing (and its final WAL sync) is outside the timing
 }
 
@@ -275,7 +272,7 @@ void BenchReopen(const Dataset& data, const std::string& work) {
   for (double* t : {&first, &second}) {
     const Clock::time_point start = Clock::now();
     absl::StatusOr<std::unique_ptr<TripleStore>> store = TripleStore::Open(dir, {});
-    *t = Seconds(start);
+    *t = SecondsSince(start);
     if (!store.ok()) std::exit(1);
     usage = (*store)->IndexMemoryUsage();
     entities = (*store)->Snapshot()->num_entities();
@@ -294,7 +291,7 @@ void BenchReopen(const Dataset& data, const std::string& work) {
   const Clock::time_point build_start = Clock::now();
   auto graph = std::make_unique<LiveGraph>();
   graph->Apply(delta);
-  const double build = Seconds(build_start);
+  const double build = SecondsSince(build_start);
   const uint64_t heap_index = HeapInUse() - heap_before;
   graph.reset();
   const uint64_t heap_before_csr = HeapInUse();
@@ -341,7 +338,7 @@ void BenchExtraction(const Dataset& data, const std::string& test_file, const st
         if (extractor.Extract(graph, q.head, q.relation, q.tail, false, &out).ok()) ++n;
       }
     }
-    return n / Seconds(start);
+    return n / SecondsSince(start);
   };
   run(*snapshot);  // warm-up
   std::vector<double> live, fixed;
@@ -397,11 +394,11 @@ void BenchIndexUpdateScaling(size_t chunk) {
     }
     const Clock::time_point start = Clock::now();
     for (const GraphDelta& delta : chunks) graph.Apply(delta);
-    const double seconds = Seconds(start);
+    const double seconds = SecondsSince(start);
     // What a design that rebuilds the whole index per chunk would pay instead.
     const Clock::time_point rebuild_start = Clock::now();
     const StaticGraph rebuilt(entities, base.facts);
-    const double rebuild = Seconds(rebuild_start);
+    const double rebuild = SecondsSince(rebuild_start);
     std::printf("| %u | %llu | %.0f | %.0f | %.0f |\n", entities,
                 static_cast<unsigned long long>(facts_before),
                 static_cast<double>(leaves_touched) / kChunks, seconds / kChunks * 1e6,

@@ -18,21 +18,19 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/elapsed.h"
 #include "common/triple_line.h"
-#include "graph/vocabulary.h"
 #include "rocksdb/db.h"
 #include "rocksdb/sst_file_writer.h"
 #include "store/store_families.h"
@@ -47,13 +45,6 @@ namespace {
 
 namespace layout = store_layout;
 using Clock = std::chrono::steady_clock;
-
-// Ids are u32 and a count may reach 2^32 - 1, as for AddChunk.
-constexpr uint64_t kMaxIds = std::numeric_limits<uint32_t>::max();
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // A file mapped read-only for the load's length; names are views into it until the table
 // files are written.
@@ -320,7 +311,6 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
       pieces.push_back({f, text, {}});
     }
   }
-  const size_t max_name_bytes = options_.max_name_bytes;
   RunParallel(pieces.size(), threads, [&](size_t p) {
     PieceCheck& check = pieces[p].check;
     ForEachLine(pieces[p].text, [&](absl::string_view line) {
@@ -328,22 +318,9 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
       if (check.error.has_value() || IsBlank(line)) return;
       ++check.facts;
       absl::StatusOr<std::array<absl::string_view, 3>> fields = SplitTripleFields(line);
-      if (!fields.ok()) {
-        check.error.emplace(check.lines, std::string(fields.status().message()));
-        return;
-      }
-      static constexpr const char* kRoles[3] = {"head name", "relation name", "tail name"};
-      for (int i = 0; i < 3; ++i) {
-        if (absl::Status valid = ValidateName((*fields)[i], kRoles[i], max_name_bytes);
-            !valid.ok()) {
-          check.error.emplace(check.lines, std::string(valid.message()));
-          return;
-        }
-      }
-      if (restricted_ && !allowed_relations_.contains((*fields)[1])) {
-        check.error.emplace(check.lines, absl::StrCat("relation ", QuoteName((*fields)[1]),
-                                                      " is not in the allowed vocabulary"));
-      }
+      absl::Status valid =
+          fields.ok() ? CheckFact(*fields, /*check_relations=*/true) : fields.status();
+      if (!valid.ok()) check.error.emplace(check.lines, std::string(valid.message()));
     });
   });
   {
@@ -366,6 +343,7 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
                                                      ": load the files in several runs"));
   }
   result.validate_seconds = SecondsSince(start);
+  if (result.lines == 0) return result;  // no chunk: nothing to number, write or ingest
 
   // 2. Names to ids in file order, head, relation, tail: AddChunk's order of first appearance.
   progress("numbering");
@@ -481,16 +459,12 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
         return out->Finish();
       },
       [&] {
-        std::vector<Triple> reversed;  // (tail, relation, head), sorted: facts_in's order
-        reversed.reserve(facts.size());
-        for (const LoadedFact& f : facts) reversed.push_back({f.tail, f.relation, f.head});
-        std::sort(reversed.begin(), reversed.end(), [](const Triple& a, const Triple& b) {
-          return std::tie(a.head, a.relation, a.tail) < std::tie(b.head, b.relation, b.tail);
-        });
+        std::vector<Triple> in_order;
+        in_order.reserve(facts.size());
+        for (const LoadedFact& f : facts) in_order.push_back({f.head, f.relation, f.tail});
+        std::sort(in_order.begin(), in_order.end(), layout::InFactKeyLess);
         TableFile* out = table(kFactsInFamily);
-        for (const Triple& r : reversed) {
-          out->Put(layout::OutFactKey(r), rocksdb::Slice());  // tail|relation|head
-        }
+        for (const Triple& t : in_order) out->Put(layout::InFactKey(t), rocksdb::Slice());
         return out->Finish();
       },
       [&] {
@@ -512,7 +486,7 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
         meta->Put(layout::kEntityCountKey, layout::EncodeCounter(num_entities));
         meta->Put(layout::kFactCountKey, layout::EncodeCounter(num_facts));
         meta->Put(layout::kRelationCountKey, layout::EncodeCounter(num_relations));
-        meta->Put(layout::kSequenceKey, layout::EncodeCounter(base->sequence() + chunks));
+        meta->Put(layout::kSequenceKey, layout::EncodeCounter(last_sequence));
         return meta->Finish();
       },
   };
@@ -535,24 +509,22 @@ absl::StatusOr<BulkLoadResult> TripleStore::BulkAdd(absl::Span<const std::string
     arg.options.move_files = true;  // hard links: the files are on the store's file system
     args.push_back(std::move(arg));
   }
-  if (chunks > 0) {
-    if (rocksdb::Status s = db_->IngestExternalFiles(args); !s.ok()) {
-      return FromRocks(s, absl::StrCat("ingesting the load into ", dir_));
-    }
-    GraphDelta delta;
-    delta.sequence = last_sequence;
-    delta.new_entities.reserve(entities.added().size());
-    for (absl::string_view name : entities.added()) delta.new_entities.emplace_back(name);
-    for (absl::string_view name : relations.added()) delta.new_relations.emplace_back(name);
-    delta.revived_entities = std::move(revived);
-    delta.facts.reserve(facts.size());
-    for (const LoadedFact& f : facts) delta.facts.push_back({f.head, f.relation, f.tail});
-    std::vector<LoadedFact>().swap(facts);
-    graph_.Apply(delta);
-    if (options_.on_commit) options_.on_commit(last_sequence);
-    result.first_sequence = first_sequence;
-    result.last_sequence = last_sequence;
+  if (rocksdb::Status s = db_->IngestExternalFiles(args); !s.ok()) {
+    return FromRocks(s, absl::StrCat("ingesting the load into ", dir_));
   }
+  GraphDelta delta;
+  delta.sequence = last_sequence;
+  delta.new_entities.reserve(entities.added().size());
+  for (absl::string_view name : entities.added()) delta.new_entities.emplace_back(name);
+  for (absl::string_view name : relations.added()) delta.new_relations.emplace_back(name);
+  delta.revived_entities = std::move(revived);
+  delta.facts.reserve(facts.size());
+  for (const LoadedFact& f : facts) delta.facts.push_back({f.head, f.relation, f.tail});
+  std::vector<LoadedFact>().swap(facts);
+  graph_.Apply(delta);
+  if (options_.on_commit) options_.on_commit(last_sequence);
+  result.first_sequence = first_sequence;
+  result.last_sequence = last_sequence;
   result.entities_created = entities.added().size() + revived_set.size();
   result.relations_created = relations.added().size();
   result.ingest_seconds = SecondsSince(start);

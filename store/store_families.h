@@ -4,6 +4,9 @@
 #ifndef GRAIL_STORE_STORE_FAMILIES_H_
 #define GRAIL_STORE_STORE_FAMILIES_H_
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "rocksdb/options.h"
@@ -40,6 +43,9 @@ inline constexpr const char* kFamilyNames[kNumFamilies] = {
     store_layout::kRemovedEntities,
     store_layout::kFactsBySequence,
 };
+
+// Ids are u32 and every id must be representable, so a count may reach 2^32 - 1.
+inline constexpr uint64_t kMaxIds = std::numeric_limits<uint32_t>::max();
 
 // The options `family` is opened with (and its table files are written with).
 rocksdb::ColumnFamilyOptions FamilyOptions(Family family);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/string_view.h"
 #include "graph/ids.h"
@@ -84,6 +85,12 @@ inline std::string OutFactKey(const Triple& t) {
 // facts_in key of `t`: tail|relation|head.
 inline std::string InFactKey(const Triple& t) {
   return EncodeId(t.tail) + EncodeId(t.relation) + EncodeId(t.head);
+}
+
+// facts_in's key order (InFactKey's bytes): by tail, relation, head. facts_out's is Triple's
+// own operator<.
+inline bool InFactKeyLess(const Triple& a, const Triple& b) {
+  return std::tie(a.tail, a.relation, a.head) < std::tie(b.tail, b.relation, b.head);
 }
 
 // facts_by_sequence key of `t`, added by the chunk of sequence `sequence`: the sequence

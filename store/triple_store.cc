@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <limits>
 #include <system_error>
-#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -42,9 +41,6 @@ using namespace store_internal;  // NOLINT(build/namespaces)
 namespace {
 
 namespace layout = store_layout;
-
-// Ids are u32 and every id must be representable, so a count may reach 2^32 - 1.
-constexpr uint64_t kMaxIds = std::numeric_limits<uint32_t>::max();
 
 // Where AddChunk puts the rejected fact's position, for RejectedFactIndex().
 constexpr char kRejectedFactPayload[] = "type.googleapis.com/grail.storage.RejectedFact";
@@ -611,17 +607,26 @@ absl::Status TripleStore::Validate(absl::Span<const NamedTriple> facts,
   }
   for (size_t i = 0; i < facts.size(); ++i) {
     const NamedTriple& fact = facts[i];
-    for (auto [role, name] : {std::pair{"head", &fact.head}, std::pair{"relation", &fact.relation},
-                              std::pair{"tail", &fact.tail}}) {
-      const absl::Status valid =
-          ValidateName(*name, absl::StrCat(role, " name"), options_.max_name_bytes);
-      if (!valid.ok()) return RejectFact(i, valid.message());
+    if (absl::Status valid = CheckFact({fact.head, fact.relation, fact.tail}, check_relations);
+        !valid.ok()) {
+      return RejectFact(i, valid.message());
     }
-    if (check_relations && restricted_ &&
-        !allowed_relations_.contains(fact.relation)) {  // write_mu_ is held
-      return RejectFact(i, absl::StrCat("relation ", QuoteName(fact.relation),
-                                        " is not in the allowed vocabulary"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TripleStore::CheckFact(const std::array<absl::string_view, 3>& names,
+                                    bool check_relations) const {
+  static constexpr const char* kRoles[3] = {"head name", "relation name", "tail name"};
+  for (int i = 0; i < 3; ++i) {
+    if (absl::Status valid = ValidateName(names[i], kRoles[i], options_.max_name_bytes);
+        !valid.ok()) {
+      return valid;
     }
+  }
+  if (check_relations && restricted_ && !allowed_relations_.contains(names[1])) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("relation ", QuoteName(names[1]), " is not in the allowed vocabulary"));
   }
   return absl::OkStatus();
 }
@@ -796,18 +801,13 @@ absl::StatusOr<ChunkResult> TripleStore::AddChunk(absl::Span<const NamedTriple> 
   // order, that search was a third of a chunk's time at 10^7 facts).
   const std::string added_at = layout::EncodeCounter(delta.sequence);
   std::vector<Triple> sorted(delta.facts.begin(), delta.facts.end());
-  auto out_order = [](const Triple& a, const Triple& b) {
-    return std::tie(a.head, a.relation, a.tail) < std::tie(b.head, b.relation, b.tail);
-  };
-  std::sort(sorted.begin(), sorted.end(), out_order);
+  std::sort(sorted.begin(), sorted.end());  // facts_out's and facts_by_sequence's order
   for (const Triple& t : sorted) {
     writer.Put(kFactsOutFamily, layout::OutFactKey(t), added_at);
     writer.Put(kFactsBySequenceFamily, layout::SequencedFactKey(delta.sequence, t),
                rocksdb::Slice());
   }
-  std::sort(sorted.begin(), sorted.end(), [](const Triple& a, const Triple& b) {
-    return std::tie(a.tail, a.relation, a.head) < std::tie(b.tail, b.relation, b.head);
-  });
+  std::sort(sorted.begin(), sorted.end(), layout::InFactKeyLess);
   for (const Triple& t : sorted) writer.Put(kFactsInFamily, layout::InFactKey(t), rocksdb::Slice());
   if (!writer.status().ok()) return FromRocks(writer.status(), "building the chunk's batch");
   for (EntityId e : delta.revived_entities) {

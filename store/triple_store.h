@@ -42,6 +42,7 @@
 #ifndef GRAIL_STORE_TRIPLE_STORE_H_
 #define GRAIL_STORE_TRIPLE_STORE_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -392,6 +393,10 @@ class TripleStore {
   // Checks the chunk against the validation rules (see AddChunk); the allowed relations only
   // with `check_relations`. Requires write_mu_.
   absl::Status Validate(absl::Span<const NamedTriple> facts, bool check_relations) const;
+  // Checks one fact's names (head, relation, tail) by AddChunk's rules, and its relation
+  // against the allowed vocabulary with `check_relations`: INVALID_ARGUMENT saying why, without
+  // a position (AddChunk adds "fact N: ", a bulk load "FILE:LINE: "). Requires write_mu_.
+  absl::Status CheckFact(const std::array<absl::string_view, 3>& names, bool check_relations) const;
   // RESOURCE_EXHAUSTED "fact N: ..." where adding `facts` would pass
   // max_relation_side_pairs. write_mu_ held.
   absl::Status CheckRelationPairs(absl::Span<const NamedTriple> facts) const;

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/elapsed.h"
 #include "common/seeded_random.h"
 #include "eval/ensemble_evaluation.h"
 #include "graph/model_graph.h"
@@ -18,10 +19,6 @@ namespace grail {
 namespace {
 
 constexpr const char* kCandidateNames[] = {"ultra", "path", "ensemble"};
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 absl::Status ValidateOptions(const BestRecipeOptions& o) {
   if (o.ultra.init.empty()) {

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/elapsed.h"
 #include "eval/path_evaluation.h"
 #include "graph/relation_map.h"
 #include "graph/static_graph.h"
@@ -16,10 +17,6 @@
 
 namespace grail {
 namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 Json RankingJson(const EvaluationResult& result) {
   Json out = Json::object();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/elapsed.h"
 #include "model/core/archive_probe.h"
 #include "server/scoring/scoring_jobs.h"
 
@@ -14,10 +15,6 @@ namespace grail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 }  // namespace
 
