@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/elapsed.h"
 #include "common/json.h"
 #include "store/triple_store.h"
 #include "tools/commands.h"
@@ -31,13 +32,6 @@ ABSL_FLAG(bool, check, false,
           "bulk-load: check the whole store against itself afterwards (reads it all once)");
 
 namespace grail {
-namespace {
-
-double Since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 int RunBulkLoadCommand() {
   const std::string triples = absl::GetFlag(FLAGS_triples);
@@ -70,12 +64,13 @@ int RunBulkLoadCommand() {
     }
     return 1;
   }
-  const double open_seconds = Since(start);
+  const double open_seconds = SecondsSince(start);
   BulkLoadOptions options;
   options.chunk_lines = absl::GetFlag(FLAGS_chunk_lines);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.progress = [&](absl::string_view step) {
-    std::fprintf(stderr, "bulk-load: %s (%.1f s)\n", std::string(step).c_str(), Since(start));
+    std::fprintf(stderr, "bulk-load: %s (%.1f s)\n", std::string(step).c_str(),
+                 SecondsSince(start));
   };
   absl::StatusOr<BulkLoadResult> result = (*store)->BulkAdd(files, options);
   if (!result.ok()) {
@@ -91,7 +86,7 @@ int RunBulkLoadCommand() {
                    consistent.ToString().c_str());
       return 1;
     }
-    check_seconds = Since(check_start);
+    check_seconds = SecondsSince(check_start);
   }
   const std::shared_ptr<const GraphSnapshot> graph = (*store)->Snapshot();
   const auto close_start = std::chrono::steady_clock::now();
@@ -118,8 +113,8 @@ int RunBulkLoadCommand() {
         {"write", result->write_seconds},
         {"ingest", result->ingest_seconds},
         {"check", check_seconds},
-        {"close", Since(close_start)},
-        {"total", Since(start)}}},
+        {"close", SecondsSince(close_start)},
+        {"total", SecondsSince(start)}}},
   };
   std::printf("%s\n", report.dump().c_str());
   return 0;
