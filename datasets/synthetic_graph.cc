@@ -74,7 +74,7 @@ absl::Status GenerateSyntheticGraph(const SyntheticGraphOptions& options,
     named.head = absl::StrCat("e", name_of[head]);
     named.relation = relation_names[fact.relation];
     named.tail = absl::StrCat("e", name_of[tail]);
-    if (emitted.ok()) emitted = emit(named);
+    emitted = emit(named);  // the loops stop at its first error
     return true;
   };
   for (uint32_t i = 0; i < n && emitted.ok(); ++i) {
