@@ -27,6 +27,7 @@
 #include "tests/testing/run_binary.h"
 #include "tests/testing/saved_model.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
 
 namespace grail {
@@ -244,13 +245,17 @@ TEST_F(ReplicationTest, AChunkRejectedByValidationIsNeitherLoggedNorApplied) {
   EXPECT_EQ(stats.facts(), 4u);
 }
 
-// The bound on relations meeting at an entity is checked before a chunk is logged, as the
-// vocabulary is: a chunk that would pass it is refused naming its line, and nothing of it
-// reaches the stream or any replica.
+// The bound on relations meeting at an entity, kept while a model that reads the graph of
+// relations (ULTRA) serves, is checked before a chunk is logged, as the vocabulary is: a chunk
+// that would pass it is refused naming its line, and nothing of it reaches the stream or any
+// replica.
 TEST_F(ReplicationTest, AChunkPastTheRelationPairBoundIsNeitherLoggedNorApplied) {
+  ASSERT_TRUE(SaveSmallUltra(dir_.Sub("ultra.pt"), /*seed=*/3).ok());
+  const std::vector<std::string> flags = {"--model=" + dir_.Sub("ultra.pt"),
+                                          "--max-relation-pairs=8"};
   ASSERT_TRUE(nats_.Start(dir_.path(), 1));
-  Replica& a = StartReplica("a", {"--max-relation-pairs=8"});
-  Replica& b = StartReplica("b", {"--max-relation-pairs=8"});
+  Replica& a = StartReplica("a", flags);
+  Replica& b = StartReplica("b", flags);
   const uint64_t stored = Add(a, LastingFacts(0));  // 4 pairs: each side meets itself
   // x gains r0's head side (met already), r1's (5 pairs), then r2's with y's tail side of r2:
   // 9, past 8.
