@@ -139,6 +139,33 @@ void ForEachNeighbour(const PathNeighbourhoodSpec& spec, const LeftOutFn& left_o
   }
 }
 
+// Calls fn(n) for each fact n of `list` (one entity's out- or in-edges, sorted by (entity,
+// relation) without duplicates) whose other end is in `members` (the entities with local[e] >=
+// 0, listed), in the list's order. A list longer than the members' binary searches would read
+// (a hub's, beside the few thousand entities of a pruned pass) is searched for each member
+// instead of read whole: what it costs is the members' and their facts', not the hub's degree.
+// `found` is scratch.
+template <typename Member, typename Fn>
+void ForEachFactAmong(absl::Span<const Neighbor> list, absl::Span<const Member> members,
+                      const std::vector<int32_t>& local, std::vector<Neighbor>& found, Fn fn) {
+  size_t log2 = 1;
+  while ((size_t{1} << log2) < list.size()) ++log2;
+  if (list.size() <= members.size() * log2) {
+    for (const Neighbor& n : list) {
+      if (local[n.entity] >= 0) fn(n);
+    }
+    return;
+  }
+  found.clear();
+  for (const Member m : members) {
+    const EntityId v = static_cast<EntityId>(m);
+    auto it = std::lower_bound(list.begin(), list.end(), Neighbor{v, 0});
+    for (; it != list.end() && it->entity == v; ++it) found.push_back(*it);
+  }
+  std::sort(found.begin(), found.end());
+  for (const Neighbor& n : found) fn(n);
+}
+
 }  // namespace
 
 void PathBatchBuilder::LeftOut::Clear(std::vector<uint8_t>& marks) {
@@ -410,21 +437,22 @@ void PathBatchBuilder::SelectPruned(const PathNeighbourhoodSpec& spec, const Pat
   size_t keep = nodes_.size();
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const EntityId u = nodes_[i];
+    const absl::Span<const EntityId> earlier(nodes_.data(), i + 1);
     int64_t mine = 0;
-    for (const Neighbor& n : graph.OutEdges(u)) {
+    ForEachFactAmong(graph.OutEdges(u), earlier, local_, found_, [&](const Neighbor& n) {
       const int32_t l = local_[n.entity];
-      if (l >= 0 && static_cast<size_t>(l) <= i && ModelRelation(spec, n.relation) >= 0 &&
+      if (static_cast<size_t>(l) <= i && ModelRelation(spec, n.relation) >= 0 &&
           !left_out(u, n.relation, n.entity)) {
         mine += 2;
       }
-    }
-    for (const Neighbor& n : graph.InEdges(u)) {
+    });
+    ForEachFactAmong(graph.InEdges(u), earlier, local_, found_, [&](const Neighbor& n) {
       const int32_t l = local_[n.entity];
-      if (l >= 0 && static_cast<size_t>(l) < i && ModelRelation(spec, n.relation) >= 0 &&
+      if (static_cast<size_t>(l) < i && ModelRelation(spec, n.relation) >= 0 &&
           !left_out(n.entity, n.relation, u)) {
         mine += 2;
       }
-    }
+    });
     if (i > 0 && edges + mine > edge_budget) {
       keep = i;
       break;
@@ -440,14 +468,25 @@ void PathBatchBuilder::SelectPruned(const PathNeighbourhoodSpec& spec, const Pat
   std::vector<int64_t> dist(nodes_.size(), kUnreached);
   dist[0] = 0;
   for (size_t i = 0; i < order.size(); ++i) {
-    const int64_t next = dist[local_[order[i]]] + 1;
-    ForEachNeighbour(spec, left_out, order[i], [&](EntityId w) {
+    const EntityId u = order[i];
+    const int64_t next = dist[local_[u]] + 1;
+    const auto reach = [&](EntityId w) {
       const int32_t l = local_[w];
-      if (l >= 0 && dist[l] == kUnreached) {
+      if (dist[l] == kUnreached) {
         dist[l] = next;
         order.push_back(w);
       }
-      return true;
+    };
+    const absl::Span<const EntityId> chosen(nodes_);
+    ForEachFactAmong(graph.OutEdges(u), chosen, local_, found_, [&](const Neighbor& n) {
+      if (ModelRelation(spec, n.relation) >= 0 && !left_out(u, n.relation, n.entity)) {
+        reach(n.entity);
+      }
+    });
+    ForEachFactAmong(graph.InEdges(u), chosen, local_, found_, [&](const Neighbor& n) {
+      if (ModelRelation(spec, n.relation) >= 0 && !left_out(n.entity, n.relation, u)) {
+        reach(n.entity);
+      }
     });
   }
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -556,22 +595,21 @@ void PathBatchBuilder::AppendEdges(const PathNeighbourhoodSpec& spec, int64_t qu
   // between two nodes outside S: no message of theirs matters).
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const EntityId u = nodes_[i];
-    for (const Neighbor& n : graph.OutEdges(u)) {
-      const int32_t r = ModelRelation(spec, n.relation);
-      if (local_[n.entity] < 0 || r < 0 ||
-          left_out_.Contains(source_marks_, u, n.relation, n.entity)) {
-        continue;
-      }
-      if (i >= others_begin && static_cast<size_t>(local_[n.entity]) >= others_begin) continue;
-      const int64_t a = offset + static_cast<int64_t>(i);
-      const int64_t b = offset + local_[n.entity];
-      batch->edge_src.push_back(a);
-      batch->edge_dst.push_back(b);
-      batch->edge_relation.push_back(r);
-      batch->edge_src.push_back(b);
-      batch->edge_dst.push_back(a);
-      batch->edge_relation.push_back(r + spec.num_relations);
-    }
+    ForEachFactAmong(
+        graph.OutEdges(u), absl::Span<const EntityId>(nodes_), local_, found_,
+        [&](const Neighbor& n) {
+          const int32_t r = ModelRelation(spec, n.relation);
+          if (r < 0 || left_out_.Contains(source_marks_, u, n.relation, n.entity)) return;
+          if (i >= others_begin && static_cast<size_t>(local_[n.entity]) >= others_begin) return;
+          const int64_t a = offset + static_cast<int64_t>(i);
+          const int64_t b = offset + local_[n.entity];
+          batch->edge_src.push_back(a);
+          batch->edge_dst.push_back(b);
+          batch->edge_relation.push_back(r);
+          batch->edge_src.push_back(b);
+          batch->edge_dst.push_back(a);
+          batch->edge_relation.push_back(r + spec.num_relations);
+        });
   }
   batch->edge_begin.push_back(batch->num_edges());
 }
@@ -671,20 +709,19 @@ void PathBatchBuilder::Share(const PathNeighbourhoodSpec& spec, PathBatch* batch
   // Every fact among the union's entities, once from its head's out-edges, both directions.
   for (size_t i = 0; i < batch->shared_entity.size(); ++i) {
     const EntityId u = static_cast<EntityId>(batch->shared_entity[i]);
-    for (const Neighbor& n : graph.OutEdges(u)) {
-      const int32_t r = ModelRelation(spec, n.relation);
-      if (local_[n.entity] < 0 || r < 0 ||
-          left_out_.Contains(source_marks_, u, n.relation, n.entity)) {
-        continue;
-      }
-      const int64_t a = static_cast<int64_t>(i), b = local_[n.entity];
-      batch->edge_src.push_back(a);
-      batch->edge_dst.push_back(b);
-      batch->edge_relation.push_back(r);
-      batch->edge_src.push_back(b);
-      batch->edge_dst.push_back(a);
-      batch->edge_relation.push_back(r + spec.num_relations);
-    }
+    ForEachFactAmong(graph.OutEdges(u), absl::Span<const int64_t>(batch->shared_entity), local_,
+                     found_, [&](const Neighbor& n) {
+                       const int32_t r = ModelRelation(spec, n.relation);
+                       if (r < 0 || left_out_.Contains(source_marks_, u, n.relation, n.entity))
+                         return;
+                       const int64_t a = static_cast<int64_t>(i), b = local_[n.entity];
+                       batch->edge_src.push_back(a);
+                       batch->edge_dst.push_back(b);
+                       batch->edge_relation.push_back(r);
+                       batch->edge_src.push_back(b);
+                       batch->edge_dst.push_back(a);
+                       batch->edge_relation.push_back(r + spec.num_relations);
+                     });
   }
 }
 

@@ -176,7 +176,9 @@ inline constexpr double kWholeGraphShare = 0.5;
 // first; the edges are those among the chosen entities, the entities taken in the order they
 // were chosen until the edges would pass the budget. Distances are the chosen graph's own.
 // The work of one query is bounded by the budget: the adjacency read while growing is at most
-// twice the edge budget (or 16 per node without one), plus the degrees of the entities chosen.
+// twice the edge budget (or 16 per node without one); then each entity chosen reads its facts
+// to the others chosen, a hub's by a binary search of its lists per entity chosen rather than
+// the whole lists, so a hub of millions of facts costs what a node of the budget's does.
 // An entity the pruned propagation does not visit gets the far score, as one beyond the
 // model's reach does. nodes == 0: no pruning (a neighbourhood past max_nodes is refused).
 //
@@ -315,6 +317,8 @@ class PathBatchBuilder {
   bool targeted_ = false;
   std::vector<double> node_priority_;
   absl::flat_hash_map<EntityId, double> candidates_;
+  // A hub's facts among the chosen entities (ForEachFactAmong's scratch).
+  std::vector<Neighbor> found_;
 
   // d(v, T) into target_dist_/target_reached_ for every v within the path length of q's
   // targets; false where the search passed spec.max_nodes or (without the reach mask) holds

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/seeded_random.h"
 #include "gmock/gmock.h"
 #include "graph/static_graph.h"
@@ -198,6 +199,96 @@ TEST(PrunedPropagationTest, ABatchPrunesEachQueryOnItsOwnAndMarksWhichWerePruned
   for (int64_t q = 0; q < batch.num_queries(); ++q) {
     EXPECT_LE(batch.node_begin[q + 1] - batch.node_begin[q], 120);
   }
+}
+
+// HubGraph with two hubs of 40,000 facts each beside it, joined to each other and to some of
+// its entities: their lists are far longer than what a pruned pass keeps.
+StaticGraph BigHubGraph() {
+  constexpr uint32_t kBase = 3000, kLeaves = 40000;
+  const StaticGraph base = HubGraph(kBase, 7);
+  std::vector<Triple> triples;
+  for (EntityId e = 0; e < base.num_entities(); ++e) {
+    for (const Neighbor& n : base.OutEdges(e)) triples.push_back({e, n.relation, n.entity});
+  }
+  const EntityId hub_a = kBase, hub_b = kBase + 1, leaf0 = kBase + 2;
+  for (uint32_t i = 0; i < kLeaves; ++i) {
+    triples.push_back({hub_a, i % 4, leaf0 + i});
+    triples.push_back({leaf0 + (i * 7919) % kLeaves, (i + 1) % 4, hub_b});
+  }
+  for (RelationId r = 0; r < 4; ++r) triples.push_back({hub_a, r, hub_b});
+  for (EntityId e = 0; e < 40; ++e) {
+    triples.push_back({hub_a, 1, e});
+    triples.push_back({e * 3, 2, hub_b});
+  }
+  return StaticGraph(leaf0 + kLeaves, triples);
+}
+
+// The message edges a batch of `entities` (its nodes, in order) holds when every fact among
+// them is read from its head's whole list: for each node, its out-facts to the others in
+// (entity, relation) order, forwards then inverse.
+struct Edges {
+  std::vector<int64_t> src, dst, relation;
+};
+Edges EveryFactAmong(const GraphView& graph, const std::vector<int64_t>& entities, int64_t offset) {
+  absl::flat_hash_map<EntityId, int64_t> local;
+  for (size_t i = 0; i < entities.size(); ++i) local[static_cast<EntityId>(entities[i])] = i;
+  Edges edges;
+  for (size_t i = 0; i < entities.size(); ++i) {
+    for (const Neighbor& n : graph.OutEdges(static_cast<EntityId>(entities[i]))) {
+      const auto it = local.find(n.entity);
+      if (it == local.end()) continue;
+      const int64_t a = offset + static_cast<int64_t>(i), b = offset + it->second;
+      edges.src.insert(edges.src.end(), {a, b});
+      edges.dst.insert(edges.dst.end(), {b, a});
+      edges.relation.insert(edges.relation.end(), {n.relation, n.relation + 4});
+    }
+  }
+  return edges;
+}
+
+// A pruned pass that chooses a hub reads the hub's facts to the entities it keeps, not its
+// whole list (ForEachFactAmong); the graph it propagates over is still every fact among them,
+// in the order reading the lists whole gives, disjoint or shared.
+TEST(PrunedPropagationTest, APassThroughAHubHoldsEveryFactAmongItsEntitiesInTheListsOrder) {
+  const StaticGraph graph = BigHubGraph();
+  PathBatchBuilder builder;
+  int hub_passes = 0;
+  for (const PathBudget budget : {PathBudget{64, 0}, PathBudget{300, 2000}}) {
+    for (const int radius : {3, -1}) {
+      for (EntityId source : {3000u, 3001u, 0u, 9u, 3002u, 20000u}) {
+        PathBatch batch;
+        ASSERT_TRUE(builder.Add(Spec(graph, radius, budget), {source, 1}, &batch).ok());
+        EXPECT_EQ(batch.query_pruned, std::vector<int64_t>{1});
+        const Edges expected = EveryFactAmong(graph, batch.node_entity, 0);
+        EXPECT_EQ(batch.edge_src, expected.src) << "source " << source;
+        EXPECT_EQ(batch.edge_dst, expected.dst) << "source " << source;
+        EXPECT_EQ(batch.edge_relation, expected.relation) << "source " << source;
+        EXPECT_EQ(std::vector<int64_t>(batch.node_dist.begin(), batch.node_dist.end()),
+                  DistancesOverTheBatchEdges(batch, 0));
+        if (budget.edges > 0) {
+          EXPECT_LE(batch.num_edges(), budget.edges);
+        }
+        const bool through_hub =
+            std::count(batch.node_entity.begin(), batch.node_entity.end(), 3000) +
+                std::count(batch.node_entity.begin(), batch.node_entity.end(), 3001) >
+            0;
+        hub_passes += through_hub;
+        // A hub's pass, and its leaves' (whose only neighbours are the hubs), hold a hub.
+        if (source >= 3000) EXPECT_TRUE(through_hub) << "source " << source;
+      }
+    }
+  }
+  EXPECT_GE(hub_passes, 2 * 2 * 4);
+
+  PathNeighbourhoodSpec spec = Spec(graph, 3, {64, 0});
+  spec.layout = PathLayout::kShared;
+  PathBatch shared;
+  ASSERT_TRUE(builder.Build(spec, {{3000, 1}, {3002, 2}, {0, 3}}, &shared).ok());
+  ASSERT_EQ(shared.columns, 3);
+  const Edges expected = EveryFactAmong(graph, shared.shared_entity, 0);
+  EXPECT_EQ(shared.edge_src, expected.src);
+  EXPECT_EQ(shared.edge_dst, expected.dst);
+  EXPECT_EQ(shared.edge_relation, expected.relation);
 }
 
 TEST(PrunedPropagationTest, WithoutABudgetAPassingNeighbourhoodIsStillRefused) {
