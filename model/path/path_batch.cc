@@ -144,15 +144,17 @@ void ForEachNeighbour(const PathNeighbourhoodSpec& spec, const LeftOutFn& left_o
 // 0, listed), in the list's order. A list longer than the members' binary searches would read
 // (a hub's, beside the few thousand entities of a pruned pass) is searched for each member
 // instead of read whole: what it costs is the members' and their facts', not the hub's degree.
-// `found` is scratch.
+// `filter` holds at least the members; `found` is scratch.
 template <typename Member, typename Fn>
 void ForEachFactAmong(absl::Span<const Neighbor> list, absl::Span<const Member> members,
-                      const std::vector<int32_t>& local, std::vector<Neighbor>& found, Fn fn) {
+                      const std::vector<int32_t>& local,
+                      const PathBatchBuilder::EntityFilter& filter, std::vector<Neighbor>& found,
+                      Fn fn) {
   size_t log2 = 1;
   while ((size_t{1} << log2) < list.size()) ++log2;
   if (list.size() <= members.size() * log2) {
     for (const Neighbor& n : list) {
-      if (local[n.entity] >= 0) fn(n);
+      if (filter.MayContain(n.entity) && local[n.entity] >= 0) fn(n);
     }
     return;
   }
@@ -437,16 +439,17 @@ void PathBatchBuilder::SelectPruned(const PathNeighbourhoodSpec& spec, const Pat
   size_t keep = nodes_.size();
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const EntityId u = nodes_[i];
+    filter_.Add(u);
     const absl::Span<const EntityId> earlier(nodes_.data(), i + 1);
     int64_t mine = 0;
-    ForEachFactAmong(graph.OutEdges(u), earlier, local_, found_, [&](const Neighbor& n) {
+    ForEachFactAmong(graph.OutEdges(u), earlier, local_, filter_, found_, [&](const Neighbor& n) {
       const int32_t l = local_[n.entity];
       if (static_cast<size_t>(l) <= i && ModelRelation(spec, n.relation) >= 0 &&
           !left_out(u, n.relation, n.entity)) {
         mine += 2;
       }
     });
-    ForEachFactAmong(graph.InEdges(u), earlier, local_, found_, [&](const Neighbor& n) {
+    ForEachFactAmong(graph.InEdges(u), earlier, local_, filter_, found_, [&](const Neighbor& n) {
       const int32_t l = local_[n.entity];
       if (static_cast<size_t>(l) < i && ModelRelation(spec, n.relation) >= 0 &&
           !left_out(n.entity, n.relation, u)) {
@@ -459,8 +462,12 @@ void PathBatchBuilder::SelectPruned(const PathNeighbourhoodSpec& spec, const Pat
     }
     edges += mine;
   }
-  for (size_t i = keep; i < nodes_.size(); ++i) local_[nodes_[i]] = -1;
+  for (size_t i = keep; i < nodes_.size(); ++i) {
+    local_[nodes_[i]] = -1;
+    filter_.Remove(nodes_[i]);
+  }
   nodes_.resize(keep);
+  for (EntityId e : nodes_) filter_.Add(e);  // what Remove cleared beside
 
   // Distances within the chosen graph, and the nodes in breadth-first order from the source
   // (each chosen node neighbours one chosen before it, so every one is reached).
@@ -478,12 +485,12 @@ void PathBatchBuilder::SelectPruned(const PathNeighbourhoodSpec& spec, const Pat
       }
     };
     const absl::Span<const EntityId> chosen(nodes_);
-    ForEachFactAmong(graph.OutEdges(u), chosen, local_, found_, [&](const Neighbor& n) {
+    ForEachFactAmong(graph.OutEdges(u), chosen, local_, filter_, found_, [&](const Neighbor& n) {
       if (ModelRelation(spec, n.relation) >= 0 && !left_out(u, n.relation, n.entity)) {
         reach(n.entity);
       }
     });
-    ForEachFactAmong(graph.InEdges(u), chosen, local_, found_, [&](const Neighbor& n) {
+    ForEachFactAmong(graph.InEdges(u), chosen, local_, filter_, found_, [&](const Neighbor& n) {
       if (ModelRelation(spec, n.relation) >= 0 && !left_out(n.entity, n.relation, u)) {
         reach(n.entity);
       }
@@ -492,6 +499,7 @@ void PathBatchBuilder::SelectPruned(const PathNeighbourhoodSpec& spec, const Pat
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (dist[i] == kUnreached) local_[nodes_[i]] = -1;  // none: kept for ResetLocal's sake
   }
+  for (EntityId e : nodes_) filter_.Remove(e);
   dist_.clear();
   for (EntityId e : order) dist_.push_back(dist[local_[e]]);
   nodes_ = std::move(order);
@@ -593,10 +601,11 @@ void PathBatchBuilder::AppendEdges(const PathNeighbourhoodSpec& spec, int64_t qu
   if (batch->edge_begin.empty()) batch->edge_begin.push_back(0);
   // Every fact among the nodes, once from its head's out-edges, in both directions (but none
   // between two nodes outside S: no message of theirs matters).
+  for (EntityId e : nodes_) filter_.Add(e);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const EntityId u = nodes_[i];
     ForEachFactAmong(
-        graph.OutEdges(u), absl::Span<const EntityId>(nodes_), local_, found_,
+        graph.OutEdges(u), absl::Span<const EntityId>(nodes_), local_, filter_, found_,
         [&](const Neighbor& n) {
           const int32_t r = ModelRelation(spec, n.relation);
           if (r < 0 || left_out_.Contains(source_marks_, u, n.relation, n.entity)) return;
@@ -611,6 +620,7 @@ void PathBatchBuilder::AppendEdges(const PathNeighbourhoodSpec& spec, int64_t qu
           batch->edge_relation.push_back(r + spec.num_relations);
         });
   }
+  for (EntityId e : nodes_) filter_.Remove(e);
   batch->edge_begin.push_back(batch->num_edges());
 }
 
@@ -707,10 +717,11 @@ void PathBatchBuilder::Share(const PathNeighbourhoodSpec& spec, PathBatch* batch
     batch->node_shared[i] = local_[batch->node_entity[i]];
   }
   // Every fact among the union's entities, once from its head's out-edges, both directions.
+  for (int64_t e : batch->shared_entity) filter_.Add(static_cast<EntityId>(e));
   for (size_t i = 0; i < batch->shared_entity.size(); ++i) {
     const EntityId u = static_cast<EntityId>(batch->shared_entity[i]);
     ForEachFactAmong(graph.OutEdges(u), absl::Span<const int64_t>(batch->shared_entity), local_,
-                     found_, [&](const Neighbor& n) {
+                     filter_, found_, [&](const Neighbor& n) {
                        const int32_t r = ModelRelation(spec, n.relation);
                        if (r < 0 || left_out_.Contains(source_marks_, u, n.relation, n.entity))
                          return;
@@ -723,6 +734,7 @@ void PathBatchBuilder::Share(const PathNeighbourhoodSpec& spec, PathBatch* batch
                        batch->edge_relation.push_back(r + spec.num_relations);
                      });
   }
+  for (int64_t e : batch->shared_entity) filter_.Remove(static_cast<EntityId>(e));
 }
 
 }  // namespace grail

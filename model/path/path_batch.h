@@ -320,6 +320,26 @@ class PathBatchBuilder {
   // A hub's facts among the chosen entities (ForEachFactAmong's scratch).
   std::vector<Neighbor> found_;
 
+ public:
+  // The entities of a node list as a bit per hashed entity (128 KB, in cache where local_'s
+  // entries for a graph of millions are not): most neighbours of a node are ruled out without
+  // reading local_. Cleared by removing what was added (a whole clear would cost every query
+  // 128 KB).
+  class EntityFilter {
+   public:
+    void Add(EntityId e) { bits_[Hash(e) >> 6] |= uint64_t{1} << (Hash(e) & 63); }
+    void Remove(EntityId e) { bits_[Hash(e) >> 6] = 0; }  // clears its word's others too
+    bool MayContain(EntityId e) const { return (bits_[Hash(e) >> 6] >> (Hash(e) & 63)) & 1; }
+
+   private:
+    static constexpr int kBits = 20;
+    static uint32_t Hash(EntityId e) { return (e * 0x9E3779B1u) >> (32 - kBits); }
+    std::vector<uint64_t> bits_ = std::vector<uint64_t>(size_t{1} << (kBits - 6));
+  };
+
+ private:
+  EntityFilter filter_;
+
   // d(v, T) into target_dist_/target_reached_ for every v within the path length of q's
   // targets; false where the search passed spec.max_nodes or (without the reach mask) holds
   // kWholeGraphShare of the graph: then the neighbourhood is the query's whole one. The
