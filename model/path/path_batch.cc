@@ -168,6 +168,17 @@ void ForEachFactAmong(absl::Span<const Neighbor> list, absl::Span<const Member> 
   for (const Neighbor& n : found) fn(n);
 }
 
+// Appends the fact between nodes a and b of relation r as its two message edges: a to b
+// along r, b to a along r's inverse.
+void AppendFact(int64_t a, int64_t b, int32_t r, int32_t num_relations, PathBatch* batch) {
+  batch->edge_src.push_back(a);
+  batch->edge_dst.push_back(b);
+  batch->edge_relation.push_back(r);
+  batch->edge_src.push_back(b);
+  batch->edge_dst.push_back(a);
+  batch->edge_relation.push_back(r + num_relations);
+}
+
 }  // namespace
 
 void PathBatchBuilder::LeftOut::Clear(std::vector<uint8_t>& marks) {
@@ -612,12 +623,7 @@ void PathBatchBuilder::AppendEdges(const PathNeighbourhoodSpec& spec, int64_t qu
           if (i >= others_begin && static_cast<size_t>(local_[n.entity]) >= others_begin) return;
           const int64_t a = offset + static_cast<int64_t>(i);
           const int64_t b = offset + local_[n.entity];
-          batch->edge_src.push_back(a);
-          batch->edge_dst.push_back(b);
-          batch->edge_relation.push_back(r);
-          batch->edge_src.push_back(b);
-          batch->edge_dst.push_back(a);
-          batch->edge_relation.push_back(r + spec.num_relations);
+          AppendFact(a, b, r, spec.num_relations, batch);
         });
   }
   for (EntityId e : nodes_) filter_.Remove(e);
@@ -726,12 +732,7 @@ void PathBatchBuilder::Share(const PathNeighbourhoodSpec& spec, PathBatch* batch
                        if (r < 0 || left_out_.Contains(source_marks_, u, n.relation, n.entity))
                          return;
                        const int64_t a = static_cast<int64_t>(i), b = local_[n.entity];
-                       batch->edge_src.push_back(a);
-                       batch->edge_dst.push_back(b);
-                       batch->edge_relation.push_back(r);
-                       batch->edge_src.push_back(b);
-                       batch->edge_dst.push_back(a);
-                       batch->edge_relation.push_back(r + spec.num_relations);
+                       AppendFact(a, b, r, spec.num_relations, batch);
                      });
   }
   for (int64_t e : batch->shared_entity) filter_.Remove(static_cast<EntityId>(e));
