@@ -8,19 +8,22 @@ drawn from the hub queries (the 20 entities of highest degree among the graph's 
 facts' ends: the generator's largest hubs) and from 200 uniform ones (facts spread evenly
 through the file), p50 / p99 / mean ms. The stores are only read.
 
-    bench/rank_all_compare.py --model M.pt --bins OLD,NEW \\
+    bench/rank_all_compare.py --model M.pt --bins OLD_BIN_DIR,NEW_BIN_DIR \\
         --case 1e6=STORE_DIR,TRIPLES [--case ...] [--requests 40] [--out out/rank_all_compare]
 
-Prints a table and writes OUT/results.json. A binary of an older commit: build it in a
-worktree, or `git stash; ninja -C build grail-server; cp build/bin/grail-server /tmp/old`.
+Prints a table and writes OUT/results.json. Each --bins entry is a directory holding a
+grail-server (bench/server_process.py starts it): an older commit's, e.g. `git stash; ninja -C
+build grail-server; mkdir /tmp/old; cp build/bin/grail-server /tmp/old/`.
 """
 
 import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from server_process import ServerProcess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,24 +56,11 @@ def query_files(triples, out_dir, name):
     return hubs, uniform
 
 
-def serve(binary, model, store, log):
-    ready = log.with_suffix(".ready")
-    ready.unlink(missing_ok=True)
-    process = subprocess.Popen(
-        [binary, f"--model={model}", f"--data-dir={store}", "--host=127.0.0.1", "--port=0",
-         "--metrics-port=-1", "--pass-cache-bytes=0", f"--ready-file={ready}"],
-        stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    while not ready.exists() or not ready.read_text().strip():
-        if process.poll() is not None:
-            sys.exit(f"{binary} exited {process.returncode}; see {log}")
-        time.sleep(1)
-    return process, json.loads(ready.read_text())["port"]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True)
-    parser.add_argument("--bins", required=True, help="two grail-server binaries, comma-separated")
+    parser.add_argument("--bins", required=True,
+                        help="two directories holding a grail-server, comma-separated")
     parser.add_argument("--case", action="append", required=True, help="NAME=STORE_DIR,TRIPLES")
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--client", default=str(ROOT / "build" / "bin" / "grail-client"))
@@ -83,25 +73,23 @@ def main():
         name, paths = case.split("=", 1)
         store, triples = paths.split(",")
         hubs, uniform = query_files(triples, args.out, name)
-        for b, binary in enumerate(bins):
-            process, port = serve(binary, args.model, store, args.out / f"{name}.{b}.log")
-            try:
+        for b, bin_dir in enumerate(bins):
+            # The pass cache off: every call pays its own pass. The store is only read.
+            with ServerProcess(bin_dir, args.model, store, "--pass-cache-bytes=0",
+                               log=args.out / f"{name}.{b}.log", metrics=False) as server:
                 for kind, queries in (("hub", hubs), ("uniform", uniform)):
                     out = subprocess.run(
-                        [args.client, "--target", f"127.0.0.1:{port}", "--json", "--deadline-ms",
+                        [args.client, "--target", server.target, "--json", "--deadline-ms",
                          "60000", "load", "--triples", queries, "--method", "rank-tails",
                          "--candidates-per-request", "0", "--top-k", "10", "--concurrency", "1",
                          "--requests", str(args.requests), "--warmup", "2", "--seed", "1"],
                         capture_output=True, text=True, check=True)
                     latency = json.loads(out.stdout)["latency_ms"]
-                    results.append({"case": name, "binary": binary, "queries": kind,
+                    results.append({"case": name, "binary": bin_dir, "queries": kind,
                                     **{k: latency[k] for k in ("p50", "p99", "mean")}})
                     print(json.dumps(results[-1]), flush=True)
-            finally:
-                process.terminate()
-                process.wait()
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    print("\n| case | queries | " + " | ".join(f"{Path(b).name} p50 / p99 ms" for b in bins)
+    print("\n| case | queries | " + " | ".join(f"{b} p50 / p99 ms" for b in bins)
           + " |")
     print("|---|---|" + "---:|" * len(bins))
     for case in dict.fromkeys(r["case"] for r in results):
