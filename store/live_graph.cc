@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <future>
+#include <system_error>
 #include <utility>
 
 namespace grail {
@@ -35,6 +37,7 @@ std::vector<std::string> GraphSnapshot::LiveRelationNames() const {
 LiveGraph::LiveGraph(bool relation_sides)
     : entity_names_(std::make_shared<NameTable>()), relation_sides_(relation_sides) {
   auto empty = std::shared_ptr<GraphSnapshot>(new GraphSnapshot());
+  empty->adjacency_ = adjacency_.Latest();
   empty->entity_names_ = entity_names_;
   empty->relations_ = std::make_shared<const Vocabulary>();
   empty->relation_facts_ = std::make_shared<const std::vector<uint64_t>>();
@@ -50,6 +53,34 @@ std::shared_ptr<const GraphSnapshot> LiveGraph::Snapshot() const {
 }
 
 uint64_t LiveGraph::Apply(const GraphDelta& delta) {
+  return Publish(delta, adjacency_.Prepare(delta.facts, delta.removed_facts));
+}
+
+absl::StatusOr<uint64_t> LiveGraph::ApplyAlongside(const GraphDelta& delta,
+                                                   absl::FunctionRef<absl::Status()> alongside) {
+  if (delta.facts.size() + delta.removed_facts.size() >= kConcurrentFacts) {
+    std::future<AdjacencyIndex::Prepared> lists;
+    try {
+      lists = std::async(std::launch::async,
+                         [&] { return adjacency_.Prepare(delta.facts, delta.removed_facts); });
+    } catch (const std::system_error&) {
+      // No thread to be had: one after the other, below.
+    }
+    if (lists.valid()) {
+      const absl::Status written = alongside();
+      AdjacencyIndex::Prepared prepared = lists.get();
+      if (!written.ok()) {
+        adjacency_.Abort(std::move(prepared));
+        return written;
+      }
+      return Publish(delta, std::move(prepared));
+    }
+  }
+  if (absl::Status written = alongside(); !written.ok()) return written;
+  return Apply(delta);
+}
+
+uint64_t LiveGraph::Publish(const GraphDelta& delta, AdjacencyIndex::Prepared prepared) {
   const std::shared_ptr<const GraphSnapshot> base = Snapshot();
   auto next = std::shared_ptr<GraphSnapshot>(new GraphSnapshot());
   next->sequence_ = delta.sequence;
@@ -92,22 +123,19 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
     next->self_loops_ = std::move(grown);
   }
 
-  uint64_t added = 0, removed = 0;
-  next->adjacency_ = base->adjacency_.WithFacts(delta.facts, &added);
-  if (!delta.removed_facts.empty()) {
-    next->adjacency_ = next->adjacency_.WithoutFacts(delta.removed_facts, &removed);
-    // An entity whose last self-loop went leaves the list.
-    for (const Triple& t : delta.removed_facts) {
-      if (t.head != t.tail) continue;
-      const auto out = next->adjacency_.OutEdges(t.head);
-      const bool still_looped = std::any_of(out.begin(), out.end(),
-                                            [&](const Neighbor& n) { return n.entity == t.head; });
-      auto at = std::lower_bound(next->self_loops_->begin(), next->self_loops_->end(), t.head);
-      if (still_looped || at == next->self_loops_->end() || *at != t.head) continue;
-      auto shrunk = std::make_shared<std::vector<EntityId>>(*next->self_loops_);
-      shrunk->erase(shrunk->begin() + (at - next->self_loops_->begin()));
-      next->self_loops_ = std::move(shrunk);
-    }
+  const uint64_t added = prepared.added(), removed = prepared.removed();
+  next->adjacency_ = adjacency_.Commit(std::move(prepared));
+  // An entity whose last self-loop went leaves the list.
+  for (const Triple& t : delta.removed_facts) {
+    if (t.head != t.tail) continue;
+    const auto out = next->adjacency_.OutEdges(t.head);
+    const bool still_looped =
+        std::any_of(out.begin(), out.end(), [&](const Neighbor& n) { return n.entity == t.head; });
+    auto at = std::lower_bound(next->self_loops_->begin(), next->self_loops_->end(), t.head);
+    if (still_looped || at == next->self_loops_->end() || *at != t.head) continue;
+    auto shrunk = std::make_shared<std::vector<EntityId>>(*next->self_loops_);
+    shrunk->erase(shrunk->begin() + (at - next->self_loops_->begin()));
+    next->self_loops_ = std::move(shrunk);
   }
   next->num_facts_ = base->num_facts_ + added - removed;
   // The pair list is shared until a chunk makes two relation sides meet or part. A whole
@@ -146,6 +174,12 @@ uint64_t LiveGraph::Apply(const GraphDelta& delta) {
   return added;
 }
 
+std::shared_ptr<const GraphSnapshot> LiveGraph::NamesSnapshot() const {
+  auto names = std::shared_ptr<GraphSnapshot>(new GraphSnapshot(*Snapshot()));
+  names->adjacency_ = AdjacencyIndex::Version();
+  return names;
+}
+
 void LiveGraph::TrackRelationSides(bool on) {
   if (on == relation_sides_) return;
   const std::shared_ptr<const GraphSnapshot> base = Snapshot();
@@ -172,7 +206,7 @@ std::optional<size_t> LiveGraph::FirstFactPastRelationPairLimit(absl::Span<const
 LiveGraph::MemoryUsage LiveGraph::ApproximateMemoryUsage() const {
   const std::shared_ptr<const GraphSnapshot> latest = Snapshot();
   MemoryUsage usage;
-  usage.adjacency_bytes = latest->adjacency_.ApproximateMemoryUsage().bytes;
+  usage.adjacency_bytes = adjacency_.ApproximateMemoryUsage().bytes;
   usage.entity_name_bytes = entity_names_->ApproximateMemoryUsage();
   for (const std::string& name : latest->relation_names()) {
     usage.relation_name_bytes += sizeof(std::string) + name.capacity();

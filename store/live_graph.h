@@ -8,8 +8,9 @@
 //     the last handle on it is dropped, however many chunks are applied meanwhile;
 //   * taking one costs a pointer copy under a mutex that the writer holds only to swap
 //     that pointer, so readers never wait for a chunk to be written or indexed.
-// Versions share structure (AdjacencyTree, NameTable), so applying a chunk costs time and
-// memory proportional to what the chunk touches, not to the size of the graph.
+// Versions share structure (AdjacencyIndex keeps every held version's lists at once, the
+// NameTable is append-only), so applying a chunk costs time and memory proportional to what
+// the chunk touches, not to the size of the graph.
 #ifndef GRAIL_STORE_LIVE_GRAPH_H_
 #define GRAIL_STORE_LIVE_GRAPH_H_
 
@@ -21,13 +22,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "graph/graph_view.h"
 #include "graph/ids.h"
 #include "graph/relation_sides.h"
 #include "graph/vocabulary.h"
-#include "store/adjacency_tree.h"
+#include "store/adjacency_index.h"
 #include "store/name_table.h"
 
 namespace grail {
@@ -93,7 +97,7 @@ class GraphSnapshot final : public GraphView {
   uint32_t num_entities_ = 0;
   uint64_t num_facts_ = 0;
   uint64_t sequence_ = 0;
-  AdjacencyTree adjacency_;
+  AdjacencyIndex::Version adjacency_;
   // Shared by all versions; ids >= num_entities_ belong to later versions.
   std::shared_ptr<const NameTable> entity_names_;
   // Private to the versions between two relation additions (relations are few).
@@ -162,6 +166,15 @@ class LiveGraph {
   // Snapshots taken before the call are unaffected.
   uint64_t Apply(const GraphDelta& delta);
 
+  // Apply(), with `alongside` (the chunk's durable write) run on the calling thread while the
+  // chunk's adjacency lists are built on another, for chunks of kConcurrentFacts facts or
+  // more (smaller ones run one after the other). The version is published only once
+  // `alongside` succeeded; if it fails, the lists are taken back out, nothing is published,
+  // and its error is returned.
+  absl::StatusOr<uint64_t> ApplyAlongside(const GraphDelta& delta,
+                                          absl::FunctionRef<absl::Status()> alongside);
+  static constexpr size_t kConcurrentFacts = 1000;
+
   // Starts or stops following which relation sides meet: on, the pairs are counted off the
   // latest version's lists once (O(facts); the writer's, like Apply()) and every later Apply
   // keeps them; off, snapshots list none and chunks skip the work (a third of a chunk's cost
@@ -179,12 +192,26 @@ class LiveGraph {
   // The pairs of relation sides that meet in the latest version.
   uint64_t num_relation_side_pairs() const { return Snapshot()->SidePairs()->size(); }
 
+  // Bytes of adjacency lists that later chunks replaced, kept while an older snapshot that
+  // reads them is held (AdjacencyIndex::RetainedBytes). O(1); any thread.
+  uint64_t retained_adjacency_bytes() const { return adjacency_.RetainedBytes(); }
+
+  // The latest version's names, counts and sequence without its adjacency (every list
+  // empty): for holders that only name ids, such as an export, so that holding it for
+  // minutes keeps none of the lists later chunks replace.
+  std::shared_ptr<const GraphSnapshot> NamesSnapshot() const;
+
   // Walks the latest version; O(entities). For benchmarks and occasional reporting.
   MemoryUsage ApproximateMemoryUsage() const;
 
  private:
+  // Publishes the version of `delta` whose adjacency is `prepared` (built from the latest).
+  uint64_t Publish(const GraphDelta& delta, AdjacencyIndex::Prepared prepared);
+
   // Written only by Apply() (one at a time); Apply() reads it without the lock.
   std::shared_ptr<NameTable> entity_names_;
+  // Every version's adjacency; written only by Apply().
+  AdjacencyIndex adjacency_;
   // Which relation sides meet, kept chunk by chunk; written only by Apply().
   RelationSideTracker side_tracker_;
   bool relation_sides_;  // written only by the writer (Apply, TrackRelationSides)

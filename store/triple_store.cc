@@ -945,13 +945,17 @@ absl::Status TripleStore::Commit(rocksdb::WriteBatch& batch, const GraphDelta& d
   rocksdb::WriteOptions write;
   write.sync = options_.sync;
   write.disableWAL = false;  // the WAL is what makes an acknowledged chunk durable
-  if (rocksdb::Status s = db_->Write(write, &batch); !s.ok()) {
-    write_error_ = FromRocks(s, absl::StrCat("writing the chunk of sequence ", delta.sequence));
-    if (absl::IsResourceExhausted(write_error_)) writable_ = false;
-    return write_error_;
-  }
-  // Published only once durable: a reader never sees a chunk that a crash could take back.
-  graph_.Apply(delta);
+  // A large chunk's index lists are built on another thread meanwhile. Published only once
+  // durable: a reader never sees a chunk that a crash could take back.
+  absl::StatusOr<uint64_t> applied = graph_.ApplyAlongside(delta, [&]() -> absl::Status {
+    if (rocksdb::Status s = db_->Write(write, &batch); !s.ok()) {
+      write_error_ = FromRocks(s, absl::StrCat("writing the chunk of sequence ", delta.sequence));
+      if (absl::IsResourceExhausted(write_error_)) writable_ = false;
+      return write_error_;
+    }
+    return absl::OkStatus();
+  });
+  if (!applied.ok()) return applied.status();
   if (options_.on_commit) options_.on_commit(delta.sequence);
   return absl::OkStatus();
 }
@@ -1222,7 +1226,9 @@ absl::StatusOr<std::unique_ptr<FactExport>> TripleStore::Export(uint64_t since_s
   {
     // Under the writers' lock, the disk and the index are at the same chunk.
     std::lock_guard<std::mutex> lock(write_mu_);
-    state->names = graph_.Snapshot();
+    // Names only: an export may take minutes, and a whole snapshot held that long would keep
+    // every adjacency list the chunks meanwhile replace.
+    state->names = graph_.NamesSnapshot();
     if (since_sequence > state->names->sequence()) {
       return absl::OutOfRangeError(
           absl::StrCat("the graph is at sequence ", state->names->sequence(),

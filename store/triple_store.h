@@ -323,6 +323,8 @@ class TripleStore {
   // The latest version of the graph: every chunk whose AddChunk or RemoveChunk returned
   // before this call.
   std::shared_ptr<const GraphSnapshot> Snapshot() const { return graph_.Snapshot(); }
+  // Bytes of the index's adjacency lists kept for older snapshots still held (LiveGraph).
+  uint64_t retained_index_bytes() const { return graph_.retained_adjacency_bytes(); }
 
   // Starts or stops following which relation sides meet (StoreOptions::track_relation_sides):
   // for a server that starts serving a model of any relation, or stops. On counts the pairs

@@ -369,6 +369,15 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
               "replication, the stream sequence of the last one applied).",
               [](const GraphSnapshot& g) { return static_cast<double>(g.sequence()); });
   Must(instruments_->scraped.AddGauge(
+      "grail_graph_retained_bytes",
+      "Bytes of adjacency lists that later chunks replaced, kept because a request still "
+      "reads an older version of the graph; back near 0 once no request does.",
+      [this]() -> std::optional<double> {
+        const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
+        if (predictor == nullptr) return std::nullopt;
+        return static_cast<double>(predictor->store().retained_index_bytes());
+      }));
+  Must(instruments_->scraped.AddGauge(
       "grail_store_writable",
       "1 while the store takes writes; 0 while they fail for want of disk space (they resume "
       "by themselves once space is freed).",

@@ -1,6 +1,7 @@
 // TripleStore::Export against a real RocksDB directory: the facts of one version, in order of
 // addition, in pages bounded by count and bytes, only those added after a sequence when
-// asked, unchanged by chunks committed while it is read, and the same after a reopen.
+// asked, unchanged by chunks committed while it is read (without keeping the index's replaced
+// lists), and the same after a reopen.
 #include <memory>
 #include <string>
 #include <vector>
@@ -110,6 +111,9 @@ TEST_F(FactExportTest, SeesItsVersionWhateverIsCommittedWhileItIsRead) {
   const std::vector<NamedTriple> removed = {F("b", "r", "c"), F("a", "r", "b")};
   ASSERT_TRUE(store->RemoveChunk(removed).ok());
   MustAdd(store.get(), {F("d", "r", "a"), F("a", "r", "b")});
+  // The export names ids without reading the adjacency, so it keeps none of the lists those
+  // chunks replaced (an export of a large graph may run for minutes during a stream).
+  EXPECT_EQ(store->retained_index_bytes(), 0u);
 
   std::vector<std::string> facts = {Show((*first)[0])};
   for (const std::string& f : ReadAll(**exported)) facts.push_back(f);

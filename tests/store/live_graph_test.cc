@@ -1,11 +1,15 @@
-// The in-memory index on its own (no RocksDB): the persistent adjacency tree, the shared
+// The in-memory index on its own (no RocksDB): the versioned adjacency index, the shared
 // name table and the versions LiveGraph publishes.
 #include "store/live_graph.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/algorithm/container.h"
@@ -13,7 +17,7 @@
 #include "graph/relation_sides.h"
 #include "graph/static_graph.h"
 #include "gtest/gtest.h"
-#include "store/adjacency_tree.h"
+#include "store/adjacency_index.h"
 #include "store/name_table.h"
 
 namespace grail {
@@ -40,120 +44,248 @@ std::vector<Triple> RandomFacts(uint32_t num_entities, size_t count, uint64_t se
   return facts;
 }
 
-void ExpectSameAdjacency(const AdjacencyTree& tree, const StaticGraph& expected) {
+void ExpectSameAdjacency(const AdjacencyIndex::Version& version, const StaticGraph& expected) {
   for (EntityId e = 0; e < expected.num_entities(); ++e) {
-    ASSERT_EQ(Copy(tree.OutEdges(e)), Copy(expected.OutEdges(e))) << "out-edges of " << e;
-    ASSERT_EQ(Copy(tree.InEdges(e)), Copy(expected.InEdges(e))) << "in-edges of " << e;
+    ASSERT_EQ(Copy(version.OutEdges(e)), Copy(expected.OutEdges(e))) << "out-edges of " << e;
+    ASSERT_EQ(Copy(version.InEdges(e)), Copy(expected.InEdges(e))) << "in-edges of " << e;
   }
 }
 
-TEST(AdjacencyTreeTest, EmptyTreeHasNoEdgesForAnyId) {
-  AdjacencyTree tree;
-  for (EntityId e : {0u, 31u, 32u, 100000u, 0xfffffffeu, 0xffffffffu}) {
-    EXPECT_THAT(tree.OutEdges(e), IsEmpty());
-    EXPECT_THAT(tree.InEdges(e), IsEmpty());
+// Applies `facts` as additions; returns the new version.
+AdjacencyIndex::Version Add(AdjacencyIndex& index, const std::vector<Triple>& facts,
+                            uint64_t* added = nullptr) {
+  return index.Apply(facts, {}, added, nullptr);
+}
+
+TEST(AdjacencyIndexTest, EmptyIndexHasNoEdgesForAnyId) {
+  AdjacencyIndex index;
+  for (const AdjacencyIndex::Version& version : {index.Latest(), AdjacencyIndex::Version()}) {
+    for (EntityId e : {0u, 31u, 32u, 100000u, 0xfffffffeu, 0xffffffffu}) {
+      EXPECT_THAT(version.OutEdges(e), IsEmpty());
+      EXPECT_THAT(version.InEdges(e), IsEmpty());
+    }
   }
 }
 
-TEST(AdjacencyTreeTest, WithFactsSortsEdgesAndIgnoresKnownFacts) {
+TEST(AdjacencyIndexTest, ApplySortsEdgesAndIgnoresKnownFacts) {
+  AdjacencyIndex index;
   uint64_t added = 0;
-  AdjacencyTree tree = AdjacencyTree().WithFacts(
-      std::vector<Triple>{{0, 1, 2}, {0, 0, 2}, {0, 0, 1}, {0, 0, 2}, {3, 0, 2}}, &added);
+  AdjacencyIndex::Version v =
+      Add(index, {{0, 1, 2}, {0, 0, 2}, {0, 0, 1}, {0, 0, 2}, {3, 0, 2}}, &added);
   EXPECT_EQ(added, 4u);
-  EXPECT_THAT(tree.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{2, 0}, Neighbor{2, 1}));
-  EXPECT_THAT(tree.InEdges(2), ElementsAre(Neighbor{0, 0}, Neighbor{0, 1}, Neighbor{3, 0}));
+  EXPECT_THAT(v.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{2, 0}, Neighbor{2, 1}));
+  EXPECT_THAT(v.InEdges(2), ElementsAre(Neighbor{0, 0}, Neighbor{0, 1}, Neighbor{3, 0}));
 
   // One known fact, one new one, both directions of the new one updated.
-  tree = tree.WithFacts(std::vector<Triple>{{0, 0, 1}, {2, 0, 0}}, &added);
+  v = Add(index, {{0, 0, 1}, {2, 0, 0}}, &added);
   EXPECT_EQ(added, 1u);
-  EXPECT_THAT(tree.OutEdges(2), ElementsAre(Neighbor{0, 0}));
-  EXPECT_THAT(tree.InEdges(0), ElementsAre(Neighbor{2, 0}));
-  EXPECT_THAT(tree.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{2, 0}, Neighbor{2, 1}));
+  EXPECT_THAT(v.OutEdges(2), ElementsAre(Neighbor{0, 0}));
+  EXPECT_THAT(v.InEdges(0), ElementsAre(Neighbor{2, 0}));
+  EXPECT_THAT(v.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{2, 0}, Neighbor{2, 1}));
 }
 
-TEST(AdjacencyTreeTest, SelfLoopAppearsInBothDirectionsOfItsEntity) {
+TEST(AdjacencyIndexTest, SelfLoopAppearsInBothDirectionsOfItsEntity) {
+  AdjacencyIndex index;
   uint64_t added = 0;
-  AdjacencyTree tree = AdjacencyTree().WithFacts(std::vector<Triple>{{5, 2, 5}}, &added);
+  const AdjacencyIndex::Version v = Add(index, {{5, 2, 5}}, &added);
   EXPECT_EQ(added, 1u);
-  EXPECT_THAT(tree.OutEdges(5), ElementsAre(Neighbor{5, 2}));
-  EXPECT_THAT(tree.InEdges(5), ElementsAre(Neighbor{5, 2}));
+  EXPECT_THAT(v.OutEdges(5), ElementsAre(Neighbor{5, 2}));
+  EXPECT_THAT(v.InEdges(5), ElementsAre(Neighbor{5, 2}));
 }
 
-TEST(AdjacencyTreeTest, OlderVersionIsUnchangedByLaterAdditions) {
-  const AdjacencyTree v1 = AdjacencyTree().WithFacts(std::vector<Triple>{{0, 0, 1}}, nullptr);
+TEST(AdjacencyIndexTest, OlderVersionIsUnchangedByLaterChanges) {
+  AdjacencyIndex index;
+  const AdjacencyIndex::Version v1 = Add(index, {{0, 0, 1}, {3, 0, 0}});
   const absl::Span<const Neighbor> v1_out = v1.OutEdges(0);
-  const AdjacencyTree v2 =
-      v1.WithFacts(std::vector<Triple>{{0, 1, 1}, {0, 0, 2}, {40000, 0, 0}}, nullptr);
+  const AdjacencyIndex::Version v2 = Add(index, {{0, 1, 1}, {0, 0, 2}, {40000, 0, 0}});
+  uint64_t removed = 0;
+  const AdjacencyIndex::Version v3 = index.Apply(
+      std::vector<Triple>{{7, 0, 0}}, std::vector<Triple>{{0, 0, 1}, {3, 0, 0}}, nullptr, &removed);
+  EXPECT_EQ(removed, 2u);
   // v1's span still points at v1's list, which still holds what it held.
   EXPECT_THAT(v1_out, ElementsAre(Neighbor{1, 0}));
   EXPECT_THAT(v1.OutEdges(0), ElementsAre(Neighbor{1, 0}));
-  EXPECT_THAT(v1.InEdges(0), IsEmpty());
+  EXPECT_THAT(v1.InEdges(0), ElementsAre(Neighbor{3, 0}));
   EXPECT_THAT(v1.OutEdges(40000), IsEmpty());
   EXPECT_THAT(v2.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{1, 1}, Neighbor{2, 0}));
-  EXPECT_THAT(v2.InEdges(0), ElementsAre(Neighbor{40000, 0}));
+  EXPECT_THAT(v2.InEdges(0), ElementsAre(Neighbor{3, 0}, Neighbor{40000, 0}));
+  EXPECT_THAT(v3.OutEdges(0), ElementsAre(Neighbor{1, 1}, Neighbor{2, 0}));
+  EXPECT_THAT(v3.InEdges(0), ElementsAre(Neighbor{7, 0}, Neighbor{40000, 0}));
+  EXPECT_THAT(v3.OutEdges(3), IsEmpty());
+  EXPECT_THAT(v2.OutEdges(3), ElementsAre(Neighbor{0, 0}));
 }
 
-TEST(AdjacencyTreeTest, MatchesStaticGraphAfterManyBatchesAcrossSeveralLevels) {
-  // 40000 ids need four levels of 32; batches add facts in random id order, and a version
-  // from halfway must still match the graph of the first half of the facts.
-  constexpr uint32_t kEntities = 40000;
+TEST(AdjacencyIndexTest, EveryHeldVersionMatchesItsFactsAfterManyBatches) {
+  // Batches add facts in random id order across several of the slot array's segments; a
+  // version from each quarter must still match the graph of the facts up to it.
+  constexpr uint32_t kEntities = 140000;
   const std::vector<Triple> facts = RandomFacts(kEntities, 60000, 7);
-  AdjacencyTree tree, halfway;
-  size_t halfway_facts = 0;
+  AdjacencyIndex index;
+  std::vector<std::pair<AdjacencyIndex::Version, size_t>> held;
   constexpr size_t kBatch = 997;
   for (size_t begin = 0; begin < facts.size(); begin += kBatch) {
     const size_t end = std::min(facts.size(), begin + kBatch);
-    tree = tree.WithFacts(absl::MakeConstSpan(facts).subspan(begin, end - begin), nullptr);
-    if (halfway_facts == 0 && end >= facts.size() / 2) {
-      halfway = tree;
-      halfway_facts = end;
-    }
+    const AdjacencyIndex::Version v =
+        index.Apply(absl::MakeConstSpan(facts).subspan(begin, end - begin), {}, nullptr, nullptr);
+    if (held.size() * facts.size() / 4 <= end) held.emplace_back(v, end);
   }
-  ExpectSameAdjacency(tree, StaticGraph(kEntities, facts));
-  ExpectSameAdjacency(halfway,
-                      StaticGraph(kEntities, absl::MakeConstSpan(facts).first(halfway_facts)));
+  ASSERT_GE(held.size(), 4u);
+  for (const auto& [version, count] : held) {
+    ExpectSameAdjacency(version, StaticGraph(kEntities, absl::MakeConstSpan(facts).first(count)));
+  }
+  ExpectSameAdjacency(index.Latest(), StaticGraph(kEntities, facts));
 }
 
-TEST(AdjacencyTreeTest, WithoutFactsRemovesBothDirectionsAndMatchesTheRemainingFacts) {
-  // Add random facts in batches, remove a random half of them in other batches: the tree
-  // must equal the graph of the facts that are left, and the version before the removals
-  // must still equal the graph of them all.
+TEST(AdjacencyIndexTest, RemovalsTakeBothDirectionsAndMatchTheRemainingFacts) {
+  // Add random facts, then remove a random half of them in batches that also add facts back:
+  // the index must equal the graph of the facts that are left, and the version before the
+  // removals must still equal the graph of them all.
   constexpr uint32_t kEntities = 5000;
   std::vector<Triple> facts = RandomFacts(kEntities, 20000, 11);
-  const AdjacencyTree full = AdjacencyTree().WithFacts(facts, nullptr);
+  AdjacencyIndex index;
+  const AdjacencyIndex::Version full = Add(index, facts);
   std::sort(facts.begin(), facts.end());
   facts.erase(std::unique(facts.begin(), facts.end()), facts.end());
   std::mt19937_64 rng(12);
   std::vector<Triple> removed, kept;
   for (const Triple& t : facts) (rng() % 2 == 0 ? removed : kept).push_back(t);
-  // Repeats and facts the tree never held are ignored.
+  // Repeats and facts the index never held are ignored.
   std::vector<Triple> request = removed;
   request.push_back(removed.front());
   request.push_back(Triple{kEntities + 7, 0, 1});
   std::shuffle(request.begin(), request.end(), rng);
 
-  AdjacencyTree tree = full;
-  uint64_t total_removed = 0;
+  uint64_t total_removed = 0, total_added = 0;
   constexpr size_t kBatch = 613;
   for (size_t begin = 0; begin < request.size(); begin += kBatch) {
-    uint64_t count = 0;
+    uint64_t removed_count = 0, added_count = 0;
     const size_t end = std::min(request.size(), begin + kBatch);
-    tree = tree.WithoutFacts(absl::MakeConstSpan(request).subspan(begin, end - begin), &count);
-    total_removed += count;
+    // Each batch also adds back one kept fact (ignored) and removes what it adds.
+    const std::vector<Triple> adds = {kept[begin % kept.size()], request[begin]};
+    index.Apply(adds, absl::MakeConstSpan(request).subspan(begin, end - begin), &added_count,
+                &removed_count);
+    total_removed += removed_count;
+    total_added += added_count;
   }
+  EXPECT_EQ(total_added, 0u);
   EXPECT_EQ(total_removed, removed.size());
-  ExpectSameAdjacency(tree, StaticGraph(kEntities, kept));
+  ExpectSameAdjacency(index.Latest(), StaticGraph(kEntities, kept));
   ExpectSameAdjacency(full, StaticGraph(kEntities, facts));
 }
 
-TEST(AdjacencyTreeTest, LargestIdsAreStoredAndFound) {
+TEST(AdjacencyIndexTest, LargestIdsAreStoredAndFound) {
   const EntityId top = 0xfffffffeu;
-  const AdjacencyTree tree =
-      AdjacencyTree().WithFacts(std::vector<Triple>{{top, 0, 1}, {1, 0, top - 33}}, nullptr);
-  EXPECT_THAT(tree.OutEdges(top), ElementsAre(Neighbor{1, 0}));
-  EXPECT_THAT(tree.InEdges(top - 33), ElementsAre(Neighbor{1, 0}));
-  EXPECT_THAT(tree.InEdges(1), ElementsAre(Neighbor{top, 0}));
-  EXPECT_THAT(tree.OutEdges(top - 1), IsEmpty());
+  AdjacencyIndex index;
+  const AdjacencyIndex::Version v = Add(index, {{top, 0, 1}, {1, 0, top - 33}});
+  EXPECT_THAT(v.OutEdges(top), ElementsAre(Neighbor{1, 0}));
+  EXPECT_THAT(v.InEdges(top - 33), ElementsAre(Neighbor{1, 0}));
+  EXPECT_THAT(v.InEdges(1), ElementsAre(Neighbor{top, 0}));
+  EXPECT_THAT(v.OutEdges(top - 1), IsEmpty());
+}
+
+TEST(AdjacencyIndexTest, AReplacedListIsKeptWhileAnEarlierVersionIsHeldAndFreedAfter) {
+  AdjacencyIndex index;
+  std::optional<AdjacencyIndex::Version> v1 = Add(index, {{0, 0, 1}, {2, 0, 3}});
+  // Nothing holds the versions in between: what they replace goes at once.
+  for (int i = 0; i < 3; ++i) Add(index, {{4, 0, 5 + i}});
+  ASSERT_GT(index.ApproximateMemoryUsage().retained, 0u);  // v1 holds entity 4's lists
+  std::optional<AdjacencyIndex::Version> v5 = Add(index, {{0, 0, 2}});
+  v1.reset();
+  // No version before 5 is held: the lists version 5 replaced go, and v5 reads its own.
+  EXPECT_EQ(index.ApproximateMemoryUsage().retained, 0u);
+  EXPECT_THAT(v5->OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{2, 0}));
+  const AdjacencyIndex::Version v6 = Add(index, {{0, 0, 3}});
+  EXPECT_GT(index.ApproximateMemoryUsage().retained, 0u);  // v5 reads entity 0's old list
+  EXPECT_THAT(v5->OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{2, 0}));
+  v5.reset();
+  EXPECT_EQ(index.ApproximateMemoryUsage().retained, 0u);
+  EXPECT_THAT(v6.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{2, 0}, Neighbor{3, 0}));
+}
+
+TEST(AdjacencyIndexTest, AnAbortedVersionLeavesTheLatestAsItWasAndTheNextBuildsOnIt) {
+  AdjacencyIndex index;
+  const AdjacencyIndex::Version v1 = Add(index, {{0, 0, 1}, {2, 0, 0}});
+  AdjacencyIndex::Prepared prepared =
+      index.Prepare(std::vector<Triple>{{0, 1, 1}, {0, 0, 70000}}, std::vector<Triple>{{2, 0, 0}});
+  EXPECT_EQ(prepared.added(), 2u);
+  EXPECT_EQ(prepared.removed(), 1u);
+  // Built but not published: the latest version reads as before.
+  EXPECT_THAT(index.Latest().OutEdges(0), ElementsAre(Neighbor{1, 0}));
+  index.Abort(std::move(prepared));
+  for (const AdjacencyIndex::Version& v : {v1, index.Latest()}) {
+    EXPECT_THAT(v.OutEdges(0), ElementsAre(Neighbor{1, 0}));
+    EXPECT_THAT(v.InEdges(0), ElementsAre(Neighbor{2, 0}));
+    EXPECT_THAT(v.InEdges(70000), IsEmpty());
+  }
+  uint64_t added = 0;
+  const AdjacencyIndex::Version v2 = Add(index, {{0, 0, 3}}, &added);
+  EXPECT_EQ(added, 1u);
+  EXPECT_THAT(v2.OutEdges(0), ElementsAre(Neighbor{1, 0}, Neighbor{3, 0}));
+  EXPECT_THAT(v2.InEdges(0), ElementsAre(Neighbor{2, 0}));
+  EXPECT_THAT(v2.InEdges(70000), IsEmpty());
+  EXPECT_THAT(v1.OutEdges(0), ElementsAre(Neighbor{1, 0}));
+}
+
+TEST(AdjacencyIndexTest, ReadersOfHeldVersionsSeeTheirFactsWhileTheWriterApplies) {
+  // Readers on two threads take the latest version now and then, hold it across later
+  // batches (additions and removals) and check it against the facts of its version; the
+  // writer frees what no held version reads. Meant for TSan and ASan as much as for its
+  // assertions.
+  constexpr uint32_t kEntities = 3000;
+  const std::vector<Triple> facts = RandomFacts(kEntities, 30000, 21);
+  constexpr size_t kBatch = 500;
+  const size_t batches = facts.size() / kBatch;
+  // Batch b adds facts [b * kBatch, (b + 1) * kBatch) and removes batch b - 2's facts.
+  auto facts_of = [&](size_t b) {
+    std::vector<Triple> now(facts.begin() + (b >= 1 ? (b - 1) * kBatch : 0),
+                            facts.begin() + (b + 1) * kBatch);
+    return StaticGraph(kEntities, now);
+  };
+  AdjacencyIndex index;
+  std::mutex mu;
+  std::optional<std::pair<AdjacencyIndex::Version, size_t>> published;
+  std::atomic<bool> done{false};
+  std::atomic<int> checked{0};
+  auto reader = [&] {
+    while (!done.load()) {
+      std::optional<std::pair<AdjacencyIndex::Version, size_t>> mine;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        mine = published;
+      }
+      if (!mine.has_value()) continue;
+      const StaticGraph expected = facts_of(mine->second);
+      std::this_thread::yield();  // let batches go by while the version is held
+      ExpectSameAdjacency(mine->first, expected);
+      ++checked;
+    }
+  };
+  std::thread a(reader), b(reader);
+  for (size_t batch = 0; batch < batches; ++batch) {
+    const auto added = absl::MakeConstSpan(facts).subspan(batch * kBatch, kBatch);
+    std::vector<Triple> removed;
+    if (batch >= 2) {
+      // Batch b - 2's facts, less those a later batch added again.
+      const std::set<Triple> later(facts.begin() + (batch - 1) * kBatch,
+                                   facts.begin() + (batch + 1) * kBatch);
+      for (size_t i = (batch - 2) * kBatch; i < (batch - 1) * kBatch; ++i) {
+        if (later.count(facts[i]) == 0) removed.push_back(facts[i]);
+      }
+    }
+    const AdjacencyIndex::Version v = index.Apply(added, removed, nullptr, nullptr);
+    std::lock_guard<std::mutex> lock(mu);
+    published.emplace(v, batch);
+  }
+  while (checked.load() < 20) std::this_thread::yield();
+  done = true;
+  a.join();
+  b.join();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    published.reset();
+  }
+  EXPECT_EQ(index.ApproximateMemoryUsage().retained, 0u);
+  ExpectSameAdjacency(index.Latest(), facts_of(batches - 1));
 }
 
 TEST(NameTableTest, NamesGetDenseIdsAndStayAtTheirAddressAcrossSegments) {

@@ -31,6 +31,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using ::testing::SizeIs;
 using ::testing::StartsWith;
 
 using NamedFact = std::array<std::string, 3>;
@@ -714,6 +715,55 @@ TEST_F(TripleStoreTest, AFullDiskFailsTheChunkKeepsReadsAndWritesResumeOnceSpace
   EXPECT_EQ(store->Snapshot()->sequence(), 2u);
   EXPECT_THAT(FactsByName(*store->Snapshot()),
               ElementsAre(NamedFact{"a", "r", "b"}, NamedFact{"b", "r", "c"}));
+  EXPECT_TRUE(store->CheckConsistency().ok());
+}
+
+TEST_F(TripleStoreTest, ALargeChunkThatFailsToBeWrittenLeavesTheIndexAsItWas) {
+  // A chunk of LiveGraph::kConcurrentFacts facts or more has its index lists built while it
+  // is written: when the write fails, they must come back out, and the chunk after it must
+  // build on the version before.
+  FullDiskOptions full;
+  auto store = OpenStore(full.options);
+  ASSERT_NE(store, nullptr);
+  MustAdd(store.get(), {F("a", "r", "b"), F("c", "r", "a")});
+  auto big_chunk = [](const std::string& prefix) {
+    std::vector<NamedTriple> chunk;
+    for (size_t i = 0; i < LiveGraph::kConcurrentFacts + 10; ++i) {
+      // Old entities' lists replaced, and new entities.
+      chunk.push_back(F(i % 2 == 0 ? "a" : "b", "r", absl::StrCat(prefix, i)));
+    }
+    return chunk;
+  };
+  const std::shared_ptr<const GraphSnapshot> before = store->Snapshot();
+  const EntityId a = *before->FindEntity("a");
+
+  full.disk->SetFull(true);
+  absl::StatusOr<ChunkResult> failed = store->AddChunk(big_chunk("x"));
+  ASSERT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted) << failed.status();
+  const std::shared_ptr<const GraphSnapshot> after = store->Snapshot();
+  EXPECT_EQ(after->sequence(), 1u);
+  EXPECT_EQ(after->num_entities(), 3u);
+  EXPECT_EQ(after->num_facts(), 2u);
+  EXPECT_THAT(after->OutEdges(a), SizeIs(1));
+  EXPECT_THAT(after->InEdges(a), SizeIs(1));
+  EXPECT_FALSE(after->FindEntity("x0").has_value());
+
+  full.disk->SetFull(false);
+  const ChunkResult written = MustAdd(store.get(), big_chunk("y"));
+  EXPECT_EQ(written.sequence, 2u);
+  EXPECT_EQ(written.facts_added, LiveGraph::kConcurrentFacts + 10);
+  const std::shared_ptr<const GraphSnapshot> latest = store->Snapshot();
+  EXPECT_EQ(latest->num_facts(), 2 + LiveGraph::kConcurrentFacts + 10);
+  EXPECT_THAT(latest->OutEdges(a), SizeIs(1 + (LiveGraph::kConcurrentFacts + 10 + 1) / 2));
+  EXPECT_FALSE(latest->FindEntity("x0").has_value());
+  EXPECT_TRUE(latest->FindEntity("y0").has_value());
+  // The versions held across the failure still read what they read.
+  EXPECT_THAT(before->OutEdges(a), SizeIs(1));
+  EXPECT_TRUE(store->CheckConsistency().ok());
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Snapshot()->num_facts(), 2 + LiveGraph::kConcurrentFacts + 10);
   EXPECT_TRUE(store->CheckConsistency().ok());
 }
 
