@@ -6,10 +6,12 @@
 // --chunk facts, the relation sides off (a learned model's server) unless --sides. The tail's
 // facts draw both ends by weight, so chunks touch hubs as often as the graph's facts do.
 // A chunk's time includes releasing the version it replaces (nothing else holds it), as in
-// the server. One JSON line per size: the load, then microseconds per chunk (p50, p90, max)
-// and the facts per second the index alone would take.
+// the server. One JSON line per size: the load, then microseconds per chunk (p50, p90, max),
+// the facts per second the index alone would take, and its bytes (the structures' sizes).
 //   build/bin/index_apply_bench [--sizes 1000000,10000000] [--chunk 10000] [--tail 500000]
 //                               [--sides]
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/timing.h"
 #include "datasets/synthetic_graph.h"
 #include "graph/vocabulary.h"
 #include "store/live_graph.h"
@@ -26,11 +29,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+using grail::bench::Micros;
+using grail::bench::Quantile;
 
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1))];
+// The process's resident set, MB (/proc/self/status), and the heap bytes in use.
+double ResidentMb() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  double kb = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "VmRSS: %lf kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb / 1024;
+}
+double HeapMb() {
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<double>(info.uordblks + info.hblkhd) / (1 << 20);
 }
 
 }  // namespace
@@ -93,6 +109,9 @@ int main(int argc, char** argv) {
     const double load_s = Micros(Clock::now() - start) / 1e6;
     base = grail::GraphDelta();
     std::fprintf(stderr, "loaded %u entities in %.1f s; applying chunks\n", n, load_s);
+    facts.shrink_to_fit();
+    malloc_trim(0);
+    const double loaded_rss_mb = ResidentMb(), loaded_heap_mb = HeapMb();
     std::vector<double> chunk_us, release_us;
     // What the chunks' touched entities held before them: what copying their lists reads.
     uint64_t copied_bytes = 0, touched_entities = 0;
@@ -123,15 +142,20 @@ int main(int argc, char** argv) {
       release_us.push_back(Micros(Clock::now() - applied));
       total_us += chunk_us.back();
     }
+    const uint64_t index_bytes = graph.ApproximateMemoryUsage().adjacency_bytes;
     std::printf(
         "{\"entities\":%u,\"facts\":%zu,\"sides\":%s,\"load_s\":%.2f,\"chunk_facts\":%zu,"
         "\"chunks\":%zu,\"apply_us_p50\":%.0f,\"apply_us_p90\":%.0f,\"apply_us_max\":%.0f,"
-        "\"release_us_p50\":%.0f,\"touched_per_chunk\":%.0f,\"copied_mb_per_chunk\":%.1f,\"facts_"
-        "per_s\":%.0f}\n",
+        "\"release_us_p50\":%.0f,\"touched_per_chunk\":%.0f,\"copied_mb_per_chunk\":%.1f,"
+        "\"facts_per_s\":%.0f,\"index_bytes_per_fact\":%.1f,\"index_bytes_per_entity\":%.1f,"
+        "\"loaded_rss_mb\":%.0f,\"loaded_heap_mb\":%.0f}\n",
         n, facts.size(), sides ? "true" : "false", load_s, chunk, chunk_us.size(),
         Quantile(chunk_us, 0.5), Quantile(chunk_us, 0.9), Quantile(chunk_us, 1.0),
         Quantile(release_us, 0.5), static_cast<double>(touched_entities) / chunk_us.size(),
-        copied_bytes / 1e6 / chunk_us.size(), tail_facts / (total_us / 1e6));
+        copied_bytes / 1e6 / chunk_us.size(), tail_facts / (total_us / 1e6),
+        static_cast<double>(index_bytes) / graph.Snapshot()->num_facts(),
+        static_cast<double>(index_bytes) / graph.Snapshot()->num_entities(), loaded_rss_mb,
+        loaded_heap_mb);
     std::fflush(stdout);
   }
   return 0;

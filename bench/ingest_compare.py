@@ -3,7 +3,8 @@
 
 For each build in turn (interleaved, --runs times): copies the base store (a bulk-loaded
 graph), starts that build's grail-server on the copy with the model, streams the triple file
-with `grail-client add --chunk N --window W`, and records the client's facts per second. The
+with `grail-client add --chunk N --window W`, and records the client's facts per second and
+the server's resident memory once serving and after the stream. The
 stream is new facts, so every run adds the same facts to the same graph.
 
     bench/ingest_compare.py --bins /tmp/old/bin,build/bin --model out/scale/models/synth_path.pt \\
@@ -25,12 +26,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from server_process import ServerProcess  # noqa: E402
 
 
-def ingest(bin_dir, model, base_store, stream, chunk, window, work, flags):
+def rss_megabytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024)
+    return None
+
+
+def ingest(bin_dir, model, base_store, stream, chunk, window, work, flags, env=None):
     store = os.path.join(work, "store")
     shutil.rmtree(store, ignore_errors=True)
     shutil.copytree(base_store, store)
     log = os.path.join(work, "server.log")
-    with ServerProcess(bin_dir, model, store, *flags, log=log, metrics=False) as server:
+    with ServerProcess(bin_dir, model, store, *flags, log=log, metrics=False, env=env) as server:
+        rss_start_mb = rss_megabytes(server.proc.pid)
         started = time.monotonic()
         out = subprocess.run(
             [os.path.join(bin_dir, "grail-client"), "--target", server.target, "--json", "add",
@@ -39,10 +49,12 @@ def ingest(bin_dir, model, base_store, stream, chunk, window, work, flags):
         wall = time.monotonic() - started
         summary = json.loads(out.stdout.strip().splitlines()[-1])
         start_s = server.seconds_to_ready
+        rss_mb = rss_megabytes(server.proc.pid)
     shutil.rmtree(store, ignore_errors=True)
     return {"bin": bin_dir, "facts_added": summary.get("facts_added"),
             "facts_per_second": round(summary.get("facts_per_second", 0)),
-            "wall_s": round(wall, 1), "start_s": round(start_s, 1)}
+            "wall_s": round(wall, 1), "start_s": round(start_s, 1), "rss_start_mb": rss_start_mb,
+            "rss_mb": rss_mb}
 
 
 def main():

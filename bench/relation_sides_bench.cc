@@ -15,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/timing.h"
 #include "datasets/synthetic_graph.h"
 #include "graph/triple_file.h"
 #include "store/live_graph.h"
@@ -23,12 +24,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1))];
-}
+using grail::bench::Micros;
+using grail::bench::Quantile;
 
 }  // namespace
 

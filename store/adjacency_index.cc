@@ -15,43 +15,60 @@ namespace grail {
 namespace {
 
 // One entity's out- and in-neighbours as of version `since`, immutable once published, in a
-// single allocation: a 24-byte header, then the out list, then the in list. `older` is the
-// list it replaced (what readers of earlier versions take), or null.
+// single allocation: a 16-byte header; then, for a list that replaced one, a pointer to it
+// (`older`: what readers of earlier versions take); then the out list and the in list. A list
+// that replaced none (most of a loaded graph's) costs what the header and its edges do: with
+// malloc's 16-byte granules, as much as a 12-byte header would.
 class EdgeList {
  public:
-  // `capacity` neighbours follow the header; Fill() writes them.
+  // `capacity` neighbours follow the header; the caller writes them and set_sizes().
   static EdgeList* Allocate(uint64_t since, const EdgeList* older, size_t capacity) {
-    void* memory = ::operator new(sizeof(EdgeList) + capacity * sizeof(Neighbor));
-    return new (memory) EdgeList(since, older);
+    const size_t link = older != nullptr ? sizeof(EdgeList*) : 0;
+    void* memory = ::operator new(sizeof(EdgeList) + link + capacity * sizeof(Neighbor));
+    auto* list = new (memory) EdgeList(since, older != nullptr);
+    if (older != nullptr) *reinterpret_cast<const EdgeList**>(list + 1) = older;
+    return list;
   }
   static void Destroy(const EdgeList* list) {
     list->~EdgeList();
     ::operator delete(const_cast<EdgeList*>(list));
   }
 
-  uint64_t since() const { return since_; }
-  const EdgeList* older() const { return older_; }
+  uint64_t since() const { return since_ & ~kHasOlder; }
+  const EdgeList* older() const {
+    return (since_ & kHasOlder) != 0 ? *reinterpret_cast<const EdgeList* const*>(this + 1)
+                                     : nullptr;
+  }
   absl::Span<const Neighbor> out() const { return {edges(), num_out_}; }
   absl::Span<const Neighbor> in() const { return {edges() + num_out_, num_in_}; }
-  size_t bytes() const { return sizeof(EdgeList) + (num_out_ + num_in_) * sizeof(Neighbor); }
+  size_t bytes() const {
+    return reinterpret_cast<const char*>(edges() + num_out_ + num_in_) -
+           reinterpret_cast<const char*>(this);
+  }
 
-  Neighbor* mutable_edges() { return reinterpret_cast<Neighbor*>(this + 1); }
+  Neighbor* mutable_edges() { return const_cast<Neighbor*>(edges()); }
   void set_sizes(size_t num_out, size_t num_in) {
     num_out_ = static_cast<uint32_t>(num_out);
     num_in_ = static_cast<uint32_t>(num_in);
   }
 
  private:
-  EdgeList(uint64_t since, const EdgeList* older) : since_(since), older_(older) {}
-  const Neighbor* edges() const { return reinterpret_cast<const Neighbor*>(this + 1); }
+  static constexpr uint64_t kHasOlder = uint64_t{1} << 63;
 
-  const uint64_t since_;
-  const EdgeList* const older_;
+  EdgeList(uint64_t since, bool has_older) : since_(since | (has_older ? kHasOlder : 0)) {}
+  const Neighbor* edges() const {
+    const char* after = reinterpret_cast<const char*>(this + 1);
+    return reinterpret_cast<const Neighbor*>((since_ & kHasOlder) != 0 ? after + sizeof(EdgeList*)
+                                                                       : after);
+  }
+
+  const uint64_t since_;  // the version; the top bit says whether `older` follows
   uint32_t num_out_ = 0;
   uint32_t num_in_ = 0;
 };
-static_assert(sizeof(EdgeList) == 24, "a list's header is 24 bytes");
-static_assert(sizeof(EdgeList) % alignof(Neighbor) == 0, "edges follow the header unpadded");
+static_assert(sizeof(EdgeList) == 16, "a list's header is 16 bytes");
+static_assert(sizeof(EdgeList) % alignof(EdgeList*) == 0, "the link follows the header aligned");
+static_assert(sizeof(EdgeList*) % alignof(Neighbor) == 0, "edges follow unpadded");
 
 using Slot = std::atomic<const EdgeList*>;
 using Changes = std::vector<std::pair<EntityId, Neighbor>>;

@@ -2,6 +2,9 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -522,6 +525,13 @@ absl::Status TripleStore::Load() {
   }
   if (!it->status().ok()) return FromRocks(it->status(), "reading the removed entities");
   graph_.Apply(delta);
+  delta = GraphDelta();
+#ifdef __GLIBC__
+  // Building the index sorted every fact twice in buffers several times its size; their
+  // pages go back to the system now instead of staying resident as free heap (about 20
+  // bytes an entity of a loaded 10^7-entity graph).
+  malloc_trim(0);
+#endif
   return absl::OkStatus();
 }
 

@@ -187,7 +187,7 @@ TEST(AdjacencyIndexTest, AReplacedListIsKeptWhileAnEarlierVersionIsHeldAndFreedA
   AdjacencyIndex index;
   std::optional<AdjacencyIndex::Version> v1 = Add(index, {{0, 0, 1}, {2, 0, 3}});
   // Nothing holds the versions in between: what they replace goes at once.
-  for (int i = 0; i < 3; ++i) Add(index, {{4, 0, 5 + i}});
+  for (EntityId i = 0; i < 3; ++i) Add(index, {{4, 0, 5 + i}});
   ASSERT_GT(index.ApproximateMemoryUsage().retained, 0u);  // v1 holds entity 4's lists
   std::optional<AdjacencyIndex::Version> v5 = Add(index, {{0, 0, 2}});
   v1.reset();
