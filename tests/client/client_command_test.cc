@@ -203,6 +203,16 @@ TEST_F(ClientCommandTest, AddPrintsASummaryAndTheNewFactsAreVisible) {
   EXPECT_THAT(stats.out, StartsWith("{\"entities\":10,\"relations\":2,\"facts\":5,"));
 }
 
+TEST_F(ClientCommandTest, AddWithoutAChunkSizeSendsTenThousandFactsAChunk) {
+  std::string facts;
+  for (int i = 0; i < 10001; ++i) absl::StrAppend(&facts, "e", i, "\tlikes\te", i + 1, "\n");
+  const BinaryRun run = Client("add " + WriteTestFile("add_default.tsv", facts));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, StartsWith("chunks_acknowledged=2 facts_acknowledged=10001 "));
+  ASSERT_EQ(service_.received_chunks().size(), 2u);
+  EXPECT_EQ(service_.received_chunks()[0].facts, 10000);
+}
+
 TEST_F(ClientCommandTest, AddRejectedByTheServerSaysWhatIsStored) {
   const std::string path = WriteTestFile(
       "add_rejected.tsv", "x\tlikes\ty\ny\tlikes\tz\nz\tlikes\tw\nw\tbad\tv\nv\tlikes\tu\n");
