@@ -470,11 +470,17 @@ std::string UploadSummaryText(const UploadReport& report, bool remove) {
       report.last_sequence, report.seconds, report.facts_per_second());
 }
 
+// --chunk, or the command's default where it is 0.
+int ChunkSize(int command_default) {
+  const int chunk = absl::GetFlag(FLAGS_chunk);
+  return chunk == 0 ? command_default : chunk;
+}
+
 // add and remove: stream a triple file into AddTriples or RemoveTriples.
 int RunUpload(const Session& session, const std::vector<std::string>& args, bool remove) {
   // 10,000 facts a chunk: at 10^7 entities a stream takes about twice as many facts a
   // second as with 1,000 (docs/BENCHMARKS-log.md, "Streaming at 10^7").
-  const int chunk = absl::GetFlag(FLAGS_chunk) == 0 ? 10000 : absl::GetFlag(FLAGS_chunk);
+  const int chunk = ChunkSize(10000);
   const int window = absl::GetFlag(FLAGS_window);
   if (chunk < 1) return PrintUsageError("--chunk must be at least 1");
   if (window < 1) return PrintUsageError("--window must be at least 1");
@@ -552,7 +558,7 @@ int RunUpload(const Session& session, const std::vector<std::string>& args, bool
 // RemoveTriples chunk, each chunk's ack read before the next is sent.
 int RunRemoveNames(const Session& session, const std::vector<std::string>& args, bool relations) {
   // An entity's removal takes all its facts with it: fewer names a chunk than facts.
-  const int chunk = absl::GetFlag(FLAGS_chunk) == 0 ? 1000 : absl::GetFlag(FLAGS_chunk);
+  const int chunk = ChunkSize(1000);
   if (chunk < 1) return PrintUsageError("--chunk must be at least 1");
   absl::StatusOr<std::vector<std::string>> names = ReadNameList(args[0]);
   if (!names.ok()) return PrintError(names.status());

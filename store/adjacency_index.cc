@@ -257,9 +257,8 @@ AdjacencyIndex::~AdjacencyIndex() = default;
 
 struct AdjacencyIndex::Prepared::Lists {
   uint64_t version = 0;
-  // The slots written and the lists they held before.
+  // The slots written and the lists they held before (null for an entity's first).
   std::vector<std::pair<Slot*, const EdgeList*>> written;
-  State::Retired replaced;
   uint64_t added = 0, removed = 0;
 };
 
@@ -281,7 +280,6 @@ AdjacencyIndex::Prepared AdjacencyIndex::Prepare(absl::Span<const Triple> added,
   auto prepared = std::make_unique<Prepared::Lists>();
   const uint64_t version = latest_.pin_->version + 1;
   prepared->version = version;
-  prepared->replaced.version = version;
   auto ao = add_outs.cbegin(), ai = add_ins.cbegin();
   auto ro = remove_outs.cbegin(), ri = remove_ins.cbegin();
   for (;;) {
@@ -325,10 +323,6 @@ AdjacencyIndex::Prepared AdjacencyIndex::Prepare(absl::Span<const Triple> added,
       EdgeList::Destroy(list);
       continue;
     }
-    if (old != nullptr) {
-      prepared->replaced.lists.push_back(old);
-      prepared->replaced.bytes += old->bytes();
-    }
     prepared->written.emplace_back(&slot, old);
     // Release: a reader that finds the list sees it filled (and, stamped with a version no
     // held snapshot has, passes over it).
@@ -339,7 +333,15 @@ AdjacencyIndex::Prepared AdjacencyIndex::Prepare(absl::Span<const Triple> added,
 
 AdjacencyIndex::Version AdjacencyIndex::Commit(Prepared prepared) {
   std::unique_ptr<Prepared::Lists> lists = std::move(prepared.lists_);
-  state_->Register(lists->version, std::move(lists->replaced));
+  // The lists the version replaced, read from now on only by the versions before it.
+  State::Retired replaced;
+  replaced.version = lists->version;
+  for (const auto& [slot, old] : lists->written) {
+    if (old == nullptr) continue;
+    replaced.lists.push_back(old);
+    replaced.bytes += old->bytes();
+  }
+  state_->Register(lists->version, std::move(replaced));
   latest_.pin_ = std::make_shared<const Version::Pin>(state_, lists->version);
   return latest_;
 }

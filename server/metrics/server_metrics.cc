@@ -19,6 +19,7 @@
 #include "server/metrics/metrics.h"
 #include "server/metrics/metrics_http.h"
 #include "server/metrics/process_metrics.h"
+#include "store/triple_store.h"
 
 namespace grail {
 namespace {
@@ -343,15 +344,21 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
   pass_metric(false, "grail_pass_cache_entries", "Passes kept, by key.",
               [](const PassCacheStats& s) { return static_cast<double>(s.entries); });
 
-  // The graph, read at scrape time from the latest snapshot.
-  auto graph_gauge = [this](const char* name, const char* help,
-                            std::function<double(const GraphSnapshot&)> read) {
+  // The store, read at scrape time; the graph's gauges from its latest snapshot.
+  auto store_gauge = [this](const char* name, const char* help,
+                            std::function<double(const TripleStore&)> read) {
     Must(instruments_->scraped.AddGauge(
         name, help, [this, read = std::move(read)]() -> std::optional<double> {
           const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
           if (predictor == nullptr) return std::nullopt;
-          return read(*predictor->store().Snapshot());
+          return read(predictor->store());
         }));
+  };
+  auto graph_gauge = [&store_gauge](const char* name, const char* help,
+                                    std::function<double(const GraphSnapshot&)> read) {
+    store_gauge(name, help, [read = std::move(read)](const TripleStore& store) {
+      return read(*store.Snapshot());
+    });
   };
   graph_gauge("grail_graph_entities", "Entities stored in the graph.",
               [](const GraphSnapshot& g) { return g.num_live_entities(); });
@@ -368,24 +375,14 @@ ServerMetrics::ServerMetrics(const std::string& version) : instruments_(new Inst
               "The graph version: AddTriples and RemoveTriples chunks applied so far (with "
               "replication, the stream sequence of the last one applied).",
               [](const GraphSnapshot& g) { return static_cast<double>(g.sequence()); });
-  Must(instruments_->scraped.AddGauge(
-      "grail_graph_retained_bytes",
-      "Bytes of adjacency lists that later chunks replaced, kept because a request still "
-      "reads an older version of the graph; back near 0 once no request does.",
-      [this]() -> std::optional<double> {
-        const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
-        if (predictor == nullptr) return std::nullopt;
-        return static_cast<double>(predictor->store().retained_index_bytes());
-      }));
-  Must(instruments_->scraped.AddGauge(
-      "grail_store_writable",
-      "1 while the store takes writes; 0 while they fail for want of disk space (they resume "
-      "by themselves once space is freed).",
-      [this]() -> std::optional<double> {
-        const LinkPredictor* predictor = predictor_.load(std::memory_order_acquire);
-        if (predictor == nullptr) return std::nullopt;
-        return predictor->store().writable() ? 1.0 : 0.0;
-      }));
+  store_gauge("grail_graph_retained_bytes",
+              "Bytes of adjacency lists that later chunks replaced, kept because a request still "
+              "reads an older version of the graph; back near 0 once no request does.",
+              [](const TripleStore& s) { return static_cast<double>(s.retained_index_bytes()); });
+  store_gauge("grail_store_writable",
+              "1 while the store takes writes; 0 while they fail for want of disk space (they "
+              "resume by themselves once space is freed).",
+              [](const TripleStore& s) { return s.writable() ? 1.0 : 0.0; });
 
   // Replication (--nats-url), read at scrape time; absent without it.
   auto replication_gauge = [this](const char* name, const char* help,
