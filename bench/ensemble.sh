@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Ensembles of path-family archives on the inductive splits (grail-fuse --member): for each
-# split, the members' archives (MEMBER patterns with {split} for the split's name), the rule
-# fitted on the split's training graph and valid facts, then the ensemble evaluated as
+# Ensembles of path-family and GraIL archives on the inductive splits (grail-fuse --member):
+# for each split, the members' archives (MEMBER patterns with {split} for the split's name), the
+# rule fitted on the split's training graph and valid facts, then the ensemble evaluated as
 # bench/ultra_zero_shot.sh evaluates ULTRA: the _ind graph, its valid and test facts merged as
 # the test set, full ranking filtered by the graph and those facts. One JSON line per split on
-# stdout, with each member's own line's figures beside it (`members_full_mrr`).
+# stdout, with each member's own line's figures beside it (`members_full_mrr`; a GraIL
+# member's from grail-eval --grail-full-ranking).
 # --record MODEL COMMAND: also writes the splits' figures into bench/results/accuracy.jsonl as
 # MODEL's, measured by COMMAND (a name in bench/results/commands.json; bench/result_rows.py).
 #   bench/ensemble.sh --member 'out/ft_4g_forward/{split}.tuned.pt' --member 'DIR/{split}.pt'
@@ -47,7 +48,7 @@ for split in $splits; do
     archive=${pattern//\{split\}/$split}
     args+=(--member "$archive")
     line=$("$bin/grail-eval" --model "$archive" --graph "$ind/train.txt" --test "$test" \
-      --filter "$test" --threads "$threads" 2> /dev/null | tail -n 1)
+      --filter "$test" --threads "$threads" --grail-full-ranking 2> /dev/null | tail -n 1)
     member_mrr+=("$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["full_mrr"])' "$line")")
   done
   start=$(date +%s)

@@ -19,7 +19,8 @@
 # whose runs give NBFNet's published full MRR on these splits, and ULTRA's GraIL loaders merge
 # them so; the model never sees either file). Same graph, same model as the inductive run's;
 # the result is <name>.merged.json. Without it, the test set is test.txt alone, as the GraIL
-# paper's protocol has it.
+# paper's protocol has it. A GraIL model is ranked against every entity too
+# (grail-eval --grail-full-ranking) under --merged.
 #
 # Each model is evaluated --runs times (grail-eval --seed 0 --runs N: negatives drawn anew
 # with seeds 0..N-1); the result holds the means. One draw of 1:1 negatives moves AUC-PR by
@@ -125,9 +126,11 @@ evaluate() {
     cat "$test_graph/valid.txt" "$test_graph/test.txt" > "$test_facts"
   fi
   trained=$(date +%s)
+  local full_ranking=()  # a GraIL model's full ranking too (the path family's is always on)
+  ((merged)) && full_ranking=(--grail-full-ranking)
   "$bin/grail-eval" --model "$out/$model.pt" --graph "$test_graph/train.txt" \
     --test "$test_facts" --seed 0 --runs "$runs" --threads "$threads" \
-    ${eval_device[@]+"${eval_device[@]}"} 2> "$out/$model$suffix.eval.log" > "$out/$model$suffix.eval.out"
+    ${eval_device[@]+"${eval_device[@]}"} ${full_ranking[@]+"${full_ranking[@]}"} 2> "$out/$model$suffix.eval.log" > "$out/$model$suffix.eval.out"
   done_at=$(date +%s)
   # Training time from the log's epoch lines (also right when this call only evaluated); a
   # partial run counts the epochs its model saw.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "eval/grail_ranking.h"
 
 namespace grail {
 namespace {
@@ -30,6 +31,46 @@ struct QueryRows {
   std::vector<MemberRow> member;
 };
 
+// Query q's relation in member m's ids (read forwards), and whether q asks for heads.
+// Errors: INVALID_ARGUMENT naming a relation the member does not know.
+absl::StatusOr<int32_t> MemberRelation(const RankingQuery& q, int32_t R, const RelationMap& map,
+                                       int32_t member_relations,
+                                       absl::Span<const std::string> graph_relations, size_t m,
+                                       bool* inverse) {
+  *inverse = q.relation >= R;
+  const int32_t r = *inverse ? q.relation - R : q.relation;
+  const int32_t own = r < 0 || r >= R ? -1 : map(static_cast<uint32_t>(r));
+  if (own < 0 || own >= member_relations) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("relation ", r < 0 || r >= R ? absl::StrCat(r) : graph_relations[r],
+                     " is unknown to the ensemble's member ", m));
+  }
+  return own;
+}
+
+// Member m's rows of `queries` (the chunk's, rows[k] for queries[k]) when it is a GraIL model:
+// GraIL's ranking of every entity (eval/grail_ranking.h).
+absl::Status RunGrailMember(const GrailModel& member, const GraphView& graph,
+                            const RelationMap& map, absl::Span<const std::string> graph_relations,
+                            absl::Span<const RankingQuery> queries, size_t m, int threads,
+                            std::vector<QueryRows>& rows) {
+  GrailScoringOptions options;
+  options.threads = threads;
+  absl::Status ran = RunGrailQueries(member, graph, map, graph_relations, queries, options,
+                                     [&](size_t k, const GrailQueryScores& scores) {
+                                       MemberRow& row = rows[k].member[m];
+                                       for (EntityId e : row.own) row.has[e] = 0;
+                                       row.own = scores.near;
+                                       for (size_t i = 0; i < scores.near.size(); ++i) {
+                                         row.has[scores.near[i]] = 1;
+                                         row.score[scores.near[i]] = scores.score[i];
+                                       }
+                                       row.far = scores.far;
+                                     });
+  if (ran.ok()) return ran;
+  return absl::Status(ran.code(), absl::StrCat("the ensemble's member ", m, ": ", ran.message()));
+}
+
 // Runs `queries` (graph relation ids) with every member, `chunk` queries at a time, and calls
 // `use(i, rows)` for each once all members have run it.
 absl::Status RunMembers(const EnsembleModel& model, const GraphView& graph,
@@ -54,20 +95,22 @@ absl::Status RunMembers(const EnsembleModel& model, const GraphView& graph,
   for (size_t begin = 0; begin < queries.size(); begin += chunk) {
     const size_t end = std::min(queries.size(), begin + chunk);
     for (size_t m = 0; m < members; ++m) {
-      const PathModel& member = model.member(m);
+      if (const GrailModel* grail = model.grail_member(m)) {
+        absl::Status ran =
+            RunGrailMember(*grail, graph, maps[m], graph_relations,
+                           queries.subspan(begin, end - begin), m, options.threads, rows);
+        if (!ran.ok()) return ran;
+        continue;
+      }
+      const PathModel& member = *model.path_member(m);
       const int32_t member_r = member.NumRelations(graph);
       member_queries.clear();
       for (size_t i = begin; i < end; ++i) {
-        const RankingQuery& q = queries[i];
-        const bool inverse = q.relation >= R;
-        const int32_t r = inverse ? q.relation - R : q.relation;
-        const int32_t own = maps[m](static_cast<uint32_t>(r));
-        if (r < 0 || r >= R || own < 0 || own >= member_r) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("relation ", r < 0 || r >= R ? absl::StrCat(r) : graph_relations[r],
-                           " is unknown to the ensemble's member ", m));
-        }
-        member_queries.emplace_back(q.source, inverse ? own + member_r : own);
+        bool inverse = false;
+        absl::StatusOr<int32_t> own =
+            MemberRelation(queries[i], R, maps[m], member_r, graph_relations, m, &inverse);
+        if (!own.ok()) return own.status();
+        member_queries.emplace_back(queries[i].source, inverse ? *own + member_r : *own);
       }
       absl::Status ran = RunPathQueries(
           member, graph, maps[m], member_queries, options,

@@ -1,12 +1,16 @@
-// Evaluating an ensemble of path-family models (model/ensemble/ensemble_model.h) on the path
-// family's protocol (eval/query_evaluation.h), and collecting the validation queries its rule
-// is fitted on (model/ensemble/ensemble_fit.h).
+// Evaluating an ensemble (model/ensemble/ensemble_model.h) on the path family's protocol
+// (eval/query_evaluation.h), and collecting the validation queries its rule is fitted on
+// (model/ensemble/ensemble_fit.h).
 //
 // Queries are in the graph's relation ids: (source, r, ?) for r in [0, R) of the graph, the
 // inverse query of r - R for r in [R, 2R). Each member runs every query with its own relation
 // ids (matched by name; ULTRA's are the graph's) on its own neighbourhood, and an entity's
 // combined score is the rule over the members' scores, each member's far score standing for
-// an entity beyond its neighbourhood.
+// an entity beyond its neighbourhood. A path-family member's neighbourhood is its pass's; a
+// GraIL member's is what the server's GraIL ranking scores apart (the entities within k + 1
+// hops of the source and those with self-loops, each on its own enclosing subgraph), every
+// other entity sharing the trivial subgraph's score: a query costs it one subgraph per entity
+// of that neighbourhood, which on a dense graph is most of the graph.
 #ifndef GRAIL_EVAL_ENSEMBLE_EVALUATION_H_
 #define GRAIL_EVAL_ENSEMBLE_EVALUATION_H_
 
@@ -28,8 +32,8 @@ namespace grail {
 // Runs every query with each member and calls `read(i, scores)` once per query i with the
 // combined scores (possibly from several threads at once, for distinct i). `graph_relations`
 // names the graph's relations in id order. Memory: a few queries' dense rows of the graph's
-// entities at a time. Errors: INVALID_ARGUMENT naming a relation some member does not know;
-// the members' forwards' errors.
+// entities at a time (and a GraIL member's subgraphs of those queries). Errors:
+// INVALID_ARGUMENT naming a relation some member does not know; the members' forwards' errors.
 absl::Status RunEnsembleQueries(const EnsembleModel& model, const GraphView& graph,
                                 absl::Span<const std::string> graph_relations,
                                 absl::Span<const RankingQuery> queries,

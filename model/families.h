@@ -1,10 +1,10 @@
 // The model families, and loading an archive of any of them.
 //
 // This is the one place that lists every family; each lives in its own folder (model/grail,
-// model/path, model/ultra, model/kge, model/fusion) and none includes another's, but for two
-// compositions: fusion combines GraIL and KGE members, ULTRA runs the path model with a
-// network of its own, and an ensemble combines path models (ULTRA's included). It sits above the
-// families rather than in model/core, which they are all built on.
+// model/path, model/ultra, model/kge, model/fusion, model/ensemble) and none includes another's,
+// but for three compositions: fusion combines GraIL and KGE members, ULTRA runs the path model
+// with a network of its own, and an ensemble combines path models (ULTRA's included) and GraIL
+// models. It sits above the families rather than in model/core, which they are all built on.
 #ifndef GRAIL_MODEL_FAMILIES_H_
 #define GRAIL_MODEL_FAMILIES_H_
 

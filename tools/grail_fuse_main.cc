@@ -1,9 +1,9 @@
 // grail-fuse: late fusion of a GraIL model with KGE models (the GraIL paper's ensembles):
 // fits a linear classifier over their scores on validation facts against negatives, and
 // writes one archive that grail-eval scores with. With --member: an ensemble of path-family
-// models (the path preset, ULTRA zero-shot or fine-tuned), its rule fitted on the validation
-// facts' rankings (model/ensemble/ensemble_model.h), one archive that grail-eval and
-// grail-server take as any other.
+// models (the path preset, ULTRA zero-shot or fine-tuned) and GraIL models, its rule fitted on
+// the validation facts' rankings (model/ensemble/ensemble_model.h), one archive that
+// grail-eval and grail-server take as any other.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -28,7 +28,8 @@ ABSL_FLAG(std::string, kge, "",
           "commas for several");
 ABSL_FLAG(std::string, member, "",
           "an ensemble's member: a path-family archive (grail-train --family path or ultra, "
-          "grail-tools import-ultra); repeat the flag or separate archives with commas");
+          "grail-tools import-ultra) or a GraIL archive (grail-train); repeat the flag or "
+          "separate archives with commas");
 ABSL_FLAG(size_t, max_valid_facts, 500,
           "ensemble: validation facts the rule is fitted on, at most (each a tail and a head "
           "query); 0: all");
@@ -86,17 +87,18 @@ absl::StatusOr<GraphAndValid> ReadGraphAndValid() {
 
 // The ensemble of `member_paths`: its rule fitted on the validation facts' rankings, saved.
 int FitEnsemble(const std::vector<std::string>& member_paths, const std::string& out) {
-  std::vector<std::unique_ptr<grail::PathModel>> members;
+  std::vector<grail::EnsembleMember> members;
   for (const std::string& path : member_paths) {
     absl::StatusOr<grail::AnyModel> loaded = grail::LoadAnyModel(path);
     if (!loaded.ok()) return Fail(loaded.status());
-    if (loaded->path == nullptr) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat(path,
-                       " is not a path-family model (the path preset or ULTRA's): an ensemble's "
-                       "members score every entity of a query in one pass")));
+    if (loaded->path == nullptr && loaded->grail == nullptr) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          path,
+          " is neither a path-family model (the path preset or ULTRA's) nor a GraIL model: a KGE "
+          "model scores only the entities it was trained on (fuse it with GraIL: --grail, --kge), "
+          "and an ensemble's members are archives of one model each")));
     }
-    members.push_back(std::move(loaded->path));
+    members.push_back({std::move(loaded->path), std::move(loaded->grail)});
   }
   const size_t count = members.size();
   absl::StatusOr<std::unique_ptr<grail::EnsembleModel>> ensemble = grail::EnsembleModel::Create(

@@ -72,7 +72,7 @@ std::string ChooseBest(absl::Span<const BestRecipeResult::Candidate> candidates,
 
 const PathModel* BestRecipeResult::ChosenMember() const {
   if (chosen == "ensemble") return nullptr;
-  return &ensemble->member(chosen == kCandidateNames[0] ? 0 : 1);
+  return ensemble->path_member(chosen == kCandidateNames[0] ? 0 : 1);
 }
 
 absl::Status BestRecipeResult::Save(const std::string& path) const {

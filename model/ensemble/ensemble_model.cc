@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/vocabulary.h"
 #include "model/core/model_archive.h"
+#include "model/grail/grail_module.h"
 #include "model/path/path_module.h"
 
 namespace grail {
@@ -23,11 +24,11 @@ absl::Status CheckRule(size_t members, const LinearFusion& rule) {
 // The relations every member with a vocabulary knows, in the first such member's order;
 // empty when every member scores any relation.
 absl::StatusOr<std::vector<std::string>> SharedRelations(
-    const std::vector<std::unique_ptr<PathModel>>& members) {
-  const PathModel* first = nullptr;
-  for (const auto& m : members) {
-    if (!m->open_vocabulary()) {
-      first = m.get();
+    const std::vector<EnsembleMember>& members) {
+  const EnsembleMember* first = nullptr;
+  for (const EnsembleMember& m : members) {
+    if (!m.open_vocabulary()) {
+      first = &m;
       break;
     }
   }
@@ -35,9 +36,9 @@ absl::StatusOr<std::vector<std::string>> SharedRelations(
   std::vector<std::string> shared;
   for (const std::string& name : first->relations()) {
     bool everywhere = true;
-    for (const auto& m : members) {
-      if (m->open_vocabulary()) continue;
-      const std::vector<std::string>& own = m->relations();
+    for (const EnsembleMember& m : members) {
+      if (m.open_vocabulary()) continue;
+      const std::vector<std::string>& own = m.relations();
       if (std::find(own.begin(), own.end(), name) == own.end()) everywhere = false;
     }
     if (everywhere) shared.push_back(name);
@@ -54,15 +55,19 @@ c10::List<double> DoubleList(const std::vector<double>& values) {
   return list;
 }
 
+const std::string& MemberDevice(const EnsembleMember& m) {
+  return m.path ? m.path->device() : m.grail->device();
+}
+
 }  // namespace
 
-EnsembleModel::EnsembleModel(std::vector<std::unique_ptr<PathModel>> members, LinearFusion rule,
+EnsembleModel::EnsembleModel(std::vector<EnsembleMember> members, LinearFusion rule,
                              std::vector<std::string> relations)
     : members_(std::move(members)), rule_(std::move(rule)), relations_(std::move(relations)) {
-  for (const auto& m : members_) {
+  for (const EnsembleMember& m : members_) {
     std::vector<int32_t> ids(relations_.size(), -1);
-    if (!m->open_vocabulary()) {
-      const Vocabulary own(m->relations());
+    if (!m.open_vocabulary()) {
+      const Vocabulary own(m.relations());
       for (size_t r = 0; r < relations_.size(); ++r) {
         ids[r] = static_cast<int32_t>(*own.Find(relations_[r]));
       }
@@ -74,9 +79,20 @@ EnsembleModel::EnsembleModel(std::vector<std::unique_ptr<PathModel>> members, Li
 EnsembleModel::~EnsembleModel() = default;
 
 absl::StatusOr<std::unique_ptr<EnsembleModel>> EnsembleModel::Create(
-    std::vector<std::unique_ptr<PathModel>> members, LinearFusion rule) {
-  for (const auto& m : members) {
-    if (m == nullptr) return absl::InvalidArgumentError("an ensemble's member is missing");
+    std::vector<EnsembleMember> members, LinearFusion rule) {
+  for (const EnsembleMember& m : members) {
+    if ((m.path == nullptr) == (m.grail == nullptr)) {
+      return absl::InvalidArgumentError("an ensemble's member is missing");
+    }
+    if (m.grail != nullptr && m.grail->config().node_feature_dim > 0) {
+      return absl::InvalidArgumentError(
+          "a GraIL model with node features (early fusion) cannot be an ensemble's member");
+    }
+    if (MemberDevice(m) != MemberDevice(members.front())) {
+      return absl::InvalidArgumentError(absl::StrCat("an ensemble's members are on ",
+                                                     MemberDevice(members.front()), " and ",
+                                                     MemberDevice(m), "; load them on one"));
+    }
   }
   if (absl::Status s = CheckRule(members.size(), rule); !s.ok()) return s;
   absl::StatusOr<std::vector<std::string>> relations = SharedRelations(members);
@@ -85,41 +101,69 @@ absl::StatusOr<std::unique_ptr<EnsembleModel>> EnsembleModel::Create(
       new EnsembleModel(std::move(members), std::move(rule), *std::move(relations)));
 }
 
+absl::StatusOr<std::unique_ptr<EnsembleModel>> EnsembleModel::Create(
+    std::vector<std::unique_ptr<PathModel>> members, LinearFusion rule) {
+  std::vector<EnsembleMember> any(members.size());
+  for (size_t m = 0; m < members.size(); ++m) any[m].path = std::move(members[m]);
+  return Create(std::move(any), std::move(rule));
+}
+
 absl::Status EnsembleModel::SetRule(LinearFusion rule) {
   if (absl::Status s = CheckRule(members_.size(), rule); !s.ok()) return s;
   rule_ = std::move(rule);
   return absl::OkStatus();
 }
 
-std::shared_ptr<const PathModel> EnsembleModel::SharedMember(
+std::shared_ptr<const PathModel> EnsembleModel::SharedPathMember(
     std::shared_ptr<const EnsembleModel> self, size_t m) const {
-  const PathModel* member = members_[m].get();
+  const PathModel* member = members_[m].path.get();
+  if (member == nullptr) return nullptr;
   return std::shared_ptr<const PathModel>(std::move(self), member);
 }
 
+std::shared_ptr<const GrailModel> EnsembleModel::SharedGrailMember(
+    std::shared_ptr<const EnsembleModel> self, size_t m) const {
+  const GrailModel* member = members_[m].grail.get();
+  if (member == nullptr) return nullptr;
+  return std::shared_ptr<const GrailModel>(std::move(self), member);
+}
+
+int EnsembleModel::explaining_member() const {
+  for (size_t m = 0; m < members_.size(); ++m) {
+    if (members_[m].grail != nullptr) return static_cast<int>(m);
+  }
+  return -1;
+}
+
+const std::string& EnsembleModel::device() const { return MemberDevice(members_.front()); }
+
 bool EnsembleModel::reads_relation_graph() const {
-  for (const auto& m : members_) {
-    if (m->open_vocabulary()) return true;
+  for (const EnsembleMember& m : members_) {
+    if (m.open_vocabulary()) return true;
   }
   return false;
 }
 
 RelationMap EnsembleModel::MemberRelations(size_t m,
                                            absl::Span<const std::string> graph_relations) const {
-  const PathModel& member = *members_[m];
+  const EnsembleMember& member = members_[m];
   if (member.open_vocabulary()) return RelationMap();
   return MapRelationsByName(graph_relations, member.relations());
 }
 
 int64_t EnsembleModel::num_parameters() const {
   int64_t total = 0;
-  for (const auto& m : members_) total += m->num_parameters();
+  for (const EnsembleMember& m : members_) {
+    total += m.path ? m.path->num_parameters() : m.grail->num_parameters();
+  }
   return total;
 }
 
 std::string EnsembleModel::training_fingerprint() const {
   std::vector<std::string> parts;
-  for (const auto& m : members_) parts.push_back(m->training_fingerprint());
+  for (const EnsembleMember& m : members_) {
+    parts.push_back(m.path ? m.path->training_fingerprint() : m.grail->training_fingerprint());
+  }
   return absl::StrJoin(parts, "+");
 }
 
@@ -128,7 +172,9 @@ absl::Status EnsembleModel::Save(const std::string& path) const {
     torch::jit::Module m("EnsembleModel");
     m.register_attribute("format", c10::StringType::get(), std::string(kEnsembleModelFormat));
     for (size_t i = 0; i < members_.size(); ++i) {
-      m.register_module(absl::StrCat("member_", i), members_[i]->module().module);
+      const EnsembleMember& member = members_[i];
+      m.register_module(absl::StrCat("member_", i),
+                        member.path ? member.path->module().module : member.grail->module().module);
     }
     m.register_attribute("num_members", c10::IntType::get(), static_cast<int64_t>(members_.size()));
     m.register_attribute("weights", c10::ListType::ofFloats(), DoubleList(rule_.weights));
@@ -148,23 +194,32 @@ absl::StatusOr<std::unique_ptr<EnsembleModel>> EnsembleModel::FromArchive(
                                                    " archive (no or another 'format')"));
   }
   try {
-    std::vector<std::unique_ptr<PathModel>> members;
+    std::vector<EnsembleMember> members;
     const int64_t count = module.attr("num_members").toInt();
     for (int64_t i = 0; i < count; ++i) {
       torch::jit::Module member(module.attr(absl::StrCat("member_", i)).toObject());
       const std::string where = absl::StrCat(path, " (its member ", i, ")");
       const std::string format = ArchiveFormat(member);
+      EnsembleMember& loaded = members.emplace_back();
+      if (format == kGrailModelFormat) {
+        absl::StatusOr<std::unique_ptr<GrailModel>> grail = GrailModel::FromModule(
+            std::make_unique<GrailModule>(GrailModule{std::move(member), opened.device}), where,
+            device_name);
+        if (!grail.ok()) return grail.status();
+        loaded.grail = *std::move(grail);
+        continue;
+      }
       const PathNetworkDefinition* network = network_of(format);
       if (network == nullptr) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, " is not a path-family model (its format is ",
+            absl::StrCat(where, " is neither a path-family nor a GraIL model (its format is ",
                          format.empty() ? "missing" : format, ")"));
       }
-      absl::StatusOr<std::unique_ptr<PathModel>> loaded = PathModel::FromModule(
+      absl::StatusOr<std::unique_ptr<PathModel>> path_model = PathModel::FromModule(
           std::make_unique<PathModule>(PathModule{std::move(member), opened.device}), where,
           device_name, network);
-      if (!loaded.ok()) return loaded.status();
-      members.push_back(*std::move(loaded));
+      if (!path_model.ok()) return path_model.status();
+      loaded.path = *std::move(path_model);
     }
     LinearFusion rule;
     for (const c10::IValue& w : module.attr("weights").toListRef()) {

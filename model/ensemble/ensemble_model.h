@@ -1,6 +1,8 @@
-// An ensemble of path-family models served as one: the path preset (NBFNet, A*Net), ULTRA
-// zero-shot or fine-tuned, in any number, each scoring every entity of a query in its own pass,
-// combined per entity by a linear rule fitted on validation facts (ensemble_fit.h):
+// An ensemble of models served as one: path-family models (the path preset, i.e. NBFNet and
+// A*Net, and ULTRA zero-shot or fine-tuned), each scoring every entity of a query in its own
+// pass, and GraIL models, each scoring a query's candidates on their own enclosing subgraphs,
+// in any number, combined per entity by a linear rule fitted on validation facts
+// (ensemble_fit.h):
 //   s(h, r, t) = b + sum_m w_m s_m(h, r, t)
 // where s_m is member m's score (a logit). The weights are each member's temperature: ranking
 // is invariant to b and to a common scale, and a per-member weight lets a sharp member and a
@@ -8,18 +10,20 @@
 // query's candidates), so a fact's score is the same whether ScoreTriplet asks for it alone or
 // RankTails ranks it among every entity.
 //
-// An entity beyond a member's neighbourhood has that member's far score, so an entity beyond
-// every member's shares the ensemble's far score, b + sum_m w_m far_m: a ranking over every
-// entity still scores only the union of the members' neighbourhoods on their own.
+// An entity beyond a member's neighbourhood has that member's far score (a GraIL member's: the
+// score every candidate whose enclosing subgraph is trivial shares), so an entity beyond every
+// member's shares the ensemble's far score, b + sum_m w_m far_m: a ranking over every entity
+// still scores only the union of the members' neighbourhoods on their own.
 //
-// Relations: a member with a vocabulary (the path preset) scores only its relations; ULTRA
-// scores any. The ensemble scores a relation when every member does: its vocabulary is the
+// Relations: a member with a vocabulary (the path preset, GraIL) scores only its relations;
+// ULTRA scores any. The ensemble scores a relation when every member does: its vocabulary is the
 // relations every member with a vocabulary knows (in the first such member's order), and it
 // has none (any relation) when all its members are ULTRA's.
 //
 // The archive is a TorchScript module holding each member's module as a submodule
 // (`member_0`, `member_1`, ...) with the weights and bias as attributes; each member loads as
-// its own archive would.
+// its own archive would. A KGE model is not a member: it scores only the entities it was
+// trained on; fused with GraIL (model/fusion/) it is a family of its own.
 #ifndef GRAIL_MODEL_ENSEMBLE_ENSEMBLE_MODEL_H_
 #define GRAIL_MODEL_ENSEMBLE_ENSEMBLE_MODEL_H_
 
@@ -34,6 +38,7 @@
 #include "absl/types/span.h"
 #include "graph/relation_map.h"
 #include "model/fusion/linear_fusion.h"
+#include "model/grail/grail_model.h"
 #include "model/path/path_model.h"
 
 namespace grail {
@@ -42,13 +47,30 @@ inline constexpr char kEnsembleModelFormat[] = "grail-kg-ensemble/1";
 
 struct OpenedArchive;  // model/core/torch_util.h (LibTorch inside)
 
-// The network of a member archive of `format` (LoadAnyModel's list: model/families.h), or null.
+// The network of a path-family member archive of `format` (LoadAnyModel's list:
+// model/families.h), or null.
 using PathNetworkOf = std::function<const PathNetworkDefinition*(const std::string& format)>;
+
+// One member: exactly one of the two is set.
+struct EnsembleMember {
+  std::unique_ptr<PathModel> path;    // a path-family model, ULTRA's included
+  std::unique_ptr<GrailModel> grail;  // a GraIL model
+
+  bool open_vocabulary() const { return path != nullptr && path->open_vocabulary(); }
+  // Its relations in its id order (empty for ULTRA's: any).
+  const std::vector<std::string>& relations() const {
+    return path ? path->relations() : grail->relations();
+  }
+};
 
 class EnsembleModel {
  public:
-  // Errors: INVALID_ARGUMENT without a member, with a null one, for `rule` of the wrong width
-  // (one weight per member), or for members that share no relation.
+  // Errors: INVALID_ARGUMENT without a member, with a missing one (neither or both set), for
+  // `rule` of the wrong width (one weight per member), for members on different devices, or
+  // for members that share no relation.
+  static absl::StatusOr<std::unique_ptr<EnsembleModel>> Create(std::vector<EnsembleMember> members,
+                                                               LinearFusion rule);
+  // Path-family members only.
   static absl::StatusOr<std::unique_ptr<EnsembleModel>> Create(
       std::vector<std::unique_ptr<PathModel>> members, LinearFusion rule);
   // The model of an archive already opened from `path` (LoadAnyModel); `network_of` gives each
@@ -65,11 +87,19 @@ class EnsembleModel {
   absl::Status SetRule(LinearFusion rule);
 
   size_t size() const { return members_.size(); }
-  const PathModel& member(size_t m) const { return *members_[m]; }
+  const EnsembleMember& member(size_t m) const { return members_[m]; }
+  // Member m if it is a path-family model (else null).
+  const PathModel* path_member(size_t m) const { return members_[m].path.get(); }
+  // Member m if it is a GraIL model (else null).
+  const GrailModel* grail_member(size_t m) const { return members_[m].grail.get(); }
   // Member m as a shared pointer that keeps the whole ensemble alive (the server serves each
-  // member as a path model of its own).
-  std::shared_ptr<const PathModel> SharedMember(std::shared_ptr<const EnsembleModel> self,
-                                                size_t m) const;
+  // member as a model of its own); null if it is of the other family.
+  std::shared_ptr<const PathModel> SharedPathMember(std::shared_ptr<const EnsembleModel> self,
+                                                    size_t m) const;
+  std::shared_ptr<const GrailModel> SharedGrailMember(std::shared_ptr<const EnsembleModel> self,
+                                                      size_t m) const;
+  // The first GraIL member, whose enclosing subgraphs explain a fact's score; -1 for none.
+  int explaining_member() const;
   const LinearFusion& rule() const { return rule_; }
 
   // The relations the ensemble scores, in its id order (empty: any, all members ULTRA's).
@@ -86,7 +116,7 @@ class EnsembleModel {
   int64_t num_parameters() const;
   // Every member's training fingerprint, joined by '+'.
   std::string training_fingerprint() const;
-  const std::string& device() const { return members_.front()->device(); }
+  const std::string& device() const;
 
   // The combined score from the members' scores of one fact, in member order.
   double Combine(absl::Span<const double> member_scores) const {
@@ -94,10 +124,10 @@ class EnsembleModel {
   }
 
  private:
-  EnsembleModel(std::vector<std::unique_ptr<PathModel>> members, LinearFusion rule,
+  EnsembleModel(std::vector<EnsembleMember> members, LinearFusion rule,
                 std::vector<std::string> relations);
 
-  std::vector<std::unique_ptr<PathModel>> members_;
+  std::vector<EnsembleMember> members_;
   LinearFusion rule_;
   std::vector<std::string> relations_;
   std::vector<std::vector<int32_t>> member_relation_;  // [member][ensemble relation]

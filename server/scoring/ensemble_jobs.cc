@@ -1,5 +1,5 @@
-// An ensemble's jobs (scoring_jobs.h): each member's path-family job in turn on the call's
-// snapshot, then the ensemble's rule over the members' scores.
+// An ensemble's jobs (scoring_jobs.h): each member's own job (the path family's or GraIL's) in
+// turn on the call's snapshot, then the ensemble's rule over the members' scores.
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -18,9 +18,12 @@ class EnsembleServing final : public ServedFamily {
                   const std::string& sha256, uint64_t generation)
       : model_(std::move(model)) {
     for (size_t m = 0; m < model_->size(); ++m) {
+      std::unique_ptr<const ServedFamily> family =
+          model_->path_member(m) != nullptr
+              ? ServePath(model_->SharedPathMember(model_, m))
+              : ServeGrail(model_->SharedGrailMember(model_, m), nullptr);
       members_.push_back(std::make_shared<const ServedModel>(
-          ServePath(model_->SharedMember(model_, m)), absl::StrCat(path, "#member", m), sha256,
-          generation));
+          std::move(family), absl::StrCat(path, "#member", m), sha256, generation));
     }
   }
 
@@ -55,10 +58,10 @@ class EnsembleServing final : public ServedFamily {
     return summary;
   }
   absl::Status CheckExplanations(int explain_paths) const override {
-    if (explain_paths == 0) return absl::OkStatus();
+    if (explain_paths == 0 || model_->explaining_member() >= 0) return absl::OkStatus();
     return absl::InvalidArgumentError(
         "explanations are the paths of GraIL's enclosing subgraphs; the served model is an "
-        "ensemble of path-family models, which have none");
+        "ensemble without a GraIL member");
   }
   SubmittedJob FactJob(FactJobSetup setup, int explain_paths,
                        LinkPredictor::ScoreCallback done) const override;
@@ -78,9 +81,15 @@ class EnsembleServing final : public ServedFamily {
 // A fact-scoring call: member m's job, then m + 1's, then the rule.
 class EnsembleFacts : public std::enable_shared_from_this<EnsembleFacts> {
  public:
-  EnsembleFacts(const EnsembleServing& family, FactJobSetup setup,
+  // With explain_paths > 0, the GraIL member that explains (EnsembleModel::explaining_member)
+  // gives each fact's paths.
+  EnsembleFacts(const EnsembleServing& family, FactJobSetup setup, int explain_paths,
                 LinkPredictor::ScoreCallback done)
-      : family_(family), setup_(std::move(setup)), done_(std::move(done)), scores_(family.size()) {}
+      : family_(family),
+        setup_(std::move(setup)),
+        explain_paths_(explain_paths),
+        done_(std::move(done)),
+        scores_(family.size()) {}
 
   SubmittedJob Member(size_t m) {
     const std::shared_ptr<const ServedModel>& member = family_.member(m);
@@ -98,12 +107,17 @@ class EnsembleFacts : public std::enable_shared_from_this<EnsembleFacts> {
     s.staleness = setup_.staleness;
     s.submit = setup_.submit;
     auto self = shared_from_this();
-    return member->family().FactJob(std::move(s), 0, [self, m](absl::StatusOr<ScoredFacts> scored) {
-      if (!scored.ok()) return self->done_(scored.status());
-      self->scores_[m] = std::move(scored->scores);
-      if (m + 1 < self->scores_.size()) return self->setup_.submit(self->Member(m + 1));
-      self->Finish();
-    });
+    const bool explains =
+        explain_paths_ > 0 && static_cast<int>(m) == family_.model().explaining_member();
+    return member->family().FactJob(std::move(s), explains ? explain_paths_ : 0,
+                                    [self, m, explains](absl::StatusOr<ScoredFacts> scored) {
+                                      if (!scored.ok()) return self->done_(scored.status());
+                                      self->scores_[m] = std::move(scored->scores);
+                                      if (explains) self->paths_ = std::move(scored->paths);
+                                      if (m + 1 < self->scores_.size())
+                                        return self->setup_.submit(self->Member(m + 1));
+                                      self->Finish();
+                                    });
   }
 
  private:
@@ -129,13 +143,16 @@ class EnsembleFacts : public std::enable_shared_from_this<EnsembleFacts> {
       }
       s.score = static_cast<float>(family_.model().Combine(x));
     }
+    out.paths = std::move(paths_);
     done_(std::move(out));
   }
 
   const EnsembleServing& family_;  // alive while setup_.model is
   const FactJobSetup setup_;
+  const int explain_paths_;
   const LinkPredictor::ScoreCallback done_;
   std::vector<std::vector<FactScore>> scores_;  // [member][fact]
+  std::vector<std::vector<NamedPath>> paths_;   // the explaining member's
 };
 
 // A ranking: member m's ranking of every candidate, then m + 1's, then the rule per candidate.
@@ -240,9 +257,10 @@ class EnsembleRanking : public std::enable_shared_from_this<EnsembleRanking> {
   std::vector<double> member_scores_;    // Score()'s
 };
 
-SubmittedJob EnsembleServing::FactJob(FactJobSetup setup, int,
+SubmittedJob EnsembleServing::FactJob(FactJobSetup setup, int explain_paths,
                                       LinkPredictor::ScoreCallback done) const {
-  auto call = std::make_shared<EnsembleFacts>(*this, std::move(setup), std::move(done));
+  auto call =
+      std::make_shared<EnsembleFacts>(*this, std::move(setup), explain_paths, std::move(done));
   return call->Member(0);
 }
 

@@ -243,6 +243,11 @@ class GrailRankingJob final : public GrailJob {
   }
 
   void Finish(absl::Status status) override {
+    const CandidateScoresCallback& member = r_.setup().member_scores;
+    if (member) {  // an ensemble's member (a GraIL archive: the ensemble has no fusion member)
+      if (!status.ok()) return member(std::move(status));
+      return member(r_.MemberScores());
+    }
     if (!status.ok()) return done_(std::move(status));
     float far_score = r_.shared_score();
     if (fusion_ != nullptr) {

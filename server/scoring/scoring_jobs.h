@@ -97,7 +97,7 @@ struct RankingSetup {
   JobSubmitter submit;
   // Set for an ensemble's member: the job ends by handing every candidate's own score and the
   // far score here, unfiltered and untruncated, instead of a Ranking to its callback (which is
-  // then not called). The path family's jobs support it.
+  // then not called). The path family's jobs and GraIL's (not a fusion archive's) support it.
   CandidateScoresCallback member_scores;
 };
 
@@ -137,11 +137,12 @@ std::unique_ptr<const ServedFamily> ServeGrail(std::shared_ptr<const GrailModel>
 // its far score. A query whose pass is cached (FactJobSetup::passes) costs a lookup.
 std::unique_ptr<const ServedFamily> ServePath(std::shared_ptr<const PathModel> model);
 
-// An ensemble of path-family models (model/ensemble/ensemble_model.h): each member served as
-// ServePath serves it, one after another on the call's snapshot (each member's passes batched
-// and cached as its own), and each fact's or candidate's score the ensemble's rule over the
+// An ensemble (model/ensemble/ensemble_model.h): each member served as ServePath or ServeGrail
+// serves it, one after another on the call's snapshot (each path member's passes batched and
+// cached as its own), and each fact's or candidate's score the ensemble's rule over the
 // members'; in a ranking over every entity, an entity beyond every member's neighbourhood
-// shares the rule over their far scores. `path`, `sha256` and `generation` are the archive's.
+// shares the rule over their far scores. Explanations come from its first GraIL member.
+// `path`, `sha256` and `generation` are the archive's.
 std::unique_ptr<const ServedFamily> ServeEnsemble(std::shared_ptr<const EnsembleModel> model,
                                                   const std::string& path,
                                                   const std::string& sha256, uint64_t generation);

@@ -1,7 +1,8 @@
-// An ensemble archive (a path preset model and an ULTRA model) served by the real grail-server
-// binary (loopback port, real RocksDB directory, real gRPC): every score, of a fact or of a
-// candidate in a ranking of every entity, is the ensemble's rule over what each member computes
-// offline on the stored graph; scored_by names the ensemble.
+// Ensemble archives (a path preset model and an ULTRA model; a GraIL model and a path preset
+// model) served by the real grail-server binary (loopback port, real RocksDB directory, real
+// gRPC): every score, of a fact or of a candidate in a ranking of every entity, is the
+// ensemble's rule over what each member computes offline on the stored graph; scored_by names
+// the ensemble; a GraIL member explains.
 #include <cmath>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "model/ensemble/ensemble_model.h"
+#include "model/grail/fact_scoring.h"
 #include "model/path/path_batch.h"
 #include "model/ultra/ultra_model.h"
 #include "tests/testing/graph_calls.h"
@@ -48,28 +50,21 @@ constexpr double kBias = 0.25;
 constexpr double kPathWeight = 0.7;
 constexpr double kUltraWeight = -1.3;
 
-class EnsembleServingTest : public ::testing::Test {
+// A path preset member of two layers: it reaches two hops from the source.
+PathConfig SmallPath() {
+  PathConfig path;
+  path.num_layers = 2;
+  path.dim = 8;
+  return path;
+}
+
+// Saves an ensemble, starts the real grail-server on it with a fresh store and streams Graph()
+// in.
+class ServedEnsembleTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    PathConfig path;
-    path.num_layers = 2;
-    path.dim = 8;
-    // More relations than twice the warm-up's synthetic graph of an empty store has (2 x 33): the
-    // ULTRA member warms up on the ones it has.
-    std::vector<std::string> vocabulary = {"funds", "cites", "mentors", "advises"};
-    for (int r = 0; r < 80; ++r) vocabulary.push_back(absl::StrCat("unused", r));
-    absl::StatusOr<std::unique_ptr<PathModel>> preset = PathModel::Create(path, vocabulary, 3);
-    ASSERT_TRUE(preset.ok()) << preset.status();
-    absl::StatusOr<std::unique_ptr<PathModel>> zero_shot = CreateUltraModel(SmallUltraConfig(), 5);
-    ASSERT_TRUE(zero_shot.ok()) << zero_shot.status();
-    std::vector<std::unique_ptr<PathModel>> members;
-    members.push_back(*std::move(preset));
-    members.push_back(*std::move(zero_shot));
-    absl::StatusOr<std::unique_ptr<EnsembleModel>> ensemble =
-        EnsembleModel::Create(std::move(members), LinearFusion{{kPathWeight, kUltraWeight}, kBias});
-    ASSERT_TRUE(ensemble.ok()) << ensemble.status();
-    ASSERT_TRUE((*ensemble)->Save(dir_.Sub("ensemble.pt")).ok());
-    ensemble_ = *std::move(ensemble);
+  void Serve(std::unique_ptr<EnsembleModel> ensemble) {
+    ASSERT_TRUE(ensemble->Save(dir_.Sub("ensemble.pt")).ok());
+    ensemble_ = std::move(ensemble);
     ASSERT_TRUE(
         server_.Start({"--model=" + dir_.Sub("ensemble.pt"), "--data-dir=" + dir_.Sub("store")},
                       dir_.Sub("server.log")));
@@ -80,13 +75,13 @@ class EnsembleServingTest : public ::testing::Test {
   }
 
   // Every entity's score for (source, relation, ?) (inverse: (?, relation, source)) by member
-  // m alone on the stored facts.
+  // m, a path-family model, alone on the stored facts.
   std::map<std::string, float> Member(size_t m, const std::string& source,
                                       const std::string& relation, bool inverse) {
     IndexedTriples indexed;
     IndexTriples(Graph(), &indexed);
     const StaticGraph graph(indexed.entities.size(), indexed.triples);
-    const PathModel& model = ensemble_->member(m);
+    const PathModel& model = *ensemble_->path_member(m);
     const RelationMap relations = ensemble_->MemberRelations(m, indexed.relations.names());
     const PathNeighbourhoodSpec spec = model.Neighbourhood(&graph, &relations, 0);
     const int32_t r = relations(*indexed.relations.Find(relation));
@@ -105,6 +100,44 @@ class EnsembleServingTest : public ::testing::Test {
       out[indexed.entities.Name(e)] = scores->Of(batch, 0, e);
     }
     return out;
+  }
+
+  kg::v1::ScoreTripletResponse Score(const NamedTriple& fact, bool explain) {
+    grpc::ClientContext context;
+    kg::v1::ScoreTripletRequest request;
+    *request.mutable_triple() = ToProto(fact);
+    request.set_explain(explain);
+    kg::v1::ScoreTripletResponse response;
+    const grpc::Status status = stub_->ScoreTriplet(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  ScopedTempDir dir_;
+  ServerProcess server_;
+  std::unique_ptr<KnowledgeGraph::Stub> stub_;
+  std::unique_ptr<EnsembleModel> ensemble_;
+};
+
+class EnsembleServingTest : public ServedEnsembleTest {
+ protected:
+  void SetUp() override {
+    // More relations than twice the warm-up's synthetic graph of an empty store has (2 x 33): the
+    // ULTRA member warms up on the ones it has.
+    std::vector<std::string> vocabulary = {"funds", "cites", "mentors", "advises"};
+    for (int r = 0; r < 80; ++r) vocabulary.push_back(absl::StrCat("unused", r));
+    absl::StatusOr<std::unique_ptr<PathModel>> preset =
+        PathModel::Create(SmallPath(), vocabulary, 3);
+    ASSERT_TRUE(preset.ok()) << preset.status();
+    absl::StatusOr<std::unique_ptr<PathModel>> zero_shot = CreateUltraModel(SmallUltraConfig(), 5);
+    ASSERT_TRUE(zero_shot.ok()) << zero_shot.status();
+    std::vector<std::unique_ptr<PathModel>> members;
+    members.push_back(*std::move(preset));
+    members.push_back(*std::move(zero_shot));
+    absl::StatusOr<std::unique_ptr<EnsembleModel>> ensemble =
+        EnsembleModel::Create(std::move(members), LinearFusion{{kPathWeight, kUltraWeight}, kBias});
+    ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+    Serve(*std::move(ensemble));
   }
 
   // The rule over both members' offline scores.
@@ -142,11 +175,6 @@ class EnsembleServingTest : public ::testing::Test {
       EXPECT_EQ(e.scored_by(), kg::v1::SCORED_BY_ENSEMBLE);
     }
   }
-
-  ScopedTempDir dir_;
-  ServerProcess server_;
-  std::unique_ptr<KnowledgeGraph::Stub> stub_;
-  std::unique_ptr<EnsembleModel> ensemble_;
 };
 
 TEST_F(EnsembleServingTest, RankingsOfEveryEntityAreTheRuleOverEachMembersOfflineScores) {
@@ -170,12 +198,7 @@ TEST_F(EnsembleServingTest, RankingsOfEveryEntityAreTheRuleOverEachMembersOfflin
 TEST_F(EnsembleServingTest, AFactsScoreIsItsScoreInTheRanking) {
   const std::map<std::string, double> offline = Offline("u7", "mentors", false);
   for (const char* tail : {"u8", "u9", "u30"}) {
-    grpc::ClientContext context;
-    kg::v1::ScoreTripletRequest request;
-    *request.mutable_triple() = ToProto(NamedTriple{"u7", "mentors", tail});
-    kg::v1::ScoreTripletResponse response;
-    const grpc::Status status = stub_->ScoreTriplet(&context, request, &response);
-    ASSERT_TRUE(status.ok()) << status.error_message();
+    const kg::v1::ScoreTripletResponse response = Score({"u7", "mentors", tail}, false);
     EXPECT_NEAR(response.score(), offline.at(tail), 1e-4 * (1 + std::fabs(response.score())))
         << tail;
     EXPECT_EQ(response.scored_by(), kg::v1::SCORED_BY_ENSEMBLE);
@@ -217,6 +240,100 @@ TEST_F(EnsembleServingTest, ARelationOutsideTheEnsemblesVocabularyIsRefusedNamin
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(refused.error_message(), HasSubstr("advises"));
   EXPECT_THAT(refused.error_message(), HasSubstr("ULTRA member"));
+}
+
+// The same graph served by an ensemble of a GraIL model (one hop: entities within two hops of
+// the source, on their own subgraphs) and a path preset model (two layers): most of the ring is
+// beyond both, so those entities share the ensemble's far score.
+class GrailEnsembleServingTest : public ServedEnsembleTest {
+ protected:
+  void SetUp() override {
+    GrailConfig grail;
+    grail.hops = 1;
+    grail.num_layers = 2;
+    grail.dim = 8;
+    grail.relation_dim = 8;
+    absl::StatusOr<std::unique_ptr<GrailModel>> subgraphs =
+        GrailModel::Create(grail, {"mentors", "funds", "cites"}, 7);
+    ASSERT_TRUE(subgraphs.ok()) << subgraphs.status();
+    absl::StatusOr<std::unique_ptr<PathModel>> preset =
+        PathModel::Create(SmallPath(), {"funds", "cites", "mentors"}, 3);
+    ASSERT_TRUE(preset.ok()) << preset.status();
+    std::vector<EnsembleMember> members(2);
+    members[0].grail = *std::move(subgraphs);
+    members[1].path = *std::move(preset);
+    absl::StatusOr<std::unique_ptr<EnsembleModel>> ensemble =
+        EnsembleModel::Create(std::move(members), LinearFusion{{kGrailWeight, kPathWeight}, kBias});
+    ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+    Serve(*std::move(ensemble));
+    IndexTriples(Graph(), &indexed_);
+    graph_ = std::make_unique<StaticGraph>(indexed_.entities.size(), indexed_.triples);
+  }
+
+  // The rule over GraIL's offline score of (source, relation, e) (inverse: (e, relation,
+  // source)), each fact on its own subgraph, and the path member's, for every entity e.
+  std::map<std::string, double> Offline(const std::string& source, const std::string& relation,
+                                        bool inverse) {
+    const EntityId s = *indexed_.entities.Find(source);
+    const uint32_t r = *indexed_.relations.Find(relation);
+    std::vector<Triple> facts;
+    for (EntityId e = 0; e < graph_->num_entities(); ++e) {
+      if (e != s) facts.push_back(inverse ? Triple{e, r, s} : Triple{s, r, e});
+    }
+    const RelationMap grail_map = ensemble_->MemberRelations(0, indexed_.relations.names());
+    absl::StatusOr<std::vector<float>> grail = ScoreGrailFacts(
+        *ensemble_->grail_member(0), *graph_, grail_map, facts, GrailScoringOptions());
+    EXPECT_TRUE(grail.ok()) << grail.status();
+
+    const std::map<std::string, float> path = Member(1, source, relation, inverse);
+    std::map<std::string, double> out;
+    for (size_t i = 0; i < facts.size(); ++i) {
+      const std::string& e = indexed_.entities.Name(inverse ? facts[i].head : facts[i].tail);
+      out[e] = kBias + kGrailWeight * (*grail)[i] + kPathWeight * path.at(e);
+    }
+    return out;
+  }
+
+  static constexpr double kGrailWeight = 1.1;
+
+  IndexedTriples indexed_;
+  std::unique_ptr<StaticGraph> graph_;
+};
+
+TEST_F(GrailEnsembleServingTest, RankingsOfEveryEntityAreTheRuleOverGraILsSubgraphsAndThePath) {
+  for (const bool tails : {true, false}) {
+    kg::v1::RankResponse ranking;
+    const grpc::Status status = RankCall(*stub_, tails, "u4", "cites", {}, &ranking);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(ranking.ranked_size(), 39);  // every entity but u4
+    // Beyond both members' reach: one shared score for most of the ring.
+    EXPECT_GT(ranking.candidates_shared_score(), 10u);
+    const std::map<std::string, double> offline = Offline("u4", "cites", !tails);
+    for (int i = 0; i < ranking.ranked_size(); ++i) {
+      const kg::v1::RankedEntity& e = ranking.ranked(i);
+      EXPECT_NEAR(e.score(), offline.at(e.entity()), 1e-4 * (1 + std::fabs(e.score())))
+          << tails << " " << e.entity();
+      EXPECT_EQ(e.scored_by(), kg::v1::SCORED_BY_ENSEMBLE);
+      if (i > 0) {
+        EXPECT_GE(ranking.ranked(i - 1).score(), e.score());
+      }
+    }
+  }
+}
+
+TEST_F(GrailEnsembleServingTest, AFactsScoreIsItsScoreInTheRankingAndGraILExplainsIt) {
+  const std::map<std::string, double> offline = Offline("u7", "mentors", false);
+  for (const char* tail : {"u8", "u9", "u30"}) {
+    const kg::v1::ScoreTripletResponse response = Score({"u7", "mentors", tail}, true);
+    EXPECT_NEAR(response.score(), offline.at(tail), 1e-4 * (1 + std::fabs(response.score())))
+        << tail;
+    EXPECT_EQ(response.scored_by(), kg::v1::SCORED_BY_ENSEMBLE);
+    // u8 and u9 are within GraIL's hop of u7's neighbours: paths link them; u30 is far.
+    if (std::string(tail) != "u30") {
+      EXPECT_GT(response.paths_size(), 0) << tail;
+    }
+    for (const kg::v1::ExplanationPath& p : response.paths()) EXPECT_GT(p.steps_size(), 0);
+  }
 }
 
 }  // namespace

@@ -593,9 +593,9 @@ TEST_F(TrainEvalCommandTest, GrailFuseWritesAFusedArchiveThatGrailEvalScoresWith
             2);
 }
 
-// grail-fuse --member fits an ensemble of path-family archives and writes one archive that
-// grail-eval ranks every entity with; a member of another family, or --member beside --grail,
-// is refused saying why.
+// grail-fuse --member fits an ensemble of path-family and GraIL archives and writes one archive
+// that grail-eval ranks every entity with; a KGE member, or --member beside --grail, is refused
+// saying why. grail-eval --grail-full-ranking ranks every entity with a GraIL archive alone.
 TEST_F(TrainEvalCommandTest, GrailFuseMembersWriteAnEnsembleThatGrailEvalRanksWith) {
   const std::string graph = Path("train", "graph.txt");
   const std::string held = Path("train", "held.txt");
@@ -634,11 +634,41 @@ TEST_F(TrainEvalCommandTest, GrailFuseMembersWriteAnEnsembleThatGrailEvalRanksWi
                                                   " --epochs 1 --hops 2 --threads 1"))
                 .exit_code,
             0);
-  BinaryRun other = RunBinary(
+  BinaryRun grail_alone =
+      RunBinary("grail-eval", absl::StrCat("--model ", grail, " --graph ", graph, " --test ", held,
+                                           " --threads 1 --grail-full-ranking"));
+  ASSERT_EQ(grail_alone.exit_code, 0) << grail_alone.all();
+  lines = absl::StrSplit(grail_alone.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), MatchesRegex(".*\"n\":30,\"full_mrr\":[01]\\.[0-9]+,.*"));
+  const std::string mixed = Path("model", "ensemble_mixed.pt");
+  BinaryRun with_grail = RunBinary(
       "grail-fuse", absl::StrCat("--member ", members[0], " --member ", grail, " --graph ", graph,
-                                 " --valid ", held, " --out ", ensemble));
+                                 " --valid ", held, " --out ", mixed, " --threads 1"));
+  ASSERT_EQ(with_grail.exit_code, 0) << with_grail.all();
+  absl::StatusOr<AnyModel> mixed_loaded = LoadAnyModel(mixed);
+  ASSERT_TRUE(mixed_loaded.ok()) << mixed_loaded.status();
+  ASSERT_NE(mixed_loaded->ensemble, nullptr);
+  EXPECT_NE(mixed_loaded->ensemble->grail_member(1), nullptr);
+  BinaryRun mixed_eval = RunBinary("grail-eval", absl::StrCat("--model ", mixed, " --graph ", graph,
+                                                              " --test ", held, " --threads 1"));
+  ASSERT_EQ(mixed_eval.exit_code, 0) << mixed_eval.all();
+  lines = absl::StrSplit(mixed_eval.out, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.back(), MatchesRegex(".*\"n\":30,\"full_mrr\":[01]\\.[0-9]+,.*"));
+
+  const std::string kge = Path("model", "ensemble_kge.pt");
+  ASSERT_EQ(RunBinary("grail-kge-train",
+                      absl::StrCat("--model transe --train ", graph, " --valid ", held, " --out ",
+                                   kge, " --dim 8 --negatives 8 --epochs 1 --threads 1"))
+                .exit_code,
+            0);
+  BinaryRun other =
+      RunBinary("grail-fuse", absl::StrCat("--member ", members[0], " --member ", kge, " --graph ",
+                                           graph, " --valid ", held, " --out ", ensemble));
   EXPECT_EQ(other.exit_code, 1);
-  EXPECT_THAT(other.err, HasSubstr("is not a path-family model"));
+  EXPECT_THAT(other.err, HasSubstr("neither a path-family model"));
+  EXPECT_THAT(other.err, HasSubstr("scores only the entities it was trained on"));
   BinaryRun both =
       RunBinary("grail-fuse", absl::StrCat("--member ", members[0], " --grail ", grail, " --graph ",
                                            graph, " --valid ", held, " --out ", ensemble));

@@ -1,7 +1,8 @@
-// Ensembles of path-family models (model/ensemble/): the archive, the rule's fit, and the
-// evaluation that combines the members' passes (eval/ensemble_evaluation.h).
+// Ensembles (model/ensemble/) of path-family and GraIL models: the archive, the rule's fit, and
+// the evaluation that combines the members' scores (eval/ensemble_evaluation.h).
 #include "model/ensemble/ensemble_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -14,6 +15,8 @@
 #include "gtest/gtest.h"
 #include "model/ensemble/ensemble_fit.h"
 #include "model/families.h"
+#include "model/grail/enclosing_subgraph.h"
+#include "model/grail/fact_scoring.h"
 #include "tests/testing/path_test_graph.h"
 #include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
@@ -39,6 +42,26 @@ std::unique_ptr<PathModel> UltraMember(uint64_t seed) {
   absl::StatusOr<std::unique_ptr<PathModel>> m = CreateUltraModel(SmallUltraConfig(), seed);
   EXPECT_TRUE(m.ok()) << m.status();
   return *std::move(m);
+}
+
+// A small GraIL model of one hop: from a source, the entities within two hops are scored on
+// their own subgraphs and the others share the trivial one's score.
+std::unique_ptr<GrailModel> GrailMember(std::vector<std::string> relations, uint64_t seed) {
+  GrailConfig c;
+  c.hops = 1;
+  c.num_layers = 2;
+  c.dim = 8;
+  c.relation_dim = 8;
+  absl::StatusOr<std::unique_ptr<GrailModel>> m = GrailModel::Create(c, std::move(relations), seed);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *std::move(m);
+}
+
+std::unique_ptr<EnsembleModel> Ensemble(std::vector<EnsembleMember> members, LinearFusion rule) {
+  absl::StatusOr<std::unique_ptr<EnsembleModel>> e =
+      EnsembleModel::Create(std::move(members), std::move(rule));
+  EXPECT_TRUE(e.ok()) << e.status();
+  return *std::move(e);
 }
 
 std::unique_ptr<EnsembleModel> Ensemble(std::vector<std::unique_ptr<PathModel>> members,
@@ -86,16 +109,16 @@ TEST(EnsembleModelTest, AnArchiveKeepsItsMembersRuleAndTheRelationsEveryMemberKn
   EXPECT_THAT(back.rule().weights, ElementsAre(0.5, 1.5, -0.25));
   EXPECT_EQ(back.rule().bias, 0.75);
   EXPECT_THAT(back.relations(), ElementsAre("r1", "r2"));
-  EXPECT_EQ(back.member(1).format(), kUltraModelFormat);
+  EXPECT_EQ(back.path_member(1)->format(), kUltraModelFormat);
   EXPECT_EQ(back.num_parameters(), ensemble->num_parameters());
   // Each member scores as it did.
   const StaticGraph graph = PathTestGraph();
   for (size_t m = 0; m < 3; ++m) {
     const RelationMap relations = back.MemberRelations(m, kGraphRelations);
     const std::vector<float> before =
-        MemberScores(ensemble->member(m), graph, relations, PathQuery(12, 1));
+        MemberScores(*ensemble->path_member(m), graph, relations, PathQuery(12, 1));
     const std::vector<float> after =
-        MemberScores(back.member(m), graph, relations, PathQuery(12, 1));
+        MemberScores(*back.path_member(m), graph, relations, PathQuery(12, 1));
     for (size_t e = 0; e < before.size(); ++e)
       EXPECT_FLOAT_EQ(after[e], before[e]) << m << " " << e;
   }
@@ -117,6 +140,71 @@ TEST(EnsembleModelTest, CreateRefusesARuleOfTheWrongWidthAndMembersSharingNoRela
       EnsembleModel::Create(std::move(apart), {{1.0, 1.0}, 0});
   ASSERT_FALSE(disjoint.ok());
   EXPECT_THAT(disjoint.status().message(), HasSubstr("share no relation"));
+}
+
+// GraIL's scores of (source, r, e) for every entity e but the source (r in graph ids), each
+// on its own enclosing subgraph; NaN for the source.
+std::vector<float> GrailScores(const GrailModel& model, const GraphView& graph,
+                               const RelationMap& relations, EntityId source, uint32_t r,
+                               bool heads) {
+  std::vector<Triple> facts;
+  for (EntityId e = 0; e < graph.num_entities(); ++e) {
+    if (e != source) facts.push_back(heads ? Triple{e, r, source} : Triple{source, r, e});
+  }
+  absl::StatusOr<std::vector<float>> scored =
+      ScoreGrailFacts(model, graph, relations, facts, GrailScoringOptions());
+  EXPECT_TRUE(scored.ok()) << scored.status();
+  std::vector<float> out(graph.num_entities(), std::nanf(""));
+  for (size_t i = 0; i < facts.size(); ++i)
+    out[heads ? facts[i].head : facts[i].tail] = (*scored)[i];
+  return out;
+}
+
+TEST(EnsembleModelTest, AGraILMemberIsKeptInTheArchiveScoresAsItDidAndExplains) {
+  std::vector<EnsembleMember> members(2);
+  members[0].path = PathMember({"r0", "r1", "r2"}, 1);
+  members[1].grail = GrailMember({"r2", "r1", "r3"}, 2);
+  std::unique_ptr<EnsembleModel> ensemble = Ensemble(std::move(members), {{0.5, 1.5}, 0.75});
+  EXPECT_THAT(ensemble->relations(), ElementsAre("r1", "r2"));
+  EXPECT_EQ(ensemble->MemberRelation(1, 0), 1);  // r1 is GraIL's id 1
+  EXPECT_FALSE(ensemble->reads_relation_graph());
+  EXPECT_EQ(ensemble->explaining_member(), 1);
+  EXPECT_EQ(ensemble->path_member(1), nullptr);
+  ASSERT_NE(ensemble->grail_member(1), nullptr);
+
+  ScopedTempDir dir;
+  ASSERT_TRUE(ensemble->Save(dir.Sub("ensemble.pt")).ok());
+  absl::StatusOr<AnyModel> loaded = LoadAnyModel(dir.Sub("ensemble.pt"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_NE(loaded->ensemble, nullptr);
+  const EnsembleModel& back = *loaded->ensemble;
+  ASSERT_EQ(back.size(), 2u);
+  ASSERT_NE(back.path_member(0), nullptr);
+  ASSERT_NE(back.grail_member(1), nullptr);
+  EXPECT_EQ(back.explaining_member(), 1);
+  EXPECT_THAT(back.rule().weights, ElementsAre(0.5, 1.5));
+  EXPECT_EQ(back.num_parameters(), ensemble->num_parameters());
+  EXPECT_EQ(back.grail_member(1)->config().hops, 1);
+  const StaticGraph graph = PathTestGraph();
+  const RelationMap relations = back.MemberRelations(1, kGraphRelations);
+  const std::vector<float> before =
+      GrailScores(*ensemble->grail_member(1), graph, relations, 12, 1, false);
+  const std::vector<float> after =
+      GrailScores(*back.grail_member(1), graph, relations, 12, 1, false);
+  for (EntityId e = 0; e < graph.num_entities(); ++e) {
+    if (e != 12) {
+      EXPECT_FLOAT_EQ(after[e], before[e]) << e;
+    }
+  }
+}
+
+TEST(EnsembleModelTest, CreateRefusesAMissingMember) {
+  std::vector<EnsembleMember> members(2);
+  members[0].path = PathMember({"r0"}, 1);
+  absl::StatusOr<std::unique_ptr<EnsembleModel>> missing =
+      EnsembleModel::Create(std::move(members), {{1.0, 1.0}, 0});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("member is missing"));
 }
 
 // Queries where member 0's score ranks the answer near the top and member 1's is noise on a
@@ -184,7 +272,7 @@ TEST(EnsembleEvaluationTest, AnEnsembleOfOneMemberEvaluatesAsThatMember) {
   const std::vector<Triple> test = TestFacts(graph);
   PathEvaluationOptions options;
   absl::StatusOr<EvaluationResult> alone =
-      EvaluatePath(ensemble->member(0), graph, RelationMap(), test, options);
+      EvaluatePath(*ensemble->path_member(0), graph, RelationMap(), test, options);
   absl::StatusOr<EvaluationResult> combined =
       EvaluateEnsemble(*ensemble, graph, kGraphRelations, test, options);
   ASSERT_TRUE(alone.ok()) << alone.status();
@@ -221,16 +309,60 @@ TEST(EnsembleEvaluationTest, EachEntitysScoreIsTheRuleOverItsMembersScores) {
     const int32_t r = queries[i].relation - (inverse ? R : 0);
     const RelationMap path_map = ensemble->MemberRelations(0, kGraphRelations);
     const int32_t path_r = path_map(static_cast<uint32_t>(r)) + (inverse ? 4 : 0);
-    const std::vector<float> path =
-        MemberScores(ensemble->member(0), graph, path_map, PathQuery(queries[i].source, path_r));
+    const std::vector<float> path = MemberScores(*ensemble->path_member(0), graph, path_map,
+                                                 PathQuery(queries[i].source, path_r));
     const std::vector<float> ultra =
-        MemberScores(ensemble->member(1), graph, RelationMap(),
+        MemberScores(*ensemble->path_member(1), graph, RelationMap(),
                      PathQuery(queries[i].source, queries[i].relation));
     for (EntityId e = 0; e < graph.num_entities(); ++e) {
       EXPECT_NEAR(combined[i][e], 0.3 + 0.8 * path[e] - 1.7 * ultra[e], 1e-5) << i << " " << e;
     }
     EXPECT_EQ(own[i], graph.num_entities());  // ULTRA scores every entity on its own
   }
+}
+
+// A GraIL member scores every entity within reach of the source on its own subgraph, and any
+// other entity gets the score its trivial subgraph shares with the rest: so every entity's
+// combined score is the rule over what GraIL gives that very fact, near or far.
+TEST(EnsembleEvaluationTest, AGraILMembersScoreOfEachEntityIsItsOwnSubgraphsNearOrFar) {
+  const StaticGraph graph = PathTestGraph();
+  std::vector<EnsembleMember> members(2);
+  members[0].grail = GrailMember({"r1", "r0", "r2", "r3"}, 3);
+  members[1].path = PathMember(kGraphRelations, 4);
+  const double wg = 1.3, wp = -0.6, b = 0.2;
+  std::unique_ptr<EnsembleModel> ensemble = Ensemble(std::move(members), {{wg, wp}, b});
+  const int32_t R = static_cast<int32_t>(graph.num_relations());
+  const std::vector<RankingQuery> queries = {{12, 1}, {0, 0 + R}, {47, 2}, {21, 2 + R}, {3, 0}};
+  std::vector<std::vector<float>> combined(queries.size());
+  PathScoringOptions options;
+  options.threads = 2;
+  ASSERT_TRUE(RunEnsembleQueries(*ensemble, graph, kGraphRelations, queries, options,
+                                 [&](size_t i, const QueryScores& scores) {
+                                   for (EntityId e = 0; e < graph.num_entities(); ++e) {
+                                     combined[i].push_back(scores.Of(e));
+                                   }
+                                 })
+                  .ok());
+  const RelationMap grail_map = ensemble->MemberRelations(0, kGraphRelations);
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const bool inverse = queries[i].relation >= R;
+    const uint32_t r = static_cast<uint32_t>(queries[i].relation - (inverse ? R : 0));
+    const std::vector<float> grail =
+        GrailScores(*ensemble->grail_member(0), graph, grail_map, queries[i].source, r, inverse);
+    const PathModel& path_model = *ensemble->path_member(1);
+    const std::vector<float> path = MemberScores(
+        path_model, graph, RelationMap(),
+        PathQuery(queries[i].source,
+                  static_cast<int32_t>(r) + (inverse ? path_model.NumRelations(graph) : 0)));
+    for (EntityId e = 0; e < graph.num_entities(); ++e) {
+      if (e == queries[i].source) continue;
+      EXPECT_NEAR(combined[i][e], b + wg * grail[e] + wp * path[e], 1e-4) << i << " " << e;
+    }
+  }
+  // Some entities are near for GraIL and some far (the isolated 45..49 from every source).
+  const std::vector<EntityId> near = *EntitiesWithinHops(graph, 12, 2, 100);
+  EXPECT_GT(near.size(), 2u);
+  EXPECT_FALSE(std::binary_search(near.begin(), near.end(), EntityId{46}));
 }
 
 TEST(EnsembleEvaluationTest, ValidationQueriesPutTheAnswerFirstAndLeaveOtherKnownAnswersOut) {
@@ -253,7 +385,7 @@ TEST(EnsembleEvaluationTest, ValidationQueriesPutTheAnswerFirstAndLeaveOtherKnow
   for (size_t q = 0; q < 2; ++q) {
     const QueryCandidates& c = (*queries)[2 * q];  // the tail query (12, r0, ?)
     const std::vector<float> s0 =
-        MemberScores(ensemble->member(0), graph, identity, PathQuery(12, 0));
+        MemberScores(*ensemble->path_member(0), graph, identity, PathQuery(12, 0));
     const EntityId answer = valid[q].tail, other = valid[1 - q].tail;
     EXPECT_FLOAT_EQ(c.scores[0], s0[answer]);
     EXPECT_EQ(c.count[0], 1);
