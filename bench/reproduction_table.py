@@ -3,7 +3,8 @@
 paper's GraIL and RuleN numbers: mean ± std over seeds, in percent; the full-ranking MRR and
 Hits@10 (grail-eval's full_*) last.
 
-    bench/reproduction_table.py [OUT_DIR] [--transductive | --merged [--record MODEL]]
+    bench/reproduction_table.py [OUT_DIR] [--transductive | --merged [--record MODEL
+                                [--command NAME] [--accuracy-only]]]
 
 --transductive: the results of `reproduce.sh --transductive`, beside the appendix's
 transductive tables instead. --merged: those of `reproduce.sh --merged` (the `_ind` split's
@@ -13,7 +14,9 @@ run's full MRR and Hits@10 into bench/results/accuracy.jsonl as MODEL's (a row o
 model, split and seed replaced), and each split's seconds an epoch (the least and the most of
 its runs' epochs) into bench/results/training.jsonl, which docs/BENCHMARKS.md's accuracy and
 training tables are computed from (bench/benchmarks_page.py --write); GRAIL_MACHINE names the
-machine (default: the host's name)."""
+machine (default: the host's name). --command NAME: the rows' command in
+bench/results/commands.json (default reproduce-merged); --accuracy-only: no training rows (runs
+timed beside other work)."""
 import glob, json, statistics, sys
 from collections import defaultdict
 from pathlib import Path
@@ -90,17 +93,19 @@ def kept_epoch(lines):
     best = [line.split()[1].split("/")[0] for line in lines if "(best)" in line]
     return best[-1] if best else "?"
 
-def record(runs, model, results=RESULTS):
+def record(runs, model, results=RESULTS, command="reproduce-merged", training_rows=True):
     """Writes each run of `runs` as an accuracy row of `model` (see the docstring)."""
     rows = [{"table": "accuracy", "split": split, "model": model, "seed": r["seed"],
              "full_mrr": round(100 * r["full_mrr"], 2),
              "hits_at_10": round(100 * r["full_hits_at_10"], 2),
              "epoch_kept": f"{r['kept_epoch']} of {r['epochs']}",
-             "command": "reproduce-merged", "date": result_rows.today(),
+             "command": command, "date": result_rows.today(),
              "machine": result_rows.machine()}
             for (split, _), rs in runs.items() for r in rs if "full_mrr" in r]
     result_rows.replace_rows(results, rows,
                              lambda x: (x.get("model"), x.get("split"), x.get("seed")))
+    if not training_rows:
+        return
     training = []
     for (split, _), rs in runs.items():
         times = [t for r in rs for t in r.get("epoch_times", [])]
@@ -111,12 +116,12 @@ def record(runs, model, results=RESULTS):
                          "seconds_per_epoch": seconds_range(times),
                          "threads": f"{threads} ({jobs} runs side by side)" if jobs > 1
                          else str(threads),
-                         "command": "reproduce-merged", "date": result_rows.today(),
+                         "command": command, "date": result_rows.today(),
                          "machine": result_rows.machine()})
     result_rows.replace_rows(results.parent / TRAINING, training,
                              lambda x: (x.get("family"), x.get("split")))
 
-def main(out_dir, protocol, model=None):
+def main(out_dir, protocol, model=None, command="reproduce-merged", training_rows=True):
     paper = TRANSDUCTIVE if protocol == "transductive" else PAPER
     runs = defaultdict(list)
     for path in sorted(glob.glob(f"{out_dir}/*.json")):
@@ -133,7 +138,7 @@ def main(out_dir, protocol, model=None):
     if protocol == "inductive-merged":
         print_merged(runs)
         if model:
-            record(runs, model)
+            record(runs, model, command=command, training_rows=training_rows)
         return
     print("| split | variant | seeds | epochs | kept epoch | s/epoch | eval draws | AUC-PR | paper | Hits@10 | paper | MRR | Hits@1 | RuleN AUC-PR / Hits@10 | full MRR | full Hits@10 |")
     print("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
@@ -177,10 +182,20 @@ if __name__ == "__main__":
             sys.exit("reproduction_table.py: --record takes the model's name")
         model = argv[at + 1]
         del argv[at:at + 2]
+    command = "reproduce-merged"
+    if "--command" in argv:
+        at = argv.index("--command")
+        if at + 1 >= len(argv):
+            sys.exit("reproduction_table.py: --command takes a name from bench/results/commands.json")
+        command = argv[at + 1]
+        del argv[at:at + 2]
+    training_rows = "--accuracy-only" not in argv
+    argv = [a for a in argv if a != "--accuracy-only"]
     args = [a for a in argv if a not in flags]
     chosen = [flags[a] for a in argv if a in flags]
     if len(chosen) > 1:
         sys.exit("reproduction_table.py: --transductive and --merged are two protocols: pick one")
     if model and chosen != ["inductive-merged"]:
         sys.exit("reproduction_table.py: --record writes the merged test set's figures: add --merged")
-    main(args[0] if args else "out/repro", chosen[0] if chosen else "inductive", model)
+    main(args[0] if args else "out/repro", chosen[0] if chosen else "inductive", model, command,
+         training_rows)

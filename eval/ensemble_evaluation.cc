@@ -56,17 +56,17 @@ absl::Status RunGrailMember(const GrailModel& member, const GraphView& graph,
                             std::vector<QueryRows>& rows) {
   GrailScoringOptions options;
   options.threads = threads;
-  absl::Status ran = RunGrailQueries(member, graph, map, graph_relations, queries, options,
-                                     [&](size_t k, const GrailQueryScores& scores) {
-                                       MemberRow& row = rows[k].member[m];
-                                       for (EntityId e : row.own) row.has[e] = 0;
-                                       row.own = scores.near;
-                                       for (size_t i = 0; i < scores.near.size(); ++i) {
-                                         row.has[scores.near[i]] = 1;
-                                         row.score[scores.near[i]] = scores.score[i];
-                                       }
-                                       row.far = scores.far;
-                                     });
+  auto keep = [&](size_t k, const GrailQueryScores& scores) {
+    MemberRow& row = rows[k].member[m];
+    for (EntityId e : row.own) row.has[e] = 0;
+    row.own = scores.near;
+    for (size_t i = 0; i < scores.near.size(); ++i) {
+      row.has[scores.near[i]] = 1;
+      row.score[scores.near[i]] = scores.score[i];
+    }
+    row.far = scores.far;
+  };
+  absl::Status ran = RunGrailQueries(member, graph, map, graph_relations, queries, options, keep);
   if (ran.ok()) return ran;
   return absl::Status(ran.code(), absl::StrCat("the ensemble's member ", m, ": ", ran.message()));
 }

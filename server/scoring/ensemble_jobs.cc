@@ -109,15 +109,15 @@ class EnsembleFacts : public std::enable_shared_from_this<EnsembleFacts> {
     auto self = shared_from_this();
     const bool explains =
         explain_paths_ > 0 && static_cast<int>(m) == family_.model().explaining_member();
+    auto scored_by_member = [self, m, explains](absl::StatusOr<ScoredFacts> scored) {
+      if (!scored.ok()) return self->done_(scored.status());
+      self->scores_[m] = std::move(scored->scores);
+      if (explains) self->paths_ = std::move(scored->paths);
+      if (m + 1 < self->scores_.size()) return self->setup_.submit(self->Member(m + 1));
+      self->Finish();
+    };
     return member->family().FactJob(std::move(s), explains ? explain_paths_ : 0,
-                                    [self, m, explains](absl::StatusOr<ScoredFacts> scored) {
-                                      if (!scored.ok()) return self->done_(scored.status());
-                                      self->scores_[m] = std::move(scored->scores);
-                                      if (explains) self->paths_ = std::move(scored->paths);
-                                      if (m + 1 < self->scores_.size())
-                                        return self->setup_.submit(self->Member(m + 1));
-                                      self->Finish();
-                                    });
+                                    std::move(scored_by_member));
   }
 
  private:

@@ -114,6 +114,20 @@ class BenchmarksPageTest(unittest.TestCase):
         self.assertIn("| path preset | fb237_v1 | 118–141 | 1 (2 runs side by side) |",
                       self.page.read_text())
 
+    def test_recording_with_a_command_and_accuracy_only_leaves_the_training_rows_alone(self):
+        table = bench_module("reproduction_table")
+        path, _ = self.rows()
+        training = self.results / "training.jsonl"
+        before = training.read_text()
+        run = {"seed": 1, "full_mrr": 0.6, "full_hits_at_10": 0.7, "kept_epoch": "9",
+               "epochs": 50, "threads": 1, "jobs": 1, "epoch_times": [2.0, 2.2]}
+        table.record({("WN18RR_v2", "e50"): [run]}, "GraIL (paper's configuration)",
+                     results=path, command="reproduce-merged", training_rows=False)
+        self.assertEqual(training.read_text(), before)
+        mine = [r for r in self.rows()[1] if r["model"] == "GraIL (paper's configuration)"]
+        self.assertEqual([(r["split"], r["seed"], r["command"]) for r in mine],
+                         [("WN18RR_v2", 1, "reproduce-merged")])
+
     def test_recording_grail_evals_lines_replaces_that_models_row_per_split(self):
         rows = bench_module("result_rows")
         path, before = self.rows()
