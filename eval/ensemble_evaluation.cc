@@ -31,23 +31,6 @@ struct QueryRows {
   std::vector<MemberRow> member;
 };
 
-// Query q's relation in member m's ids (read forwards), and whether q asks for heads.
-// Errors: INVALID_ARGUMENT naming a relation the member does not know.
-absl::StatusOr<int32_t> MemberRelation(const RankingQuery& q, int32_t R, const RelationMap& map,
-                                       int32_t member_relations,
-                                       absl::Span<const std::string> graph_relations, size_t m,
-                                       bool* inverse) {
-  *inverse = q.relation >= R;
-  const int32_t r = *inverse ? q.relation - R : q.relation;
-  const int32_t own = r < 0 || r >= R ? -1 : map(static_cast<uint32_t>(r));
-  if (own < 0 || own >= member_relations) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("relation ", r < 0 || r >= R ? absl::StrCat(r) : graph_relations[r],
-                     " is unknown to the ensemble's member ", m));
-  }
-  return own;
-}
-
 // Member m's rows of `queries` (the chunk's, rows[k] for queries[k]) when it is a GraIL model:
 // GraIL's ranking of every entity (eval/grail_ranking.h).
 absl::Status RunGrailMember(const GrailModel& member, const GraphView& graph,
@@ -108,7 +91,8 @@ absl::Status RunMembers(const EnsembleModel& model, const GraphView& graph,
       for (size_t i = begin; i < end; ++i) {
         bool inverse = false;
         absl::StatusOr<int32_t> own =
-            MemberRelation(queries[i], R, maps[m], member_r, graph_relations, m, &inverse);
+            QueryModelRelation(queries[i], R, maps[m], member_r, graph_relations,
+                               absl::StrCat("the ensemble's member ", m), &inverse);
         if (!own.ok()) return own.status();
         member_queries.emplace_back(queries[i].source, inverse ? *own + member_r : *own);
       }

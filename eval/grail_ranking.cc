@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <iterator>
 
-#include "absl/strings/str_cat.h"
 #include "model/grail/enclosing_subgraph.h"
 
 namespace grail {
@@ -63,17 +62,11 @@ absl::Status RunGrailQueries(const GrailModel& model, const GraphView& graph,
     size_t end = begin;
     while (end < queries.size() && (end == begin || facts.size() < kChunkFacts)) {
       const RankingQuery& q = queries[end];
-      const bool inverse = q.relation >= R;
-      const int32_t r = inverse ? q.relation - R : q.relation;
-      const int32_t own = r < 0 || r >= R ? -1 : relations(static_cast<uint32_t>(r));
-      if (own < 0 || own >= model_relations) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("relation ",
-                         r < 0 || r >= R || static_cast<size_t>(r) >= graph_relations.size()
-                             ? absl::StrCat(r)
-                             : graph_relations[r],
-                         " is unknown to the GraIL model"));
-      }
+      bool inverse = false;
+      absl::StatusOr<int32_t> own = QueryModelRelation(
+          q, R, relations, model_relations, graph_relations, "the GraIL model", &inverse);
+      if (!own.ok()) return own.status();
+      const RelationId rel = static_cast<RelationId>(q.relation - (inverse ? R : 0));
       GrailQueryScores& row = rows.emplace_back();
       if (extraction.enclosing) {
         const std::vector<EntityId> within = *EntitiesWithinHops(graph, q.source, reach, entities);
@@ -83,7 +76,6 @@ absl::Status RunGrailQueries(const GrailModel& model, const GraphView& graph,
         for (EntityId e = 0; e < entities; ++e) row.near.push_back(e);
       }
       row.near.erase(std::remove(row.near.begin(), row.near.end(), q.source), row.near.end());
-      const RelationId rel = static_cast<RelationId>(r);
       auto fact = [&](EntityId c) {
         return inverse ? Triple{c, rel, q.source} : Triple{q.source, rel, c};
       };

@@ -14,6 +14,22 @@
 
 namespace grail {
 
+absl::StatusOr<int32_t> QueryModelRelation(const RankingQuery& q, int32_t R,
+                                           const RelationMap& relations, int32_t model_relations,
+                                           absl::Span<const std::string> graph_relations,
+                                           absl::string_view who, bool* inverse) {
+  *inverse = q.relation >= R;
+  const int32_t r = *inverse ? q.relation - R : q.relation;
+  const bool in_graph = r >= 0 && r < R;
+  const int32_t own = in_graph ? relations(static_cast<uint32_t>(r)) : -1;
+  if (own < 0 || own >= model_relations) {
+    const bool named = in_graph && static_cast<size_t>(r) < graph_relations.size();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "relation ", named ? graph_relations[r] : absl::StrCat(r), " is unknown to ", who));
+  }
+  return own;
+}
+
 KnownAnswers::KnownAnswers(const GraphView& graph, int32_t num_relations,
                            std::initializer_list<absl::Span<const Triple>> facts)
     : graph_(graph), num_relations_(num_relations) {

@@ -19,14 +19,17 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "eval/evaluation.h"
 #include "graph/graph_view.h"
+#include "graph/relation_map.h"
 
 namespace grail {
 
@@ -36,6 +39,14 @@ struct RankingQuery {
   EntityId source = 0;
   int32_t relation = 0;
 };
+
+// A query in a graph's relation ids (R of them: r forwards, r + R its inverse) read forwards in
+// a model's: `relations` maps the graph's ids to the model's `model_relations`. Sets `inverse`.
+// Errors: INVALID_ARGUMENT "relation NAME is unknown to WHO", NAME from `graph_relations`.
+absl::StatusOr<int32_t> QueryModelRelation(const RankingQuery& q, int32_t R,
+                                           const RelationMap& relations, int32_t model_relations,
+                                           absl::Span<const std::string> graph_relations,
+                                           absl::string_view who, bool* inverse);
 
 // What one pass gives every entity for one query: some entities have a score of their own,
 // all the others share one ("rest").

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "graph/static_graph.h"
 #include "gtest/gtest.h"
+#include "tests/testing/grail_own_scores.h"
 
 namespace grail {
 namespace {
@@ -41,21 +42,6 @@ std::unique_ptr<GrailModel> Model(int hops) {
   return *std::move(m);
 }
 
-// Every entity's score for (source, r, e) (heads: (e, r, source)), each on its own subgraph.
-std::vector<float> EachOnItsOwn(const GrailModel& model, const GraphView& graph, EntityId source,
-                                uint32_t r, bool heads) {
-  std::vector<Triple> facts;
-  for (EntityId e = 0; e < graph.num_entities(); ++e) {
-    if (e != source) facts.push_back(heads ? Triple{e, r, source} : Triple{source, r, e});
-  }
-  absl::StatusOr<std::vector<float>> s =
-      ScoreGrailFacts(model, graph, RelationMap(), facts, GrailScoringOptions());
-  EXPECT_TRUE(s.ok()) << s.status();
-  std::vector<float> out(graph.num_entities(), std::nanf(""));
-  for (size_t i = 0; i < facts.size(); ++i) out[heads ? facts[i].head : facts[i].tail] = (*s)[i];
-  return out;
-}
-
 TEST(GrailRankingTest, EveryEntityScoresAsItsOwnSubgraphWouldAndOnlyFarOnesShare) {
   const StaticGraph graph = Graph();
   for (const int hops : {1, 2}) {
@@ -70,8 +56,8 @@ TEST(GrailRankingTest, EveryEntityScoresAsItsOwnSubgraphWouldAndOnlyFarOnesShare
                                   EXPECT_EQ(i, read++);
                                   const bool heads = queries[i].relation >= R;
                                   const uint32_t r = queries[i].relation - (heads ? R : 0);
-                                  const std::vector<float> own =
-                                      EachOnItsOwn(*model, graph, queries[i].source, r, heads);
+                                  const std::vector<float> own = GrailOwnScores(
+                                      *model, graph, RelationMap(), queries[i].source, r, heads);
                                   EXPECT_TRUE(std::is_sorted(s.near.begin(), s.near.end()));
                                   for (EntityId e = 0; e < graph.num_entities(); ++e) {
                                     if (e == queries[i].source) continue;
@@ -116,7 +102,8 @@ TEST(GrailRankingTest, TheFullRankingIsTheFilteredRankAmongEveryEntitysOwnScore)
   for (const Triple& f : test) {
     for (const bool heads : {false, true}) {
       const EntityId source = heads ? f.tail : f.head, answer = heads ? f.head : f.tail;
-      const std::vector<float> own = EachOnItsOwn(*model, graph, source, f.relation, heads);
+      const std::vector<float> own =
+          GrailOwnScores(*model, graph, RelationMap(), source, f.relation, heads);
       double rank = 1;
       for (EntityId e = 0; e < graph.num_entities(); ++e) {
         if (e == source || e == answer) continue;

@@ -16,7 +16,7 @@
 #include "model/ensemble/ensemble_fit.h"
 #include "model/families.h"
 #include "model/grail/enclosing_subgraph.h"
-#include "model/grail/fact_scoring.h"
+#include "tests/testing/grail_own_scores.h"
 #include "tests/testing/path_test_graph.h"
 #include "tests/testing/small_ultra.h"
 #include "tests/testing/temp_dir.h"
@@ -142,24 +142,6 @@ TEST(EnsembleModelTest, CreateRefusesARuleOfTheWrongWidthAndMembersSharingNoRela
   EXPECT_THAT(disjoint.status().message(), HasSubstr("share no relation"));
 }
 
-// GraIL's scores of (source, r, e) for every entity e but the source (r in graph ids), each
-// on its own enclosing subgraph; NaN for the source.
-std::vector<float> GrailScores(const GrailModel& model, const GraphView& graph,
-                               const RelationMap& relations, EntityId source, uint32_t r,
-                               bool heads) {
-  std::vector<Triple> facts;
-  for (EntityId e = 0; e < graph.num_entities(); ++e) {
-    if (e != source) facts.push_back(heads ? Triple{e, r, source} : Triple{source, r, e});
-  }
-  absl::StatusOr<std::vector<float>> scored =
-      ScoreGrailFacts(model, graph, relations, facts, GrailScoringOptions());
-  EXPECT_TRUE(scored.ok()) << scored.status();
-  std::vector<float> out(graph.num_entities(), std::nanf(""));
-  for (size_t i = 0; i < facts.size(); ++i)
-    out[heads ? facts[i].head : facts[i].tail] = (*scored)[i];
-  return out;
-}
-
 TEST(EnsembleModelTest, AGraILMemberIsKeptInTheArchiveScoresAsItDidAndExplains) {
   std::vector<EnsembleMember> members(2);
   members[0].path = PathMember({"r0", "r1", "r2"}, 1);
@@ -188,9 +170,9 @@ TEST(EnsembleModelTest, AGraILMemberIsKeptInTheArchiveScoresAsItDidAndExplains) 
   const StaticGraph graph = PathTestGraph();
   const RelationMap relations = back.MemberRelations(1, kGraphRelations);
   const std::vector<float> before =
-      GrailScores(*ensemble->grail_member(1), graph, relations, 12, 1, false);
+      GrailOwnScores(*ensemble->grail_member(1), graph, relations, 12, 1, false);
   const std::vector<float> after =
-      GrailScores(*back.grail_member(1), graph, relations, 12, 1, false);
+      GrailOwnScores(*back.grail_member(1), graph, relations, 12, 1, false);
   for (EntityId e = 0; e < graph.num_entities(); ++e) {
     if (e != 12) {
       EXPECT_FLOAT_EQ(after[e], before[e]) << e;
@@ -348,7 +330,7 @@ TEST(EnsembleEvaluationTest, AGraILMembersScoreOfEachEntityIsItsOwnSubgraphsNear
     const bool inverse = queries[i].relation >= R;
     const uint32_t r = static_cast<uint32_t>(queries[i].relation - (inverse ? R : 0));
     const std::vector<float> grail =
-        GrailScores(*ensemble->grail_member(0), graph, grail_map, queries[i].source, r, inverse);
+        GrailOwnScores(*ensemble->grail_member(0), graph, grail_map, queries[i].source, r, inverse);
     const PathModel& path_model = *ensemble->path_member(1);
     const std::vector<float> path = MemberScores(
         path_model, graph, RelationMap(),
