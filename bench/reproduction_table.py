@@ -172,23 +172,23 @@ def print_merged(runs):
               f"{full('full_strict_mrr', rs)} / {full('full_strict_hits_at_10', rs)} | "
               f"{NBFNET_FULL_MRR.get(split, '—')} |")
 
+def take_value(argv, flag, what, default=None):
+    """The value after `flag` in `argv` (both removed), or `default` without the flag."""
+    if flag not in argv:
+        return default
+    at = argv.index(flag)
+    if at + 1 >= len(argv):
+        sys.exit(f"reproduction_table.py: {flag} takes {what}")
+    value = argv[at + 1]
+    del argv[at:at + 2]
+    return value
+
 if __name__ == "__main__":
     flags = {"--transductive": "transductive", "--merged": "inductive-merged"}
     argv = sys.argv[1:]
-    model = None
-    if "--record" in argv:
-        at = argv.index("--record")
-        if at + 1 >= len(argv):
-            sys.exit("reproduction_table.py: --record takes the model's name")
-        model = argv[at + 1]
-        del argv[at:at + 2]
-    command = "reproduce-merged"
-    if "--command" in argv:
-        at = argv.index("--command")
-        if at + 1 >= len(argv):
-            sys.exit("reproduction_table.py: --command takes a name from bench/results/commands.json")
-        command = argv[at + 1]
-        del argv[at:at + 2]
+    model = take_value(argv, "--record", "the model's name")
+    command = take_value(argv, "--command", "a name from bench/results/commands.json",
+                         "reproduce-merged")
     training_rows = "--accuracy-only" not in argv
     argv = [a for a in argv if a != "--accuracy-only"]
     args = [a for a in argv if a not in flags]
