@@ -4,7 +4,9 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/seeded_random.h"
 #include "eval/grail_ranking.h"
 
 namespace grail {
@@ -54,9 +56,76 @@ absl::Status RunGrailMember(const GrailModel& member, const GraphView& graph,
   return absl::Status(ran.code(), absl::StrCat("the ensemble's member ", m, ": ", ran.message()));
 }
 
+// A KGE member's ids of the graph's entities, the other way round: graph[k] is the graph's id of
+// its entity k, or -1.
+std::vector<int64_t> GraphIdsOfKgeEntities(const KgeModel& member,
+                                           absl::Span<const std::string> graph_entities) {
+  absl::flat_hash_map<absl::string_view, EntityId> ids;
+  ids.reserve(graph_entities.size());
+  for (size_t e = 0; e < graph_entities.size(); ++e) {
+    ids.emplace(graph_entities[e], static_cast<EntityId>(e));
+  }
+  std::vector<int64_t> graph(member.num_entities(), -1);
+  for (uint32_t k = 0; k < member.num_entities(); ++k) {
+    auto it = ids.find(member.entities()[k]);
+    if (it != ids.end()) graph[k] = it->second;
+  }
+  return graph;
+}
+
+// Member m's rows of `queries` (the chunk's) when it is a KGE model: its score of every entity
+// of the graph it knows (`graph_ids`, GraphIdsOfKgeEntities) for a query whose source it knows,
+// its unknown score for every other.
+absl::Status RunKgeMember(const EnsembleModel& model, size_t m, const RelationMap& map,
+                          absl::Span<const std::string> graph_entities,
+                          absl::Span<const std::string> graph_relations,
+                          absl::Span<const int64_t> graph_ids, int32_t R,
+                          absl::Span<const RankingQuery> queries, std::vector<QueryRows>& rows) {
+  const KgeModel& member = *model.kge_member(m);
+  const std::string who = absl::StrCat("the ensemble's member ", m);
+  std::vector<KgeQuery> known;
+  std::vector<size_t> known_row;  // the chunk's row of known[j]
+  for (size_t k = 0; k < queries.size(); ++k) {
+    MemberRow& row = rows[k].member[m];
+    for (EntityId e : row.own) row.has[e] = 0;
+    row.own.clear();
+    row.far = static_cast<float>(model.unknown_score(m));
+    bool inverse = false;
+    absl::StatusOr<int32_t> relation = QueryModelRelation(
+        queries[k], R, map, member.num_relations(), graph_relations, who, &inverse);
+    if (!relation.ok()) return relation.status();
+    if (queries[k].source >= graph_entities.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, " is a KGE model, which needs the names of the graph's entities"));
+    }
+    const std::optional<uint32_t> source = model.KgeEntity(m, graph_entities[queries[k].source]);
+    if (!source) continue;  // every entity has the unknown score
+    known.push_back({*source, static_cast<RelationId>(*relation), inverse});
+    known_row.push_back(k);
+  }
+  if (known.empty()) return absl::OkStatus();
+  absl::StatusOr<std::vector<float>> scores = member.ScoreAll(known);
+  if (!scores.ok()) {
+    return absl::Status(scores.status().code(), absl::StrCat(who, ": ", scores.status().message()));
+  }
+  const size_t n = member.num_entities();
+  for (size_t j = 0; j < known.size(); ++j) {
+    MemberRow& row = rows[known_row[j]].member[m];
+    for (size_t k = 0; k < n; ++k) {
+      if (graph_ids[k] < 0) continue;
+      const EntityId e = static_cast<EntityId>(graph_ids[k]);
+      row.has[e] = 1;
+      row.own.push_back(e);
+      row.score[e] = (*scores)[j * n + k];
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Runs `queries` (graph relation ids) with every member, `chunk` queries at a time, and calls
 // `use(i, rows)` for each once all members have run it.
 absl::Status RunMembers(const EnsembleModel& model, const GraphView& graph,
+                        absl::Span<const std::string> graph_entities,
                         absl::Span<const std::string> graph_relations,
                         absl::Span<const RankingQuery> queries, const PathScoringOptions& options,
                         const std::function<void(size_t, const QueryRows&)>& use) {
@@ -64,7 +133,13 @@ absl::Status RunMembers(const EnsembleModel& model, const GraphView& graph,
   const int32_t R = static_cast<int32_t>(graph.num_relations());
   const uint32_t entities = graph.num_entities();
   std::vector<RelationMap> maps;
-  for (size_t m = 0; m < members; ++m) maps.push_back(model.MemberRelations(m, graph_relations));
+  std::vector<std::vector<int64_t>> kge_graph_ids(members);  // a KGE member's
+  for (size_t m = 0; m < members; ++m) {
+    maps.push_back(model.MemberRelations(m, graph_relations));
+    if (const KgeModel* kge = model.kge_member(m)) {
+      kge_graph_ids[m] = GraphIdsOfKgeEntities(*kge, graph_entities);
+    }
+  }
   const size_t chunk = ChunkQueries(entities, members);
   std::vector<QueryRows> rows(std::min(chunk, queries.size()));
   for (QueryRows& q : rows) {
@@ -78,6 +153,13 @@ absl::Status RunMembers(const EnsembleModel& model, const GraphView& graph,
   for (size_t begin = 0; begin < queries.size(); begin += chunk) {
     const size_t end = std::min(queries.size(), begin + chunk);
     for (size_t m = 0; m < members; ++m) {
+      if (model.kge_member(m) != nullptr) {
+        absl::Status ran =
+            RunKgeMember(model, m, maps[m], graph_entities, graph_relations, kge_graph_ids[m], R,
+                         queries.subspan(begin, end - begin), rows);
+        if (!ran.ok()) return ran;
+        continue;
+      }
       if (const GrailModel* grail = model.grail_member(m)) {
         absl::Status ran =
             RunGrailMember(*grail, graph, maps[m], graph_relations,
@@ -163,16 +245,18 @@ class CombinedScores : public QueryScores {
 }  // namespace
 
 absl::Status RunEnsembleQueries(const EnsembleModel& model, const GraphView& graph,
+                                absl::Span<const std::string> graph_entities,
                                 absl::Span<const std::string> graph_relations,
                                 absl::Span<const RankingQuery> queries,
                                 const PathScoringOptions& options,
                                 const std::function<void(size_t, const QueryScores&)>& read) {
-  return RunMembers(model, graph, graph_relations, queries, options,
+  return RunMembers(model, graph, graph_entities, graph_relations, queries, options,
                     [&](size_t i, const QueryRows& rows) { read(i, CombinedScores(model, rows)); });
 }
 
 absl::StatusOr<EvaluationResult> EvaluateEnsemble(const EnsembleModel& model,
                                                   const GraphView& graph,
+                                                  absl::Span<const std::string> graph_entities,
                                                   absl::Span<const std::string> graph_relations,
                                                   absl::Span<const Triple> test,
                                                   const PathEvaluationOptions& options) {
@@ -180,16 +264,24 @@ absl::StatusOr<EvaluationResult> EvaluateEnsemble(const EnsembleModel& model,
       graph, RelationMap(), static_cast<int32_t>(graph.num_relations()), test, options,
       [&](absl::Span<const RankingQuery> queries,
           const std::function<void(size_t, const QueryScores&)>& read) {
-        return RunEnsembleQueries(model, graph, graph_relations, queries, options.scoring, read);
+        return RunEnsembleQueries(model, graph, graph_entities, graph_relations, queries,
+                                  options.scoring, read);
       });
 }
 
 absl::StatusOr<std::vector<QueryCandidates>> CollectValidationQueries(
     const EnsembleModel& model, const GraphView& graph,
-    absl::Span<const std::string> graph_relations, absl::Span<const Triple> valid,
-    absl::Span<const Triple> known, const ValidationQueryOptions& options) {
+    absl::Span<const std::string> graph_entities, absl::Span<const std::string> graph_relations,
+    absl::Span<const Triple> valid, absl::Span<const Triple> known,
+    const ValidationQueryOptions& options) {
   const int32_t R = static_cast<int32_t>(graph.num_relations());
   const size_t members = model.size();
+  // Whether the fit is shown KGE member m's score of candidate e of query i as unknown.
+  const double hide = options.kge_hidden;
+  auto hidden = [&](size_t i, EntityId e) {
+    const uint64_t draw = MixBits(options.seed ^ MixBits(uint64_t{i} << 32 | e)) >> 11;
+    return static_cast<double>(draw) * 0x1p-53 < hide;
+  };
   const uint32_t entities = graph.num_entities();
   const size_t facts =
       options.max_facts == 0 ? valid.size() : std::min(options.max_facts, valid.size());
@@ -206,7 +298,7 @@ absl::StatusOr<std::vector<QueryCandidates>> CollectValidationQueries(
   const KnownAnswers known_answers(graph, R, {valid, known});
   std::vector<QueryCandidates> out(queries.size());
   absl::Status ran = RunMembers(
-      model, graph, graph_relations, queries, options.scoring,
+      model, graph, graph_entities, graph_relations, queries, options.scoring,
       [&](size_t i, const QueryRows& rows) {
         const RankingQuery& q = queries[i];
         const EntityId answer = answers[i];
@@ -223,8 +315,20 @@ absl::StatusOr<std::vector<QueryCandidates>> CollectValidationQueries(
           return row.has[e] ? row.score[e] : row.far;
         };
         QueryCandidates& c = out[i];
+        // EnsembleModel::fit_columns(): each member's score, then each KGE member's "unknown".
+        std::vector<float> unknown;
         auto add_row = [&](EntityId e, double count) {
-          for (size_t m = 0; m < members; ++m) c.scores.push_back(score_of(m, e));
+          unknown.clear();
+          for (size_t m = 0; m < members; ++m) {
+            if (model.kge_member(m) == nullptr) {
+              c.scores.push_back(score_of(m, e));
+              continue;
+            }
+            const bool known_to_m = rows.member[m].has[e] && !hidden(i, e);
+            c.scores.push_back(known_to_m ? rows.member[m].score[e] : 0.0f);
+            unknown.push_back(known_to_m ? 0.0f : 1.0f);
+          }
+          c.scores.insert(c.scores.end(), unknown.begin(), unknown.end());
           c.count.push_back(count);
         };
         add_row(answer, 1);
@@ -251,7 +355,13 @@ absl::StatusOr<std::vector<QueryCandidates>> CollectValidationQueries(
         for (EntityId e : skip) beyond -= own_any.contains(e) ? 0 : 1;
         if (!own_any.contains(answer)) --beyond;
         if (beyond > 0) {
-          for (size_t m = 0; m < members; ++m) c.scores.push_back(rows.member[m].far);
+          unknown.clear();
+          for (size_t m = 0; m < members; ++m) {
+            const bool kge = model.kge_member(m) != nullptr;
+            c.scores.push_back(kge ? 0.0f : rows.member[m].far);
+            if (kge) unknown.push_back(1.0f);
+          }
+          c.scores.insert(c.scores.end(), unknown.begin(), unknown.end());
           c.count.push_back(static_cast<double>(beyond));
         }
       });

@@ -10,7 +10,10 @@
 // GraIL member's is what the server's GraIL ranking scores apart (the entities within k + 1
 // hops of the source and those with self-loops, each on its own enclosing subgraph), every
 // other entity sharing the trivial subgraph's score: a query costs it one subgraph per entity
-// of that neighbourhood, which on a dense graph is most of the graph.
+// of that neighbourhood, which on a dense graph is most of the graph. A KGE member's
+// neighbourhood is every entity of the graph it knows (by name, `graph_entities`), for a query
+// whose source and relation it knows (else none), each entity it does not know having its
+// unknown score: a query costs it one pass over its vocabulary.
 #ifndef GRAIL_EVAL_ENSEMBLE_EVALUATION_H_
 #define GRAIL_EVAL_ENSEMBLE_EVALUATION_H_
 
@@ -30,11 +33,14 @@
 namespace grail {
 
 // Runs every query with each member and calls `read(i, scores)` once per query i with the
-// combined scores (possibly from several threads at once, for distinct i). `graph_relations`
-// names the graph's relations in id order. Memory: a few queries' dense rows of the graph's
-// entities at a time (and a GraIL member's subgraphs of those queries). Errors:
-// INVALID_ARGUMENT naming a relation some member does not know; the members' forwards' errors.
+// combined scores (possibly from several threads at once, for distinct i). `graph_entities` and
+// `graph_relations` name the graph's entities and relations in id order (the entities are read
+// only for a KGE member). Memory: a few queries' dense rows of the graph's entities at a time
+// (and a GraIL member's subgraphs of those queries). Errors: INVALID_ARGUMENT naming a relation
+// some member does not know, or for a KGE member without the entities' names; the members'
+// forwards' errors.
 absl::Status RunEnsembleQueries(const EnsembleModel& model, const GraphView& graph,
+                                absl::Span<const std::string> graph_entities,
                                 absl::Span<const std::string> graph_relations,
                                 absl::Span<const RankingQuery> queries,
                                 const PathScoringOptions& options,
@@ -43,6 +49,7 @@ absl::Status RunEnsembleQueries(const EnsembleModel& model, const GraphView& gra
 // The path family's protocol (EvaluatePath) for the ensemble; `test` in the graph's ids.
 absl::StatusOr<EvaluationResult> EvaluateEnsemble(const EnsembleModel& model,
                                                   const GraphView& graph,
+                                                  absl::Span<const std::string> graph_entities,
                                                   absl::Span<const std::string> graph_relations,
                                                   absl::Span<const Triple> test,
                                                   const PathEvaluationOptions& options);
@@ -55,17 +62,24 @@ struct ValidationQueryOptions {
   // the other entities of the members' neighbourhoods are left out (they hardly move a
   // softmax the best ones dominate), those beyond every neighbourhood form one group.
   size_t top_per_member = 256;
+  // The share of the candidates whose score a KGE member gives that the fit is shown as
+  // unknown instead (drawn from `seed` per query and candidate), so that it learns what an
+  // entity the member does not know is worth beside the ones it does (its unknown score).
+  double kge_hidden = 0.25;
+  uint64_t seed = 0;
   PathScoringOptions scoring;
 };
 
 // The fit's queries from validation facts `valid` (ids of `graph`, not in it): each fact's tail
 // query (h, r, ?) with answer t and head query (t, r^-1, ?) with answer h, every other answer
 // known from the graph, `valid` and `known` left out of the candidates (filtered, as the full
-// ranking is). Errors: as RunEnsembleQueries.
+// ranking is). Each row has EnsembleModel::fit_columns() columns. Errors: as
+// RunEnsembleQueries.
 absl::StatusOr<std::vector<QueryCandidates>> CollectValidationQueries(
     const EnsembleModel& model, const GraphView& graph,
-    absl::Span<const std::string> graph_relations, absl::Span<const Triple> valid,
-    absl::Span<const Triple> known, const ValidationQueryOptions& options);
+    absl::Span<const std::string> graph_entities, absl::Span<const std::string> graph_relations,
+    absl::Span<const Triple> valid, absl::Span<const Triple> known,
+    const ValidationQueryOptions& options);
 
 }  // namespace grail
 

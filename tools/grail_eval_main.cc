@@ -243,8 +243,8 @@ int main(int argc, char** argv) {
           options.scoring.batch_queries = absl::GetFlag(FLAGS_batch_queries);
           if (ensemble) {
             // Test facts and queries in the graph's ids; each member maps them to its own.
-            return grail::EvaluateEnsemble(*ensemble, graph, indexed.relations.names(), test,
-                                           options);
+            return grail::EvaluateEnsemble(*ensemble, graph, indexed.entities.names(),
+                                           indexed.relations.names(), test, options);
           }
           return grail::EvaluatePath(*path_model, graph, relations, test, options);
         });

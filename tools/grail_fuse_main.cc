@@ -1,9 +1,10 @@
 // grail-fuse: late fusion of a GraIL model with KGE models (the GraIL paper's ensembles):
 // fits a linear classifier over their scores on validation facts against negatives, and
 // writes one archive that grail-eval scores with. With --member: an ensemble of path-family
-// models (the path preset, ULTRA zero-shot or fine-tuned) and GraIL models, its rule fitted on
-// the validation facts' rankings (model/ensemble/ensemble_model.h), one archive that
-// grail-eval and grail-server take as any other.
+// models (the path preset, ULTRA zero-shot or fine-tuned), GraIL models and KGE models, its
+// rule (and each KGE member's score of an entity it does not know) fitted on the validation
+// facts' rankings (model/ensemble/ensemble_model.h), one archive that grail-eval and
+// grail-server take as any other.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -28,8 +29,8 @@ ABSL_FLAG(std::string, kge, "",
           "commas for several");
 ABSL_FLAG(std::string, member, "",
           "an ensemble's member: a path-family archive (grail-train --family path or ultra, "
-          "grail-tools import-ultra) or a GraIL archive (grail-train); repeat the flag or "
-          "separate archives with commas");
+          "grail-tools import-ultra), a GraIL archive (grail-train) or a KGE archive "
+          "(grail-kge-train); repeat the flag or separate archives with commas");
 ABSL_FLAG(size_t, max_valid_facts, 500,
           "ensemble: validation facts the rule is fitted on, at most (each a tail and a head "
           "query); 0: all");
@@ -39,7 +40,9 @@ ABSL_FLAG(bool, equal_weights, false,
 ABSL_FLAG(std::string, graph, "", "the graph the models reason over (triple file)");
 ABSL_FLAG(std::string, valid, "", "validation facts (triple file), not in --graph");
 ABSL_FLAG(std::string, out, "", "where to write the fusion archive (.pt)");
-ABSL_FLAG(uint64_t, seed, 0, "seed of the validation facts' negatives");
+ABSL_FLAG(uint64_t, seed, 0,
+          "seed of the validation facts' negatives (an ensemble's: of its calibration's, and of "
+          "the candidates whose KGE scores its fit hides)");
 ABSL_FLAG(int, threads, 2, "GraIL's scoring workers");
 
 namespace {
@@ -91,14 +94,14 @@ int FitEnsemble(const std::vector<std::string>& member_paths, const std::string&
   for (const std::string& path : member_paths) {
     absl::StatusOr<grail::AnyModel> loaded = grail::LoadAnyModel(path);
     if (!loaded.ok()) return Fail(loaded.status());
-    if (loaded->path == nullptr && loaded->grail == nullptr) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          path,
-          " is neither a path-family model (the path preset or ULTRA's) nor a GraIL model: a KGE "
-          "model scores only the entities it was trained on (fuse it with GraIL: --grail, --kge), "
-          "and an ensemble's members are archives of one model each")));
+    if (loaded->path == nullptr && loaded->grail == nullptr && loaded->kge == nullptr) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat(path,
+                       " is not a path-family (the path preset or ULTRA's), GraIL or KGE model: "
+                       "an ensemble's members are archives of one model each (a fusion "
+                       "archive's parts are members on their own)")));
     }
-    members.push_back({std::move(loaded->path), std::move(loaded->grail)});
+    members.push_back({std::move(loaded->path), std::move(loaded->grail), std::move(loaded->kge)});
   }
   const size_t count = members.size();
   absl::StatusOr<std::unique_ptr<grail::EnsembleModel>> ensemble = grail::EnsembleModel::Create(
@@ -114,29 +117,41 @@ int FitEnsemble(const std::vector<std::string>& member_paths, const std::string&
   grail::ValidationQueryOptions options;
   options.max_facts = absl::GetFlag(FLAGS_max_valid_facts);
   options.scoring.threads = absl::GetFlag(FLAGS_threads);
+  options.seed = absl::GetFlag(FLAGS_seed);
   grail::SetComputeThreads(1);
-  absl::StatusOr<std::vector<grail::QueryCandidates>> queries = grail::CollectValidationQueries(
-      model, indexed.graph, indexed.indexed.relations.names(), valid, {}, options);
+  absl::StatusOr<std::vector<grail::QueryCandidates>> queries =
+      grail::CollectValidationQueries(model, indexed.graph, indexed.indexed.entities.names(),
+                                      indexed.indexed.relations.names(), valid, {}, options);
   if (!queries.ok()) return Fail(queries.status());
+  // One column per member, then one per KGE member (EnsembleModel::fit_columns).
+  const size_t columns = model.fit_columns();
   grail::EnsembleFitOptions fit_options;
   fit_options.seed = absl::GetFlag(FLAGS_seed);
   fit_options.fit_weights = !absl::GetFlag(FLAGS_equal_weights);
-  absl::StatusOr<grail::EnsembleFit> fit = grail::FitEnsembleRule(*queries, count, fit_options);
+  fit_options.offsets = columns - count;
+  absl::StatusOr<grail::EnsembleFit> fit = grail::FitEnsembleRule(*queries, columns, fit_options);
   if (!fit.ok()) return Fail(fit.status());
-  if (absl::Status s = (*ensemble)->SetRule(fit->rule); !s.ok()) return Fail(s);
+  if (absl::Status s = (*ensemble)->SetFittedRule(fit->rule); !s.ok()) return Fail(s);
   std::fprintf(stderr,
                "grail-fuse: %zu validation queries (of %zu facts); MRR on their candidates:",
                queries->size(), valid.size());
+  std::vector<double> equal(columns, 0.0);
   for (size_t m = 0; m < count; ++m) {
-    std::vector<double> alone(count, 0.0);
+    std::vector<double> alone(columns, 0.0);
     alone[m] = 1.0;
+    equal[m] = 1.0;
     std::fprintf(stderr, " %s %.4f,", member_paths[m].c_str(),
                  grail::CandidateMrr(*queries, alone));
   }
-  std::fprintf(stderr, " equal weights %.4f, fitted %.4f\n  weights:",
-               grail::CandidateMrr(*queries, std::vector<double>(count, 1.0)),
+  std::fprintf(stderr,
+               " equal weights %.4f, fitted %.4f\n  weights:", grail::CandidateMrr(*queries, equal),
                grail::CandidateMrr(*queries, fit->rule.weights));
-  for (double w : fit->rule.weights) std::fprintf(stderr, " %.6g", w);
+  for (size_t m = 0; m < count; ++m) {
+    std::fprintf(stderr, " %.6g", model.rule().weights[m]);
+    if (model.kge_member(m) != nullptr) {
+      std::fprintf(stderr, " (unknown entities: %.6g)", model.unknown_score(m));
+    }
+  }
   std::fprintf(stderr, ", bias %.6g; loss %.4f (equal weights %.4f)\n", fit->rule.bias, fit->loss,
                fit->loss_equal_weights);
   if (absl::Status saved = (*ensemble)->Save(out); !saved.ok()) return Fail(saved);

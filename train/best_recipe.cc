@@ -192,13 +192,14 @@ absl::StatusOr<BestRecipeResult> RunBestRecipe(
   query_options.max_facts = options.max_fit_facts;
   query_options.scoring.threads = options.threads;
   SetComputeThreads(1);
+  const absl::Span<const std::string> entities = indexed.indexed.entities.names();
   const absl::Span<const std::string> relations = indexed.indexed.relations.names();
-  absl::StatusOr<std::vector<QueryCandidates>> fit_queries =
-      CollectValidationQueries(model, indexed.graph, relations, fit, judge, query_options);
+  absl::StatusOr<std::vector<QueryCandidates>> fit_queries = CollectValidationQueries(
+      model, indexed.graph, entities, relations, fit, judge, query_options);
   if (!fit_queries.ok()) return fit_queries.status();
   query_options.max_facts = options.max_judge_facts;
-  absl::StatusOr<std::vector<QueryCandidates>> judge_queries =
-      CollectValidationQueries(model, indexed.graph, relations, judge, fit, query_options);
+  absl::StatusOr<std::vector<QueryCandidates>> judge_queries = CollectValidationQueries(
+      model, indexed.graph, entities, relations, judge, fit, query_options);
   if (!judge_queries.ok()) return judge_queries.status();
   EnsembleFitOptions fit_options;
   fit_options.seed = options.seed;

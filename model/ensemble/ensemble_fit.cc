@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -72,6 +73,10 @@ absl::StatusOr<EnsembleFit> FitEnsembleRule(absl::Span<const QueryCandidates> qu
                                             size_t members, const EnsembleFitOptions& options) {
   if (queries.empty()) return absl::InvalidArgumentError("no validation queries to fit on");
   if (members == 0) return absl::InvalidArgumentError("an ensemble needs a member");
+  if (options.offsets >= members) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.offsets, " offset columns of ", members, " leave no score"));
+  }
   for (size_t i = 0; i < queries.size(); ++i) {
     const QueryCandidates& q = queries[i];
     if (q.scores.size() != q.rows() * members) {
@@ -86,6 +91,7 @@ absl::StatusOr<EnsembleFit> FitEnsembleRule(absl::Span<const QueryCandidates> qu
   }
   EnsembleFit fit;
   std::vector<double> w(members, 1.0);
+  std::fill(w.end() - static_cast<std::ptrdiff_t>(options.offsets), w.end(), 0.0);
   double loss = Loss(queries, w, options.l2, nullptr, nullptr);
   fit.loss_equal_weights = loss;
   std::vector<double> gradient;

@@ -32,6 +32,9 @@ struct EnsembleFitOptions {
   // false: every member weighs the same, and only the calibration's common scale and bias are
   // fitted (the ablation of the listwise fit).
   bool fit_weights = true;
+  // The last `offsets` columns are indicators, not scores (EnsembleModel::fit_columns: a KGE
+  // member's unknown candidates): their weights start at 0, and stay 0 without fit_weights.
+  size_t offsets = 0;
 };
 
 // What the fit found: the rule and the mean loss before (every weight 1) and after.
@@ -41,8 +44,9 @@ struct EnsembleFit {
   double loss = 0;
 };
 
-// Errors: INVALID_ARGUMENT for no queries, rows of another width than `members`, a query
-// without a candidate besides its answer, or scores the fit cannot separate.
+// `members`: the rows' width (the fit's columns). Errors: INVALID_ARGUMENT for no queries,
+// rows of another width than `members`, more offsets than columns, a query without a
+// candidate besides its answer, or scores the fit cannot separate.
 absl::StatusOr<EnsembleFit> FitEnsembleRule(absl::Span<const QueryCandidates> queries,
                                             size_t members, const EnsembleFitOptions& options);
 

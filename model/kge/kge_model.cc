@@ -161,6 +161,7 @@ KgeModel::KgeModel(KgeConfig config, std::vector<std::string> entities,
     : config_(config),
       entities_(std::move(entities)),
       relations_(std::move(relations)),
+      device_(module->device.str()),
       module_(std::move(module)) {}
 
 KgeModel::~KgeModel() = default;

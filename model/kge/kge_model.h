@@ -95,6 +95,7 @@ class KgeModel {
   const std::string& training_fingerprint() const { return fingerprint_; }
   void set_training_fingerprint(std::string fingerprint) { fingerprint_ = std::move(fingerprint); }
   int64_t num_parameters() const;
+  const std::string& device() const { return device_; }  // "cpu", "cuda:0"
 
   // The score of each fact (model ids). Errors: INVALID_ARGUMENT for an id out of range.
   absl::StatusOr<std::vector<float>> ScoreGrailFacts(absl::Span<const Triple> facts) const;
@@ -118,6 +119,7 @@ class KgeModel {
   std::vector<std::string> entities_;
   std::vector<std::string> relations_;
   std::string fingerprint_;
+  std::string device_;
   std::unique_ptr<KgeModule> module_;
 };
 

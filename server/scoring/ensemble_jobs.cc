@@ -1,5 +1,6 @@
-// An ensemble's jobs (scoring_jobs.h): each member's own job (the path family's or GraIL's) in
-// turn on the call's snapshot, then the ensemble's rule over the members' scores.
+// An ensemble's jobs (scoring_jobs.h): each member's own job (the path family's, GraIL's or a
+// KGE member's) in turn on the call's snapshot, then the ensemble's rule over the members'
+// scores.
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -19,9 +20,10 @@ class EnsembleServing final : public ServedFamily {
       : model_(std::move(model)) {
     for (size_t m = 0; m < model_->size(); ++m) {
       std::unique_ptr<const ServedFamily> family =
-          model_->path_member(m) != nullptr
-              ? ServePath(model_->SharedPathMember(model_, m))
-              : ServeGrail(model_->SharedGrailMember(model_, m), nullptr);
+          model_->path_member(m) != nullptr ? ServePath(model_->SharedPathMember(model_, m))
+          : model_->grail_member(m) != nullptr
+              ? ServeGrail(model_->SharedGrailMember(model_, m), nullptr)
+              : ServeKgeMember(model_, m);
       members_.push_back(std::make_shared<const ServedModel>(
           std::move(family), absl::StrCat(path, "#member", m), sha256, generation));
     }
@@ -45,9 +47,13 @@ class EnsembleServing final : public ServedFamily {
   bool open_vocabulary() const override { return model_->open_vocabulary(); }
   bool reads_relation_graph() const override { return model_->reads_relation_graph(); }
   ModelSummary Summary() const override {
-    ModelSummary summary = members_.front()->Summary();
+    // The network's fields are those of the members that read the graph (not a KGE member's).
+    size_t first = 0;
+    while (first + 1 < members_.size() && model_->kge_member(first) != nullptr) ++first;
+    ModelSummary summary = members_[first]->Summary();
     summary.format = kEnsembleModelFormat;
-    for (size_t m = 1; m < members_.size(); ++m) {
+    for (size_t m = first + 1; m < members_.size(); ++m) {
+      if (model_->kge_member(m) != nullptr) continue;
       const ModelSummary other = members_[m]->Summary();
       // 0: a member reads the whole graph.
       summary.hops = summary.hops == 0 || other.hops == 0 ? 0 : std::max(summary.hops, other.hops);

@@ -1,9 +1,9 @@
 // What a family is to the server (ServedFamily): the jobs LinkPredictor hands the engine — one
 // that scores a list of facts and one that ranks the candidates of (fixed, r, ?) or
 // (?, r, fixed) — its summary and its warm-up. Each family's served form and jobs live in its
-// own file (grail_jobs.cc, path_jobs.cc) and run on its runner (grail_work.h, path_work.h);
-// what a ranking does whatever the family is in ranking.h. Nothing outside those files asks
-// which family a model is.
+// own file (grail_jobs.cc, path_jobs.cc, kge_jobs.cc) and run on its runner (grail_work.h,
+// path_work.h); what a ranking does whatever the family is in ranking.h. Nothing outside those
+// files asks which family a model is.
 #ifndef GRAIL_SERVER_SCORING_SCORING_JOBS_H_
 #define GRAIL_SERVER_SCORING_SCORING_JOBS_H_
 
@@ -137,15 +137,24 @@ std::unique_ptr<const ServedFamily> ServeGrail(std::shared_ptr<const GrailModel>
 // its far score. A query whose pass is cached (FactJobSetup::passes) costs a lookup.
 std::unique_ptr<const ServedFamily> ServePath(std::shared_ptr<const PathModel> model);
 
-// An ensemble (model/ensemble/ensemble_model.h): each member served as ServePath or ServeGrail
-// serves it, one after another on the call's snapshot (each path member's passes batched and
-// cached as its own), and each fact's or candidate's score the ensemble's rule over the
-// members'; in a ranking over every entity, an entity beyond every member's neighbourhood
-// shares the rule over their far scores. Explanations come from its first GraIL member.
+// An ensemble (model/ensemble/ensemble_model.h): each member served as ServePath, ServeGrail or
+// ServeKgeMember serves it, one after another on the call's snapshot (each path member's
+// passes batched and cached as its own), and each fact's or candidate's score the ensemble's
+// rule over the members'; in a ranking over every entity, an entity beyond every member's
+// neighbourhood shares the rule over their far scores. Explanations come from its first GraIL
+// member.
 // `path`, `sha256` and `generation` are the archive's.
 std::unique_ptr<const ServedFamily> ServeEnsemble(std::shared_ptr<const EnsembleModel> model,
                                                   const std::string& path,
                                                   const std::string& sha256, uint64_t generation);
+
+// The KGE model that is `ensemble`'s member m (kge_jobs.cc), as the ensemble serves it: a
+// fact, and a ranking's candidate, that it knows by name scores as the model scores it, any
+// other has the member's unknown score (EnsembleModel::unknown_score). Its jobs run no forward
+// of the engine's: a ranking is one pass over the model's vocabulary. Only an ensemble ranks
+// with it (RankingSetup::member_scores).
+std::unique_ptr<const ServedFamily> ServeKgeMember(std::shared_ptr<const EnsembleModel> ensemble,
+                                                   size_t m);
 
 // Entity `name` of `graph`, or NOT_FOUND naming it.
 absl::StatusOr<EntityId> FindEntity(const GraphSnapshot& graph, const std::string& name);

@@ -1,11 +1,13 @@
 // Ensemble archives (a path preset model and an ULTRA model; a GraIL model and a path preset
-// model) served by the real grail-server binary (loopback port, real RocksDB directory, real
-// gRPC): every score, of a fact or of a candidate in a ranking of every entity, is the
-// ensemble's rule over what each member computes offline on the stored graph; scored_by names
-// the ensemble; a GraIL member explains.
+// model; a path preset model and a KGE model) served by the real grail-server binary (loopback
+// port, real RocksDB directory, real gRPC): every score, of a fact or of a candidate in a ranking
+// of every entity, is the ensemble's rule over what each member computes offline on the stored
+// graph; scored_by names the ensemble; a GraIL member explains.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "kg/v1/knowledge_graph.grpc.pb.h"
 #include "model/ensemble/ensemble_model.h"
 #include "model/grail/fact_scoring.h"
+#include "model/kge/kge_model.h"
 #include "model/path/path_batch.h"
 #include "model/ultra/ultra_model.h"
 #include "tests/testing/graph_calls.h"
@@ -334,6 +337,107 @@ TEST_F(GrailEnsembleServingTest, AFactsScoreIsItsScoreInTheRankingAndGraILExplai
     }
     for (const kg::v1::ExplanationPath& p : response.paths()) EXPECT_GT(p.steps_size(), 0);
   }
+}
+
+// The same graph served by an ensemble of a path preset model and a KGE model trained on u0..u29
+// only: u30..u39 stand for entities added after it was trained, which it does not know, so
+// they get its fitted unknown score.
+class KgeEnsembleServingTest : public ServedEnsembleTest {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<PathModel>> preset =
+        PathModel::Create(SmallPath(), {"funds", "cites", "mentors"}, 3);
+    ASSERT_TRUE(preset.ok()) << preset.status();
+    KgeConfig config;
+    config.kind = KgeKind::kRotatE;  // not symmetric: heads rank apart from tails
+    config.dim = 8;
+    std::vector<std::string> known;
+    for (int i = 29; i >= 0; --i) known.push_back(absl::StrCat("u", i));  // ids not the graph's
+    absl::StatusOr<std::unique_ptr<KgeModel>> kge =
+        KgeModel::Create(config, known, {"cites", "mentors", "funds"}, 5);
+    ASSERT_TRUE(kge.ok()) << kge.status();
+    std::vector<EnsembleMember> members(2);
+    members[0].path = *std::move(preset);
+    members[1].kge = *std::move(kge);
+    absl::StatusOr<std::unique_ptr<EnsembleModel>> ensemble = EnsembleModel::Create(
+        std::move(members), LinearFusion{{kPathWeight, kKgeWeight}, kBias}, {0.0, kUnknown});
+    ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+    Serve(*std::move(ensemble));
+  }
+
+  // The rule over the path member's offline score of (source, relation, e) (inverse: (e,
+  // relation, source)) and the KGE model's, or its unknown score where it does not know the
+  // fact, for every entity e but the source.
+  std::map<std::string, double> Offline(const std::string& source, const std::string& relation,
+                                        bool inverse) {
+    const KgeModel& kge = *ensemble_->kge_member(1);
+    const std::map<std::string, float> path = Member(0, source, relation, inverse);
+    const uint32_t r =
+        static_cast<uint32_t>(std::find(kge.relations().begin(), kge.relations().end(), relation) -
+                              kge.relations().begin());
+    std::map<std::string, double> out;
+    for (const auto& [e, path_score] : path) {
+      if (e == source) continue;
+      const std::optional<uint32_t> s = ensemble_->KgeEntity(1, source);
+      const std::optional<uint32_t> other = ensemble_->KgeEntity(1, e);
+      double kge_score = kUnknown;
+      if (s && other) {
+        absl::StatusOr<std::vector<float>> scored =
+            kge.ScoreGrailFacts({inverse ? Triple{*other, r, *s} : Triple{*s, r, *other}});
+        EXPECT_TRUE(scored.ok()) << scored.status();
+        kge_score = (*scored)[0];
+      }
+      out[e] = kBias + kPathWeight * path_score + kKgeWeight * kge_score;
+    }
+    return out;
+  }
+
+  static constexpr double kKgeWeight = 0.9;
+  static constexpr double kUnknown = -2.5;
+};
+
+TEST_F(KgeEnsembleServingTest, RankingsAreTheRuleOverThePathAndTheKGEScoresOrItsUnknownScore) {
+  // u4 is known to the KGE model, u35 is not (every candidate then has the unknown score).
+  for (const char* source : {"u4", "u35"}) {
+    for (const bool tails : {true, false}) {
+      kg::v1::RankResponse ranking;
+      const grpc::Status status = RankCall(*stub_, tails, source, "cites", {}, &ranking);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      EXPECT_EQ(ranking.ranked_size(), 39);  // every entity but the source
+      const std::map<std::string, double> offline = Offline(source, "cites", !tails);
+      size_t known = 0;
+      for (int i = 0; i < ranking.ranked_size(); ++i) {
+        const kg::v1::RankedEntity& e = ranking.ranked(i);
+        EXPECT_NEAR(e.score(), offline.at(e.entity()), 1e-4 * (1 + std::fabs(e.score())))
+            << source << " " << tails << " " << e.entity();
+        EXPECT_EQ(e.scored_by(), kg::v1::SCORED_BY_ENSEMBLE);
+        if (i > 0) {
+          EXPECT_GE(ranking.ranked(i - 1).score(), e.score());
+        }
+        known += ensemble_->KgeEntity(1, e.entity()).has_value();
+      }
+      EXPECT_EQ(known, std::string(source) == "u4" ? 29u : 30u);
+    }
+  }
+}
+
+TEST_F(KgeEnsembleServingTest, AFactsScoreIsItsScoreInTheRankingKnownToTheKGEModelOrNot) {
+  const std::map<std::string, double> offline = Offline("u7", "mentors", false);
+  for (const char* tail : {"u8", "u20", "u31", "u38"}) {
+    const kg::v1::ScoreTripletResponse response = Score({"u7", "mentors", tail}, false);
+    EXPECT_NEAR(response.score(), offline.at(tail), 1e-4 * (1 + std::fabs(response.score())))
+        << tail;
+    EXPECT_EQ(response.scored_by(), kg::v1::SCORED_BY_ENSEMBLE);
+  }
+  // The KGE model has no paths to explain with, and the ensemble no GraIL member.
+  grpc::ClientContext context;
+  kg::v1::ScoreTripletRequest request;
+  *request.mutable_triple() = ToProto({"u7", "mentors", "u8"});
+  request.set_explain(true);
+  kg::v1::ScoreTripletResponse response;
+  const grpc::Status refused = stub_->ScoreTriplet(&context, request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("without a GraIL member"));
 }
 
 }  // namespace

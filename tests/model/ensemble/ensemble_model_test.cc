@@ -1,10 +1,11 @@
-// Ensembles (model/ensemble/) of path-family and GraIL models: the archive, the rule's fit, and
-// the evaluation that combines the members' scores (eval/ensemble_evaluation.h).
+// Ensembles (model/ensemble/) of path-family, GraIL and KGE models: the archive, the rule's fit,
+// and the evaluation that combines the members' scores (eval/ensemble_evaluation.h).
 #include "model/ensemble/ensemble_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "model/ensemble/ensemble_fit.h"
 #include "model/families.h"
 #include "model/grail/enclosing_subgraph.h"
+#include "model/kge/kge_model.h"
 #include "tests/testing/grail_own_scores.h"
 #include "tests/testing/path_test_graph.h"
 #include "tests/testing/small_ultra.h"
@@ -28,6 +30,13 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 const std::vector<std::string> kGraphRelations = {"r0", "r1", "r2", "r3"};
+
+// The names of `graph`'s entities: "e0", "e1", ...
+std::vector<std::string> EntityNames(const GraphView& graph) {
+  std::vector<std::string> names;
+  for (EntityId e = 0; e < graph.num_entities(); ++e) names.push_back("e" + std::to_string(e));
+  return names;
+}
 
 std::unique_ptr<PathModel> PathMember(std::vector<std::string> relations, uint64_t seed) {
   PathConfig c;
@@ -57,9 +66,39 @@ std::unique_ptr<GrailModel> GrailMember(std::vector<std::string> relations, uint
   return *std::move(m);
 }
 
-std::unique_ptr<EnsembleModel> Ensemble(std::vector<EnsembleMember> members, LinearFusion rule) {
+// A small KGE model (RotatE) that knows the graph's entities e0..e{known - 1}, in reverse
+// order (its ids are not the graph's), and `relations`.
+std::unique_ptr<KgeModel> KgeMember(std::vector<std::string> relations, int known, uint64_t seed) {
+  KgeConfig c;
+  c.kind = KgeKind::kRotatE;  // not symmetric: a head query differs from a tail query
+  c.dim = 8;
+  std::vector<std::string> entities;
+  for (int e = known - 1; e >= 0; --e) entities.push_back("e" + std::to_string(e));
+  absl::StatusOr<std::unique_ptr<KgeModel>> m =
+      KgeModel::Create(c, std::move(entities), std::move(relations), seed);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *std::move(m);
+}
+
+// The KGE member m's score of (head, relation, tail) in graph ids and names, or nullopt if it
+// does not know one of them.
+std::optional<float> KgeScore(const EnsembleModel& ensemble, size_t m, EntityId head,
+                              const std::string& relation, EntityId tail) {
+  const KgeModel& kge = *ensemble.kge_member(m);
+  const auto r = std::find(kge.relations().begin(), kge.relations().end(), relation);
+  const std::optional<uint32_t> h = ensemble.KgeEntity(m, "e" + std::to_string(head));
+  const std::optional<uint32_t> t = ensemble.KgeEntity(m, "e" + std::to_string(tail));
+  if (!h || !t || r == kge.relations().end()) return std::nullopt;
+  absl::StatusOr<std::vector<float>> scores =
+      kge.ScoreGrailFacts({Triple{*h, static_cast<RelationId>(r - kge.relations().begin()), *t}});
+  EXPECT_TRUE(scores.ok()) << scores.status();
+  return (*scores)[0];
+}
+
+std::unique_ptr<EnsembleModel> Ensemble(std::vector<EnsembleMember> members, LinearFusion rule,
+                                        std::vector<double> unknown = {}) {
   absl::StatusOr<std::unique_ptr<EnsembleModel>> e =
-      EnsembleModel::Create(std::move(members), std::move(rule));
+      EnsembleModel::Create(std::move(members), std::move(rule), std::move(unknown));
   EXPECT_TRUE(e.ok()) << e.status();
   return *std::move(e);
 }
@@ -84,6 +123,34 @@ std::vector<float> MemberScores(const PathModel& model, const GraphView& graph,
   std::vector<float> out;
   for (EntityId e = 0; e < graph.num_entities(); ++e) out.push_back(scores->Of(batch, 0, e));
   return out;
+}
+
+// `ensemble` saved and loaded back as any archive is (null, and a test failure, if it was not).
+std::unique_ptr<EnsembleModel> SavedAndLoaded(const EnsembleModel& ensemble) {
+  ScopedTempDir dir;
+  const absl::Status saved = ensemble.Save(dir.Sub("ensemble.pt"));
+  EXPECT_TRUE(saved.ok()) << saved;
+  absl::StatusOr<AnyModel> loaded = LoadAnyModel(dir.Sub("ensemble.pt"));
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  if (!loaded.ok()) return nullptr;
+  EXPECT_NE(loaded->ensemble, nullptr);
+  return std::move(loaded->ensemble);
+}
+
+// Every entity's combined score for each of `queries` (RunEnsembleQueries, two workers).
+std::vector<std::vector<float>> Combined(const EnsembleModel& ensemble, const GraphView& graph,
+                                         absl::Span<const RankingQuery> queries) {
+  std::vector<std::vector<float>> combined(queries.size());
+  PathScoringOptions options;
+  options.threads = 2;
+  const absl::Status ran =
+      RunEnsembleQueries(ensemble, graph, EntityNames(graph), kGraphRelations, queries, options,
+                         [&](size_t i, const QueryScores& scores) {
+                           for (EntityId e = 0; e < graph.num_entities(); ++e)
+                             combined[i].push_back(scores.Of(e));
+                         });
+  EXPECT_TRUE(ran.ok()) << ran;
+  return combined;
 }
 
 TEST(EnsembleModelTest, AnArchiveKeepsItsMembersRuleAndTheRelationsEveryMemberKnows) {
@@ -154,12 +221,9 @@ TEST(EnsembleModelTest, AGraILMemberIsKeptInTheArchiveScoresAsItDidAndExplains) 
   EXPECT_EQ(ensemble->path_member(1), nullptr);
   ASSERT_NE(ensemble->grail_member(1), nullptr);
 
-  ScopedTempDir dir;
-  ASSERT_TRUE(ensemble->Save(dir.Sub("ensemble.pt")).ok());
-  absl::StatusOr<AnyModel> loaded = LoadAnyModel(dir.Sub("ensemble.pt"));
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ASSERT_NE(loaded->ensemble, nullptr);
-  const EnsembleModel& back = *loaded->ensemble;
+  const std::unique_ptr<EnsembleModel> loaded = SavedAndLoaded(*ensemble);
+  ASSERT_NE(loaded, nullptr);
+  const EnsembleModel& back = *loaded;
   ASSERT_EQ(back.size(), 2u);
   ASSERT_NE(back.path_member(0), nullptr);
   ASSERT_NE(back.grail_member(1), nullptr);
@@ -180,6 +244,49 @@ TEST(EnsembleModelTest, AGraILMemberIsKeptInTheArchiveScoresAsItDidAndExplains) 
   }
 }
 
+TEST(EnsembleModelTest, AKGEMemberIsKeptInTheArchiveWithItsUnknownScoreAndScoresAsItDid) {
+  std::vector<EnsembleMember> members(2);
+  members[0].path = PathMember({"r0", "r1", "r2"}, 1);
+  members[1].kge = KgeMember({"r2", "r1", "r3"}, 30, 2);
+  std::unique_ptr<EnsembleModel> ensemble =
+      Ensemble(std::move(members), {{0.5, 1.5}, 0.75}, {0.0, -2.25});
+  EXPECT_THAT(ensemble->relations(), ElementsAre("r1", "r2"));
+  EXPECT_EQ(ensemble->MemberRelation(1, 1), 0);  // r2 is the KGE model's id 0
+  EXPECT_EQ(ensemble->explaining_member(), -1);
+  EXPECT_EQ(ensemble->fit_columns(), 3u);
+  EXPECT_EQ(ensemble->KgeEntity(1, "e29"), 0u);
+  EXPECT_EQ(ensemble->KgeEntity(1, "e30"), std::nullopt);
+
+  const std::unique_ptr<EnsembleModel> loaded = SavedAndLoaded(*ensemble);
+  ASSERT_NE(loaded, nullptr);
+  const EnsembleModel& back = *loaded;
+  ASSERT_NE(back.kge_member(1), nullptr);
+  EXPECT_EQ(back.kge_member(1)->config().kind, KgeKind::kRotatE);
+  EXPECT_THAT(back.rule().weights, ElementsAre(0.5, 1.5));
+  EXPECT_THAT(back.unknown_scores(), ElementsAre(0.0, -2.25));
+  EXPECT_EQ(back.num_parameters(), ensemble->num_parameters());
+  for (const auto& [h, t] : std::vector<std::pair<EntityId, EntityId>>{{3, 7}, {29, 0}, {12, 5}}) {
+    EXPECT_FLOAT_EQ(*KgeScore(back, 1, h, "r1", t), *KgeScore(*ensemble, 1, h, "r1", t));
+  }
+  EXPECT_EQ(KgeScore(back, 1, 3, "r1", 31), std::nullopt);
+}
+
+TEST(EnsembleModelTest, AFittedRulesUnknownColumnBecomesTheKGEMembersUnknownScore) {
+  std::vector<EnsembleMember> members(3);
+  members[0].kge = KgeMember(kGraphRelations, 10, 1);
+  members[1].path = PathMember(kGraphRelations, 2);
+  members[2].kge = KgeMember(kGraphRelations, 20, 3);
+  std::unique_ptr<EnsembleModel> ensemble = Ensemble(std::move(members), {{1, 1, 1}, 0});
+  ASSERT_EQ(ensemble->fit_columns(), 5u);
+  ASSERT_TRUE(ensemble->SetFittedRule({{2.0, 0.5, -4.0, 3.0, 6.0}, 0.1}).ok());
+  EXPECT_THAT(ensemble->rule().weights, ElementsAre(2.0, 0.5, -4.0));
+  EXPECT_EQ(ensemble->rule().bias, 0.1);
+  // w_m * unknown_m is the fitted column's weight.
+  EXPECT_THAT(ensemble->unknown_scores(), ElementsAre(1.5, 0.0, -1.5));
+  absl::Status narrow = ensemble->SetFittedRule({{2.0, 0.5, -4.0}, 0});
+  EXPECT_THAT(narrow.message(), HasSubstr("3 weights for 5 columns"));
+}
+
 TEST(EnsembleModelTest, CreateRefusesAMissingMember) {
   std::vector<EnsembleMember> members(2);
   members[0].path = PathMember({"r0"}, 1);
@@ -191,6 +298,39 @@ TEST(EnsembleModelTest, CreateRefusesAMissingMember) {
 
 // Queries where member 0's score ranks the answer near the top and member 1's is noise on a
 // wider scale: the fit leans on member 0 and ranks better than equal weights.
+// A member whose score is hidden for a third of the candidates (a KGE member's unknown ones),
+// the answer's included: the offset column learns what a hidden candidate is worth, above the
+// known candidates' typical score, so a hidden answer ranks among them rather than last.
+TEST(EnsembleFitTest, AnOffsetColumnLearnsWhatAHiddenCandidateIsWorth) {
+  SeededRandom random(9);
+  std::vector<QueryCandidates> queries(300);
+  for (QueryCandidates& q : queries) {
+    for (int row = 0; row < 30; ++row) {
+      const double signal = (row == 0 ? 2.0 : 0.0) + random.UniformDouble();
+      const bool hidden = random.UniformDouble() < 1.0 / 3;
+      q.scores.push_back(hidden ? 0.0f : static_cast<float>(signal));
+      q.scores.push_back(hidden ? 1.0f : 0.0f);
+      q.count.push_back(1);
+    }
+  }
+  EnsembleFitOptions options;
+  options.offsets = 1;
+  absl::StatusOr<EnsembleFit> fit = FitEnsembleRule(queries, 2, options);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const double w = fit->rule.weights[0], offset = fit->rule.weights[1];
+  EXPECT_GT(w, 0);
+  EXPECT_GT(offset / w, 0.5);  // above a known non-answer's mean score
+  EXPECT_LT(offset / w, 2.5);  // below a known answer's
+  EXPECT_GT(CandidateMrr(queries, fit->rule.weights), CandidateMrr(queries, {w, 0.0}));
+
+  options.fit_weights = false;
+  absl::StatusOr<EnsembleFit> unweighted = FitEnsembleRule(queries, 2, options);
+  ASSERT_TRUE(unweighted.ok()) << unweighted.status();
+  EXPECT_EQ(unweighted->rule.weights[1], 0);  // an offset starts, and then stays, at 0
+  options.offsets = 2;
+  EXPECT_THAT(FitEnsembleRule(queries, 2, options).status().message(), HasSubstr("leave no score"));
+}
+
 TEST(EnsembleFitTest, TheFitWeighsTheInformativeMemberAboveTheNoisyOne) {
   SeededRandom random(5);
   std::vector<QueryCandidates> queries(200);
@@ -256,7 +396,7 @@ TEST(EnsembleEvaluationTest, AnEnsembleOfOneMemberEvaluatesAsThatMember) {
   absl::StatusOr<EvaluationResult> alone =
       EvaluatePath(*ensemble->path_member(0), graph, RelationMap(), test, options);
   absl::StatusOr<EvaluationResult> combined =
-      EvaluateEnsemble(*ensemble, graph, kGraphRelations, test, options);
+      EvaluateEnsemble(*ensemble, graph, EntityNames(graph), kGraphRelations, test, options);
   ASSERT_TRUE(alone.ok()) << alone.status();
   ASSERT_TRUE(combined.ok()) << combined.status();
   EXPECT_DOUBLE_EQ(combined->auc_pr, alone->auc_pr);
@@ -278,7 +418,8 @@ TEST(EnsembleEvaluationTest, EachEntitysScoreIsTheRuleOverItsMembersScores) {
   const std::vector<RankingQuery> queries = {{12, 1}, {0, 0 + R}, {47, 2}, {21, 2 + R}};
   std::vector<std::vector<float>> combined(queries.size());
   std::vector<int64_t> own(queries.size());
-  ASSERT_TRUE(RunEnsembleQueries(*ensemble, graph, kGraphRelations, queries, PathScoringOptions(),
+  ASSERT_TRUE(RunEnsembleQueries(*ensemble, graph, EntityNames(graph), kGraphRelations, queries,
+                                 PathScoringOptions(),
                                  [&](size_t i, const QueryScores& scores) {
                                    for (EntityId e = 0; e < graph.num_entities(); ++e) {
                                      combined[i].push_back(scores.Of(e));
@@ -315,16 +456,7 @@ TEST(EnsembleEvaluationTest, AGraILMembersScoreOfEachEntityIsItsOwnSubgraphsNear
   std::unique_ptr<EnsembleModel> ensemble = Ensemble(std::move(members), {{wg, wp}, b});
   const int32_t R = static_cast<int32_t>(graph.num_relations());
   const std::vector<RankingQuery> queries = {{12, 1}, {0, 0 + R}, {47, 2}, {21, 2 + R}, {3, 0}};
-  std::vector<std::vector<float>> combined(queries.size());
-  PathScoringOptions options;
-  options.threads = 2;
-  ASSERT_TRUE(RunEnsembleQueries(*ensemble, graph, kGraphRelations, queries, options,
-                                 [&](size_t i, const QueryScores& scores) {
-                                   for (EntityId e = 0; e < graph.num_entities(); ++e) {
-                                     combined[i].push_back(scores.Of(e));
-                                   }
-                                 })
-                  .ok());
+  const std::vector<std::vector<float>> combined = Combined(*ensemble, graph, queries);
   const RelationMap grail_map = ensemble->MemberRelations(0, kGraphRelations);
   for (size_t i = 0; i < queries.size(); ++i) {
     const bool inverse = queries[i].relation >= R;
@@ -359,8 +491,8 @@ TEST(EnsembleEvaluationTest, ValidationQueriesPutTheAnswerFirstAndLeaveOtherKnow
   ASSERT_FALSE(graph.HasFact(12, 0, 31));
   ValidationQueryOptions options;
   options.top_per_member = 1000;
-  absl::StatusOr<std::vector<QueryCandidates>> queries =
-      CollectValidationQueries(*ensemble, graph, kGraphRelations, valid, {}, options);
+  absl::StatusOr<std::vector<QueryCandidates>> queries = CollectValidationQueries(
+      *ensemble, graph, EntityNames(graph), kGraphRelations, valid, {}, options);
   ASSERT_TRUE(queries.ok()) << queries.status();
   ASSERT_EQ(queries->size(), 4u);  // a tail and a head query each
   const RelationMap identity;
@@ -384,6 +516,105 @@ TEST(EnsembleEvaluationTest, ValidationQueriesPutTheAnswerFirstAndLeaveOtherKnow
           << row;
     }
   }
+}
+
+// A KGE member scores the entities it knows, for a source and relation it knows, as the model
+// scores that very fact (a head query's candidate as the fact's head), and every other entity
+// with its unknown score.
+TEST(EnsembleEvaluationTest, AKGEMembersScoreIsTheModelsWhereItKnowsTheFactAndItsUnknownScore) {
+  const StaticGraph graph = PathTestGraph();
+  std::vector<EnsembleMember> members(2);
+  members[0].path = PathMember(kGraphRelations, 4);
+  members[1].kge = KgeMember({"r1", "r0", "r2", "r3"}, 40, 5);  // e40..e49 unknown to it
+  const double wp = 0.8, wk = -1.2, b = 0.3, unknown = 0.65;
+  std::unique_ptr<EnsembleModel> ensemble =
+      Ensemble(std::move(members), {{wp, wk}, b}, {0.0, unknown});
+  const int32_t R = static_cast<int32_t>(graph.num_relations());
+  // 42 is a source the KGE model does not know.
+  const std::vector<RankingQuery> queries = {{12, 1}, {0, 0 + R}, {42, 2}, {21, 2 + R}};
+  const std::vector<std::vector<float>> combined = Combined(*ensemble, graph, queries);
+  size_t known = 0, unknown_count = 0;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    const bool inverse = queries[i].relation >= R;
+    const int32_t r = queries[i].relation - (inverse ? R : 0);
+    const PathModel& path_model = *ensemble->path_member(0);
+    const std::vector<float> path = MemberScores(
+        path_model, graph, RelationMap(),
+        PathQuery(queries[i].source, r + (inverse ? path_model.NumRelations(graph) : 0)));
+    for (EntityId e = 0; e < graph.num_entities(); ++e) {
+      if (e == queries[i].source) continue;
+      const std::optional<float> kge =
+          inverse ? KgeScore(*ensemble, 1, e, kGraphRelations[r], queries[i].source)
+                  : KgeScore(*ensemble, 1, queries[i].source, kGraphRelations[r], e);
+      (kge ? known : unknown_count) += 1;
+      EXPECT_NEAR(combined[i][e], b + wp * path[e] + wk * kge.value_or(unknown), 1e-4)
+          << i << " " << e;
+    }
+  }
+  EXPECT_GT(known, 100u);
+  EXPECT_GT(unknown_count, 49u);  // query 2's every candidate, and e40..e49 of the others
+}
+
+// The fit's rows have a KGE member's score where it knows the candidate and 0 with its
+// "unknown" column 1 where it does not, or where the fit hides it (kge_hidden).
+TEST(EnsembleEvaluationTest, ValidationRowsShowAKGEMembersScoreOrThatItIsUnknownOrHidden) {
+  const StaticGraph graph = PathTestGraph();
+  std::vector<EnsembleMember> members(2);
+  members[0].kge = KgeMember(kGraphRelations, 40, 6);
+  members[1].path = PathMember(kGraphRelations, 7);
+  std::unique_ptr<EnsembleModel> ensemble = Ensemble(std::move(members), {{1.0, 1.0}, 0});
+  const std::vector<Triple> valid = {{12, 0, 30}, {5, 1, 44}, {2, 2, 31}};
+  for (const double hide : {0.0, 0.5, 1.0}) {
+    ValidationQueryOptions options;
+    options.top_per_member = 1000;
+    options.kge_hidden = hide;
+    absl::StatusOr<std::vector<QueryCandidates>> queries = CollectValidationQueries(
+        *ensemble, graph, EntityNames(graph), kGraphRelations, valid, {}, options);
+    ASSERT_TRUE(queries.ok()) << queries.status();
+    ASSERT_EQ(queries->size(), 6u);
+    size_t shown = 0, hidden = 0, unknown = 0;
+    for (size_t q = 0; q < queries->size(); ++q) {
+      const QueryCandidates& c = (*queries)[q];
+      ASSERT_EQ(c.scores.size(), c.rows() * 3);
+      const Triple& f = valid[q / 2];
+      // The answer's row (of the tail query and the head query alike: the fact f): its KGE
+      // score, unless hidden; unknown for e44.
+      const std::optional<float> answer =
+          KgeScore(*ensemble, 0, f.head, kGraphRelations[f.relation], f.tail);
+      for (size_t row = 0; row < c.rows(); ++row) {
+        const float score = c.scores[3 * row], flag = c.scores[3 * row + 2];
+        ASSERT_TRUE(flag == 0 || flag == 1);
+        if (flag == 1) EXPECT_EQ(score, 0);
+        if (row == 0 && answer && flag == 0) EXPECT_FLOAT_EQ(score, *answer);
+        if (row == 0 && !answer) EXPECT_EQ(flag, 1);
+        if (c.count[row] > 1) EXPECT_EQ(flag, 1);  // the group beyond every neighbourhood
+        if (flag == 0) ++shown;
+        if (flag == 1 && row == 0 && answer) ++hidden;
+        if (flag == 1) ++unknown;
+      }
+    }
+    if (hide == 0) {
+      EXPECT_EQ(hidden, 0u);
+      EXPECT_GT(shown, 50u);
+    }
+    if (hide == 1) EXPECT_EQ(shown, 0u);
+    if (hide == 0.5) {
+      EXPECT_GT(shown, 50u);
+      EXPECT_GT(unknown, 50u);
+    }
+  }
+  // The fit over those columns gives the member an unknown score.
+  ValidationQueryOptions options;
+  options.kge_hidden = 0.5;
+  absl::StatusOr<std::vector<QueryCandidates>> queries = CollectValidationQueries(
+      *ensemble, graph, EntityNames(graph), kGraphRelations, valid, {}, options);
+  ASSERT_TRUE(queries.ok());
+  EnsembleFitOptions fit_options;
+  fit_options.offsets = 1;
+  absl::StatusOr<EnsembleFit> fit = FitEnsembleRule(*queries, 3, fit_options);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  ASSERT_TRUE(ensemble->SetFittedRule(fit->rule).ok());
+  EXPECT_NE(ensemble->unknown_score(0), 0);
 }
 
 }  // namespace
