@@ -147,8 +147,9 @@ class KgeFactJob final : public KgeJob {
 // vocabulary for the query, each entity of it the snapshot holds alive near, every other far.
 class KgeRankingJob final : public KgeJob {
  public:
-  KgeRankingJob(const KgeMemberServing& family, RankingSetup setup)
-      : KgeJob(family), setup_(std::move(setup)) {}
+  KgeRankingJob(const KgeMemberServing& family, RankingSetup setup,
+                LinkPredictor::RankCallback done)
+      : KgeJob(family), setup_(std::move(setup)), done_(std::move(done)) {}
 
   absl::Status Prepare() override {
     if (!setup_.member_scores) {
@@ -178,7 +179,7 @@ class KgeRankingJob final : public KgeJob {
     return absl::OkStatus();
   }
   void Finish(absl::Status status) override {
-    if (!setup_.member_scores) return;  // refused in Prepare(): nobody to tell
+    if (!setup_.member_scores) return done_(std::move(status));  // refused in Prepare()
     if (!status.ok()) return setup_.member_scores(std::move(status));
     setup_.member_scores(std::move(out_));
   }
@@ -189,6 +190,8 @@ class KgeRankingJob final : public KgeJob {
 
  private:
   const RankingSetup setup_;
+  // The caller's, used only to refuse a ranking asked of the member alone (no member_scores).
+  const LinkPredictor::RankCallback done_;
   CandidateScores out_;
 };
 
@@ -199,8 +202,8 @@ SubmittedJob KgeMemberServing::FactJob(FactJobSetup setup, int /*explain_paths*/
 }
 
 SubmittedJob KgeMemberServing::RankingJob(RankingSetup setup,
-                                          LinkPredictor::RankCallback /*done*/) const {
-  return {std::make_shared<KgeRankingJob>(*this, std::move(setup)), 1};
+                                          LinkPredictor::RankCallback done) const {
+  return {std::make_shared<KgeRankingJob>(*this, std::move(setup), std::move(done)), 1};
 }
 
 }  // namespace
