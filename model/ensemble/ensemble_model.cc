@@ -179,13 +179,6 @@ std::shared_ptr<const GrailModel> EnsembleModel::SharedGrailMember(
   return std::shared_ptr<const GrailModel>(std::move(self), member);
 }
 
-std::shared_ptr<const KgeModel> EnsembleModel::SharedKgeMember(
-    std::shared_ptr<const EnsembleModel> self, size_t m) const {
-  const KgeModel* member = members_[m].kge.get();
-  if (member == nullptr) return nullptr;
-  return std::shared_ptr<const KgeModel>(std::move(self), member);
-}
-
 int EnsembleModel::explaining_member() const {
   for (size_t m = 0; m < members_.size(); ++m) {
     if (members_[m].grail != nullptr) return static_cast<int>(m);

@@ -124,13 +124,12 @@ class EnsembleModel {
     return kge_entities_[m].Find(name);
   }
   // Member m as a shared pointer that keeps the whole ensemble alive (the server serves each
-  // member as a model of its own); null if it is of another family.
+  // member as a model of its own; a KGE member through the ensemble, ServeKgeMember); null if
+  // it is of another family.
   std::shared_ptr<const PathModel> SharedPathMember(std::shared_ptr<const EnsembleModel> self,
                                                     size_t m) const;
   std::shared_ptr<const GrailModel> SharedGrailMember(std::shared_ptr<const EnsembleModel> self,
                                                       size_t m) const;
-  std::shared_ptr<const KgeModel> SharedKgeMember(std::shared_ptr<const EnsembleModel> self,
-                                                  size_t m) const;
   // The first GraIL member, whose enclosing subgraphs explain a fact's score; -1 for none.
   int explaining_member() const;
   const LinearFusion& rule() const { return rule_; }
