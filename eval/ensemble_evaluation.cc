@@ -4,7 +4,6 @@
 #include <optional>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/seeded_random.h"
 #include "eval/grail_ranking.h"
@@ -26,6 +25,12 @@ struct MemberRow {
   std::vector<EntityId> own;
   std::vector<uint8_t> has;
   float far = 0;
+
+  // Forgets the previous query's own entities (has[] back to 0 where it was set).
+  void ClearOwn() {
+    for (EntityId e : own) has[e] = 0;
+    own.clear();
+  }
 };
 
 // A query's rows from every member, reused across chunks.
@@ -43,7 +48,7 @@ absl::Status RunGrailMember(const GrailModel& member, const GraphView& graph,
   options.threads = threads;
   auto keep = [&](size_t k, const GrailQueryScores& scores) {
     MemberRow& row = rows[k].member[m];
-    for (EntityId e : row.own) row.has[e] = 0;
+    row.ClearOwn();
     row.own = scores.near;
     for (size_t i = 0; i < scores.near.size(); ++i) {
       row.has[scores.near[i]] = 1;
@@ -56,19 +61,15 @@ absl::Status RunGrailMember(const GrailModel& member, const GraphView& graph,
   return absl::Status(ran.code(), absl::StrCat("the ensemble's member ", m, ": ", ran.message()));
 }
 
-// A KGE member's ids of the graph's entities, the other way round: graph[k] is the graph's id of
-// its entity k, or -1.
-std::vector<int64_t> GraphIdsOfKgeEntities(const KgeModel& member,
+// KGE member m's ids of the graph's entities, the other way round: graph[k] is the graph's id
+// of its entity k, or -1 (looked up in the ensemble's vocabulary of the member, KgeEntity).
+std::vector<int64_t> GraphIdsOfKgeEntities(const EnsembleModel& model, size_t m,
                                            absl::Span<const std::string> graph_entities) {
-  absl::flat_hash_map<absl::string_view, EntityId> ids;
-  ids.reserve(graph_entities.size());
+  std::vector<int64_t> graph(model.kge_member(m)->num_entities(), -1);
   for (size_t e = 0; e < graph_entities.size(); ++e) {
-    ids.emplace(graph_entities[e], static_cast<EntityId>(e));
-  }
-  std::vector<int64_t> graph(member.num_entities(), -1);
-  for (uint32_t k = 0; k < member.num_entities(); ++k) {
-    auto it = ids.find(member.entities()[k]);
-    if (it != ids.end()) graph[k] = it->second;
+    if (const std::optional<uint32_t> k = model.KgeEntity(m, graph_entities[e])) {
+      graph[*k] = static_cast<int64_t>(e);
+    }
   }
   return graph;
 }
@@ -87,8 +88,7 @@ absl::Status RunKgeMember(const EnsembleModel& model, size_t m, const RelationMa
   std::vector<size_t> known_row;  // the chunk's row of known[j]
   for (size_t k = 0; k < queries.size(); ++k) {
     MemberRow& row = rows[k].member[m];
-    for (EntityId e : row.own) row.has[e] = 0;
-    row.own.clear();
+    row.ClearOwn();
     row.far = static_cast<float>(model.unknown_score(m));
     bool inverse = false;
     absl::StatusOr<int32_t> relation = QueryModelRelation(
@@ -136,8 +136,8 @@ absl::Status RunMembers(const EnsembleModel& model, const GraphView& graph,
   std::vector<std::vector<int64_t>> kge_graph_ids(members);  // a KGE member's
   for (size_t m = 0; m < members; ++m) {
     maps.push_back(model.MemberRelations(m, graph_relations));
-    if (const KgeModel* kge = model.kge_member(m)) {
-      kge_graph_ids[m] = GraphIdsOfKgeEntities(*kge, graph_entities);
+    if (model.kge_member(m) != nullptr) {
+      kge_graph_ids[m] = GraphIdsOfKgeEntities(model, m, graph_entities);
     }
   }
   const size_t chunk = ChunkQueries(entities, members);
@@ -182,8 +182,7 @@ absl::Status RunMembers(const EnsembleModel& model, const GraphView& graph,
           member, graph, maps[m], member_queries, options,
           [&](size_t k, const PathBatch& batch, int64_t q, const PathScores& scores) {
             MemberRow& row = rows[k].member[m];
-            for (EntityId e : row.own) row.has[e] = 0;
-            row.own.clear();
+            row.ClearOwn();
             for (int64_t node = batch.node_begin[q]; node < batch.node_begin[q + 1]; ++node) {
               const EntityId e = static_cast<EntityId>(batch.node_entity[node]);
               if (row.has[e]) continue;
